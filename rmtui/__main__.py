@@ -1,0 +1,3 @@
+from rmtui.cli import main
+
+raise SystemExit(main())
