@@ -1,0 +1,247 @@
+"""Memory roots: resolution, profiles and ``init`` (DESIGN.md section 2).
+
+Resolution, first match wins: ``--root``, ``--profile`` (``profiles.toml`` in the default
+root), the nearest ``.rightmemory-profile`` upward from the working directory,
+``RIGHTMEMORY_ROOT``, then ``~/.rightmemory``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomlkit
+from tomlkit.exceptions import TOMLKitError
+
+from rmtui.engine.config import CONFIG_FILE, DEFAULT_TEXT, Config, load_config
+from rmtui.engine.errors import ConflictError, UsageError
+from rmtui.engine.fsutil import atomic_write_text
+
+PROFILE_FILE = ".rightmemory-profile"
+PROFILES_TOML = "profiles.toml"
+RUNTIME_DIR = ".runtime"
+PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+GITIGNORE = """\
+# Allow-list: only memory files are tracked; everything else (.runtime/ included) is ignored.
+*
+!.gitignore
+!MEMORY.md
+!MEMORY_*.md
+!PURSUITS.md
+!PURSUIT_*.md
+!corrections.md
+!insight_logs/
+!insight_logs/*.md
+!update_queue/
+!update_queue/**
+!update_records/
+!update_records/*.json
+!AGENT_GUIDANCE_INBOX.md
+!rightmemory.toml
+!shared_views.toml
+"""
+
+MEMORY_TEMPLATE = """\
+# Memory
+
+"""
+
+PURSUITS_TEMPLATE = """\
+# Pursuits
+
+## Focus
+
+"""
+
+
+def default_root() -> Path:
+    return Path(os.path.expanduser("~")) / ".rightmemory"
+
+
+@dataclass
+class MemoryRoot:
+    """An opened memory root: its work tree, runtime folder and configuration."""
+
+    path: Path
+
+    @property
+    def runtime(self) -> Path:
+        return self.path / RUNTIME_DIR
+
+    @property
+    def lock_path(self) -> Path:
+        return self.runtime / "memory.lock"
+
+    def config(self) -> Config:
+        return load_config(self.path)
+
+    def ensure_runtime(self) -> Path:
+        rt = self.runtime
+        if not rt.is_dir():
+            rt.mkdir(parents=True, exist_ok=True)
+        gi = rt / ".gitignore"
+        if not gi.exists():
+            atomic_write_text(gi, "*\n")
+        return rt
+
+
+def open_root(path: Path | str) -> MemoryRoot:
+    """Open an existing root; a folder that is not a Git work tree is refused."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise UsageError(f"memory root {p} does not exist (create one with `rmtui --headless init {p}`)")
+    if not p.is_dir():
+        raise UsageError(f"memory root {p} is not a directory")
+    p = p.resolve()
+    if not (p / ".git").exists():
+        raise UsageError(f"memory root {p} is not a Git repository")
+    root = MemoryRoot(p)
+    root.ensure_runtime()
+    return root
+
+
+# -- profiles ---------------------------------------------------------------
+
+def _profiles_path() -> Path:
+    return default_root() / PROFILES_TOML
+
+
+def _load_profiles_doc() -> tomlkit.TOMLDocument:
+    path = _profiles_path()
+    if not path.exists():
+        return tomlkit.document()
+    try:
+        doc = tomlkit.parse(path.read_text(encoding="utf-8"))
+    except (TOMLKitError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: malformed TOML: {exc}") from exc
+    profiles = doc.get("profiles", {})
+    if not isinstance(profiles, dict):
+        raise UsageError(f"{path}: 'profiles' must be a table")
+    for name, body in profiles.items():
+        if not isinstance(body, dict) or not isinstance(body.get("root"), str):
+            raise UsageError(f"{path}: 'profiles.{name}.root' must be a string")
+        unknown = set(body) - {"root", "description"}
+        if unknown:
+            raise UsageError(f"{path}: unknown key 'profiles.{name}.{sorted(unknown)[0]}'")
+    return doc
+
+
+def list_profiles() -> dict[str, dict]:
+    doc = _load_profiles_doc()
+    return {name: dict(body) for name, body in doc.get("profiles", {}).unwrap().items()} if "profiles" in doc else {}
+
+
+def get_profile(name: str) -> dict:
+    profiles = list_profiles()
+    if name not in profiles:
+        raise UsageError(f"unknown profile {name!r}" + (f" (known: {', '.join(sorted(profiles))})" if profiles else ""))
+    return {"name": name, **profiles[name]}
+
+
+def create_profile(name: str, root: Path | str, *, description: str | None = None) -> dict:
+    if not PROFILE_NAME_RE.match(name):
+        raise UsageError(f"profile name {name!r} must match [A-Za-z0-9_.-]{{1,64}}")
+    doc = _load_profiles_doc()
+    profiles = doc.setdefault("profiles", tomlkit.table(is_super_table=True))
+    if name in profiles:
+        raise ConflictError(f"profile {name!r} already exists")
+    entry = tomlkit.table()
+    entry["root"] = str(Path(root).expanduser().resolve())
+    if description:
+        entry["description"] = description
+    profiles[name] = entry
+    atomic_write_text(_profiles_path(), tomlkit.dumps(doc))
+    return get_profile(name)
+
+
+def remove_profile(name: str) -> dict:
+    doc = _load_profiles_doc()
+    profiles = doc.get("profiles")
+    if profiles is None or name not in profiles:
+        raise UsageError(f"unknown profile {name!r}")
+    removed = {"name": name, **profiles[name].unwrap()}
+    del profiles[name]
+    atomic_write_text(_profiles_path(), tomlkit.dumps(doc))
+    return removed
+
+
+def _find_profile_file(start: Path) -> Path | None:
+    cur = start.resolve()
+    for candidate in (cur, *cur.parents):
+        f = candidate / PROFILE_FILE
+        if f.is_file():
+            return f
+    return None
+
+
+def resolve_root_path(root: str | None = None, profile: str | None = None,
+                      cwd: Path | None = None) -> tuple[Path, str]:
+    """Return the root path and how it was found (for ``status``)."""
+    if root:
+        return Path(root).expanduser(), "--root"
+    if profile:
+        return Path(get_profile(profile)["root"]), f"--profile {profile}"
+    pf = _find_profile_file(cwd or Path.cwd())
+    if pf is not None:
+        name = pf.read_text(encoding="utf-8", errors="replace").strip()
+        return Path(get_profile(name)["root"]), f"{pf} ({name})"
+    env = os.environ.get("RIGHTMEMORY_ROOT")
+    if env:
+        return Path(env).expanduser(), "RIGHTMEMORY_ROOT"
+    return default_root(), "default"
+
+
+def resolve_root(root: str | None = None, profile: str | None = None, cwd: Path | None = None) -> MemoryRoot:
+    path, _ = resolve_root_path(root, profile, cwd)
+    return open_root(path)
+
+
+# -- init -------------------------------------------------------------------
+
+_ALLOWED_EXISTING = {PROFILES_TOML, ".git"}
+
+
+def init_root(path: Path | str, *, force: bool = False) -> MemoryRoot:
+    """Create a root: Git repository, graph roots, allow-list, config, initial commit."""
+    import git  # GitPython; imported here to keep engine import light
+
+    p = Path(path).expanduser()
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"{p} exists and is not a directory")
+    if p.exists():
+        existing = {c.name for c in p.iterdir()} - _ALLOWED_EXISTING
+        if (p / ".git").exists() and (p / "MEMORY.md").exists() and not force:
+            raise ConflictError(f"{p} is already a memory root")
+        if existing and not force:
+            raise UsageError(f"{p} is not empty ({len(existing)} entries); use --force to initialise it anyway")
+    p.mkdir(parents=True, exist_ok=True)
+    p = p.resolve()
+    repo = git.Repo(p) if (p / ".git").exists() else git.Repo.init(p, initial_branch="main")
+    files = {
+        ".gitignore": GITIGNORE,
+        "MEMORY.md": MEMORY_TEMPLATE,
+        "PURSUITS.md": PURSUITS_TEMPLATE,
+        CONFIG_FILE: DEFAULT_TEXT,
+    }
+    for name, text in files.items():
+        target = p / name
+        if target.exists() and not force:
+            continue
+        if target.is_symlink():
+            raise UsageError(f"{target} is a symbolic link; refusing to write through it")
+        if not target.exists() or force:
+            atomic_write_text(target, text)
+    root = MemoryRoot(p)
+    root.ensure_runtime()
+    with repo.config_writer() as cw:
+        if not cw.has_option("user", "name"):
+            cw.set_value("user", "name", "rmtui")
+        if not cw.has_option("user", "email"):
+            cw.set_value("user", "email", "rmtui@localhost")
+    repo.index.add(list(files))
+    if repo.is_dirty(index=True, working_tree=False) or not repo.head.is_valid():
+        repo.index.commit("init: rightmemory root")
+    return root

@@ -1,0 +1,231 @@
+"""Foundation commands: init, profile, validate, submit, evidence, status, config."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime, timezone
+
+from rmtui.engine.errors import UsageError
+from rmtui.engine.roots import MemoryRoot
+from rmtui.headless import Result
+
+
+def root_of(args: argparse.Namespace) -> MemoryRoot:
+    from rmtui.engine.roots import resolve_root
+
+    return resolve_root(args.root, args.profile)
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser("init", parents=[common], help="create a memory root")
+    p.add_argument("path", nargs="?", help="folder to create (default: the resolved root)")
+    p.add_argument("--force", action="store_true", help="initialise a non-empty folder")
+    p.set_defaults(handler=cmd_init)
+
+    p = sub.add_parser("profile", parents=[common], help="manage named roots in profiles.toml")
+    psub = p.add_subparsers(dest="profile_cmd", required=True)
+    psub.add_parser("list", parents=[common]).set_defaults(handler=cmd_profile_list)
+    q = psub.add_parser("create", parents=[common])
+    q.add_argument("name")
+    q.add_argument("path")
+    q.add_argument("--description")
+    q.set_defaults(handler=cmd_profile_create)
+    for verb, fn in (("show", cmd_profile_show), ("remove", cmd_profile_remove)):
+        q = psub.add_parser(verb, parents=[common])
+        q.add_argument("name")
+        q.set_defaults(handler=fn)
+
+    p = sub.add_parser("validate", parents=[common], help="validate the memory graph")
+    p.add_argument("--path", help="validate this folder (a worktree) instead of the root")
+    p.set_defaults(handler=cmd_validate)
+
+    p = sub.add_parser("submit", parents=[common], help="submit evidence to the Update queue")
+    p.add_argument("--session", required=True)
+    p.add_argument("--request")
+    p.add_argument("file", nargs="?", default="-", help="evidence file, or - for stdin")
+    p.set_defaults(handler=cmd_submit)
+
+    p = sub.add_parser("evidence", parents=[common], help="list, show, approve or reject evidence")
+    esub = p.add_subparsers(dest="evidence_cmd", required=True)
+    q = esub.add_parser("list", parents=[common])
+    q.add_argument("--state")
+    q.add_argument("--session")
+    q.set_defaults(handler=cmd_evidence_list)
+    q = esub.add_parser("show", parents=[common])
+    q.add_argument("uid")
+    q.set_defaults(handler=cmd_evidence_show)
+    q = esub.add_parser("approve", parents=[common])
+    q.add_argument("uids", nargs="*")
+    q.add_argument("--all", action="store_true", help="approve everything in the inbox")
+    q.set_defaults(handler=cmd_evidence_approve)
+    q = esub.add_parser("reject", parents=[common])
+    q.add_argument("uids", nargs="+")
+    q.add_argument("--reason", required=True)
+    q.set_defaults(handler=cmd_evidence_reject)
+
+    p = sub.add_parser("status", parents=[common], help="root, head, items, evidence by state")
+    p.set_defaults(handler=cmd_status)
+
+    p = sub.add_parser("config", parents=[common], help="read or set rightmemory.toml keys")
+    csub = p.add_subparsers(dest="config_cmd", required=True)
+    q = csub.add_parser("get", parents=[common])
+    q.add_argument("key")
+    q.set_defaults(handler=cmd_config_get)
+    q = csub.add_parser("set", parents=[common])
+    q.add_argument("key")
+    q.add_argument("value", help="a TOML value, e.g. \"required\" or 15 or true")
+    q.set_defaults(handler=cmd_config_set)
+
+
+def cmd_init(args) -> Result:
+    from rmtui.engine.gitutil import head_commit
+    from rmtui.engine.roots import init_root, resolve_root_path
+
+    path = args.path or resolve_root_path(args.root, args.profile)[0]
+    root = init_root(path, force=args.force)
+    data = {"root": str(root.path), "head": head_commit(root.path)}
+    return Result(data, f"initialised memory root {root.path}")
+
+
+def cmd_profile_list(args) -> Result:
+    from rmtui.engine.roots import list_profiles
+
+    profiles = list_profiles()
+    text = "\n".join(f"{n}\t{p['root']}" for n, p in sorted(profiles.items())) or "no profiles"
+    return Result([{"name": n, **p} for n, p in sorted(profiles.items())], text)
+
+
+def cmd_profile_create(args) -> Result:
+    from rmtui.engine.roots import create_profile
+
+    prof = create_profile(args.name, args.path, description=args.description)
+    return Result(prof, f"profile {prof['name']} -> {prof['root']}")
+
+
+def cmd_profile_show(args) -> Result:
+    from rmtui.engine.roots import get_profile
+
+    prof = get_profile(args.name)
+    return Result(prof, "\n".join(f"{k}: {v}" for k, v in prof.items()))
+
+
+def cmd_profile_remove(args) -> Result:
+    from rmtui.engine.roots import remove_profile
+
+    prof = remove_profile(args.name)
+    return Result(prof, f"removed profile {prof['name']}")
+
+
+def cmd_validate(args) -> Result:
+    from rmtui.engine.validation import validate_root
+
+    path = args.path if args.path else root_of(args).path
+    report = validate_root(path)
+    lines = [str(i) for i in report.issues]
+    c = report.graph.counts()
+    if report.ok:
+        lines.append(f"valid: {c['headings']} headings, {c['nodes']} nodes in {c['files']} files")
+    return Result(report.to_json(), "\n".join(lines), exit_code=0 if report.ok else 1)
+
+
+def cmd_submit(args) -> Result:
+    from rmtui.engine.queue import EvidenceQueue, read_evidence_input
+
+    root = root_of(args)
+    data = read_evidence_input(args.file)
+    q = EvidenceQueue(root)
+    try:
+        out = q.submit(args.session, data, request=args.request)
+    finally:
+        q.close()
+    # The answer is JSON for agents either way: it is the protocol of submit.
+    return Result(out, json.dumps(out))
+
+
+def _age(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def cmd_evidence_list(args) -> Result:
+    from rmtui.engine.queue import EvidenceQueue
+
+    q = EvidenceQueue(root_of(args))
+    try:
+        items = q.list(state=args.state, session=args.session)
+    finally:
+        q.close()
+    text = "\n".join(f"{e.uid}  {e.state:9} {e.session:20} {_age(e.created_at)}  {e.first_line[:60]}" for e in items)
+    return Result([e.to_json() for e in items], text or "no evidence")
+
+
+def cmd_evidence_show(args) -> Result:
+    from rmtui.engine.queue import EvidenceQueue
+
+    q = EvidenceQueue(root_of(args))
+    try:
+        e = q.get(args.uid)
+    finally:
+        q.close()
+    head = [f"uid: {e.uid}", f"state: {e.state}", f"session: {e.session}", f"request: {e.request or '-'}",
+            f"submitted: {_age(e.created_at)}"]
+    if e.reason:
+        head.append(f"reason: {e.reason}")
+    return Result(e.to_json(with_text=True), "\n".join(head) + "\n\n" + e.text)
+
+
+def cmd_evidence_approve(args) -> Result:
+    from rmtui.engine.queue import EvidenceQueue
+
+    q = EvidenceQueue(root_of(args))
+    try:
+        uids = list(args.uids)
+        if args.all:
+            uids += [e.uid for e in q.list(state="inbox")]
+        if not uids:
+            raise UsageError("name evidence uids to approve, or --all")
+        done = q.approve(uids)
+    finally:
+        q.close()
+    return Result([e.to_json() for e in done], "\n".join(f"approved {e.uid}" for e in done))
+
+
+def cmd_evidence_reject(args) -> Result:
+    from rmtui.engine.queue import EvidenceQueue
+
+    q = EvidenceQueue(root_of(args))
+    try:
+        done = q.reject(args.uids, args.reason)
+    finally:
+        q.close()
+    return Result([e.to_json() for e in done], "\n".join(f"rejected {e.uid}: {e.reason}" for e in done))
+
+
+def cmd_status(args) -> Result:
+    from rmtui.engine.status import root_status
+
+    st = root_status(root_of(args))
+    ev = ", ".join(f"{k} {v}" for k, v in st["evidence"].items())
+    it = st["items"]
+    text = (f"root: {st['root']}\nhead: {st['head']}\nvalid: {'yes' if st['valid'] else 'no (' + str(st['errors']) + ' errors)'}\n"
+            f"items: {it['headings']} headings, {it['nodes']} nodes, {it['files']} files\nevidence: {ev}")
+    return Result(st, text)
+
+
+def cmd_config_get(args) -> Result:
+    value = root_of(args).config().get(args.key)
+    return Result({"key": args.key, "value": value}, "" if value is None else str(value))
+
+
+def cmd_config_set(args) -> Result:
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    from rmtui.engine.config import set_config_value
+
+    try:
+        value = tomlkit.parse(f"v = {args.value}")["v"].unwrap()
+    except TOMLKitError:
+        value = args.value  # a bare word is taken as a string
+    set_config_value(root_of(args).path, args.key, value)
+    return Result({"key": args.key, "value": value}, f"{args.key} = {value!r}")

@@ -1,0 +1,1 @@
+"""The Textual workbench. Talks to the engine only; owns no engine logic."""

@@ -1,0 +1,60 @@
+"""Shared fixtures: an isolated HOME, fresh memory roots, and the real CLI as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from rmtui.engine.roots import MemoryRoot, init_root
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory, monkeypatch) -> Path:
+    """Every test gets its own HOME so ~/.rightmemory and profiles never leak."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("RIGHTMEMORY_ROOT", raising=False)
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "rmtui-test")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@localhost")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "rmtui-test")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@localhost")
+    return home
+
+
+@pytest.fixture
+def root(tmp_path) -> MemoryRoot:
+    """A freshly initialised memory root."""
+    return init_root(tmp_path / "root")
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self):
+        return json.loads(self.stdout)
+
+
+def run_cli(*args: str, input: bytes | str | None = None, cwd: Path | None = None,
+            env: dict | None = None, timeout: float = 120) -> CliResult:
+    """Run ``python -m rmtui`` in a new process, as an agent would."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    data = input.encode() if isinstance(input, str) else input
+    proc = subprocess.run([sys.executable, "-m", "rmtui", *args], input=data, capture_output=True,
+                          cwd=cwd, env=full_env, timeout=timeout)
+    return CliResult(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+
+
+@pytest.fixture
+def cli():
+    return run_cli
