@@ -29,7 +29,7 @@ PURSUIT_ROOT_FILE = "PURSUITS.md"
 
 _HEADING_RE = re.compile(r"^(#+)(?:\s+(.*?))?\s*$")
 _ANCHOR_TAIL_RE = re.compile(
-    r"^(?P<title>.*?)\s*\{(?P<kind>[A-Z]*#)\s+(?P<id>[^\s{}]+)\}"
+    r"^(?P<title>.*?)\s*\{(?P<kind>[A-Z]*#)\s*(?P<id>[^\s{}]+)\}"
     r"\s*(?:(?:→|->)\s*\[(?P<edges>[^\]]*)\])?\s*$"
 )
 _EDGES_TAIL_RE = re.compile(r"(?:→|->)\s*\[([^\]]*)\]\s*$")
