@@ -184,6 +184,32 @@ class EvidenceQueue:
             raise UsageError("a rejection needs a reason")
         return self._transition(uids, ("inbox", "queued"), "rejected", reason.strip())
 
+    def claim(self, uids: list[str], batch_id: str) -> None:
+        """Move queued evidence into a batch (atomically: all or nothing)."""
+        now = time.time()
+        with store.transaction(self.conn) as c:
+            for uid in uids:
+                row = c.execute("SELECT state FROM evidence WHERE uid=?", (uid,)).fetchone()
+                if row is None or row["state"] != "queued":
+                    raise ConflictError(f"evidence {uid} is not queued")
+            c.executemany("UPDATE evidence SET state='claimed', batch_id=?, updated_at=? WHERE uid=?",
+                          [(batch_id, now, u) for u in uids])
+
+    def release(self, uids: list[str], batch_id: str | None) -> None:
+        """A batch that did not land gives its evidence back to the queue."""
+        now = time.time()
+        with store.transaction(self.conn) as c:
+            c.executemany("UPDATE evidence SET state='queued', batch_id=NULL, updated_at=?"
+                          " WHERE uid=? AND state='claimed' AND (batch_id IS ? OR ? IS NULL)",
+                          [(now, u, batch_id, batch_id) for u in uids])
+
+    def consume(self, uids: list[str], batch_id: str | None) -> None:
+        """The batch's Update finished: its evidence is consumed (kept, never deleted)."""
+        now = time.time()
+        with store.transaction(self.conn) as c:
+            c.executemany("UPDATE evidence SET state='consumed', updated_at=? WHERE uid=? AND state='claimed'",
+                          [(now, u) for u in uids])
+
 
 def read_evidence_input(source: str | None) -> bytes:
     """Read evidence bytes from a file path or ``-`` (stdin)."""

@@ -21,4 +21,5 @@ class Result:
 
 COMMAND_MODULES = [
     "rmtui.headless.core",
+    "rmtui.headless.ops",
 ]

@@ -1,0 +1,239 @@
+"""Admission of a candidate: the checks of DESIGN.md section 5, steps 1-3.
+
+One implementation serves every writer (Update, native assistant, maintenance, Insight,
+guidance capture). Every commit between base and candidate is checked on its own so a
+forbidden intermediate write cannot hide behind a later revert.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import git
+
+from rmtui.engine.errors import ConflictError, OperationFailed
+from rmtui.engine.validation import validate_root
+
+# Path classes (fnmatch patterns on repository-relative paths).
+MEMORY_GRAPH = ("MEMORY.md", "MEMORY_*.md")
+PURSUIT = ("PURSUITS.md", "PURSUIT_*.md")
+CORRECTIONS = ("corrections.md",)
+GUIDANCE = ("AGENT_GUIDANCE_INBOX.md",)
+INSIGHT = ("insight_logs/*.md",)
+QUEUE = ("update_queue/*", "update_queue/*/*")
+RECORDS = ("update_records/*.json",)
+CONFIGS = ("rightmemory.toml", "shared_views.toml")
+
+#: Paths whose change moves the semantic base (a concurrent change there makes a candidate stale).
+SEMANTIC = MEMORY_GRAPH + PURSUIT + CORRECTIONS + GUIDANCE
+
+#: Which paths each writer may commit (DESIGN.md section 3, plus the program's own writers).
+ROLE_ALLOWED_PATHS: dict[str, tuple[str, ...]] = {
+    "update": MEMORY_GRAPH + GUIDANCE + PURSUIT,  # Pursuit: reference repair only, checked below
+    "update-correction": MEMORY_GRAPH + GUIDANCE + PURSUIT + CORRECTIONS,
+    "pruner": MEMORY_GRAPH,
+    "insight": INSIGHT,
+    "sync-reconciler": MEMORY_GRAPH + PURSUIT + CORRECTIONS + GUIDANCE + INSIGHT + QUEUE + CONFIGS[1:],
+    "maintenance": MEMORY_GRAPH + PURSUIT + CORRECTIONS + GUIDANCE + INSIGHT + CONFIGS,
+    "pursuit-editor": PURSUIT + MEMORY_GRAPH,  # Memory: reference repair only
+    "guidance": GUIDANCE,
+    "program": RECORDS + QUEUE,
+}
+#: Roles that may touch Pursuit (resp. Memory) only to repair references to deleted items.
+REFERENCE_REPAIR_ONLY = {"update": PURSUIT, "update-correction": PURSUIT, "pursuit-editor": MEMORY_GRAPH}
+#: Roles exempt from graph validation of the final tree (still path-checked).
+VALIDATION_EXEMPT = {"insight"}
+
+_EDGE_LIST_RE = re.compile(r"\s*(?:→|->)\s*\[([^\]]*)\]\s*$")
+
+
+def matches(path: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(path, p) for p in patterns)
+
+
+def is_semantic(path: str) -> bool:
+    return matches(path, SEMANTIC)
+
+
+class AdmissionRefused(OperationFailed):
+    """A candidate broke an admission rule; ``rule`` names which, the message says where."""
+
+    kind = "refused"
+
+    def __init__(self, rule: str, message: str, *, commit: str | None = None, path: str | None = None) -> None:
+        super().__init__(f"{rule}: {message}", details={"rule": rule, "commit": commit, "path": path})
+        self.rule = rule
+
+
+class StaleBase(ConflictError):
+    """The active semantic base moved since the candidate's base."""
+
+    kind = "stale"
+
+
+@dataclass
+class Change:
+    status: str  # A M D T
+    old_mode: str
+    new_mode: str
+    new_blob: str
+    path: str
+
+
+@dataclass
+class AdmissionResult:
+    commits: list[str]
+    changed_paths: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def commit_changes(repo: git.Repo, parent: str, commit: str) -> list[Change]:
+    """Raw per-path changes between two commits, renames split into delete + add."""
+    out = repo.git.diff_tree("-r", "--raw", "--no-renames", "-z", "--no-commit-id", parent, commit,
+                             stdout_as_string=False)
+    parts = out.split(b"\0")
+    changes: list[Change] = []
+    i = 0
+    while i + 1 < len(parts):
+        meta = parts[i].decode()
+        if not meta.startswith(":"):
+            i += 1
+            continue
+        old_mode, new_mode, _old, new_blob, status = meta[1:].split()
+        path = parts[i + 1].decode("utf-8", "surrogateescape")
+        changes.append(Change(status[0], old_mode, new_mode, new_blob, path))
+        i += 2
+    return changes
+
+
+def changed_paths(repo: git.Repo, a: str, b: str) -> list[str]:
+    if a == b:
+        return []
+    return sorted({c.path for c in commit_changes(repo, a, b)})
+
+
+def _check_path_shape(path: str, commit: str) -> None:
+    parts = path.split("/")
+    if path.startswith("/") or any(p in ("..", ".", "") for p in parts):
+        raise AdmissionRefused("path", f"{path!r} is not a plain relative path", commit=commit, path=path)
+    if any(p.lower().startswith(".git") for p in parts):
+        raise AdmissionRefused("git-path", f"{path!r} touches a .git* path", commit=commit, path=path)
+
+
+def _check_mode(change: Change, commit: str) -> None:
+    if change.status == "D":
+        return
+    mode = change.new_mode
+    if mode == "120000":
+        raise AdmissionRefused("symlink", f"{change.path} is a symbolic link", commit=commit, path=change.path)
+    if mode == "160000":
+        raise AdmissionRefused("submodule", f"{change.path} is a submodule", commit=commit, path=change.path)
+    if mode == "100755":
+        raise AdmissionRefused("executable", f"{change.path} has the executable bit", commit=commit, path=change.path)
+    if mode != "100644":
+        raise AdmissionRefused("mode", f"{change.path} has mode {mode}; only regular 100644 files",
+                               commit=commit, path=change.path)
+
+
+def _blob(repo: git.Repo, sha: str) -> bytes:
+    return repo.odb.stream(bytes.fromhex(sha)).read()
+
+
+def _strip_edges(text: str) -> tuple[str, list[set[str]]]:
+    lines, edges = [], []
+    for line in text.splitlines():
+        m = _EDGE_LIST_RE.search(line)
+        if m:
+            lines.append(line[: m.start()])
+            edges.append({e.strip() for e in m.group(1).split(",") if e.strip()})
+        else:
+            lines.append(line)
+    return "\n".join(lines), edges
+
+
+def _is_reference_repair(repo: git.Repo, parent: str, change: Change) -> bool:
+    """True when a file changed only by dropping edges (repairing references to deleted items)."""
+    if change.status != "M":
+        return False
+    old = repo.git.show(f"{parent}:{change.path}")
+    new = _blob(repo, change.new_blob).decode("utf-8", "replace")
+    old_body, old_edges = _strip_edges(old)
+    new_body, new_edges = _strip_edges(new)
+    if old_body != new_body or len(old_edges) != len(new_edges):
+        return False
+    return all(n <= o for o, n in zip(old_edges, new_edges))
+
+
+def _check_case_collisions(repo: git.Repo, commit: str) -> None:
+    names = repo.git.ls_tree("-r", "--name-only", "-z", commit, stdout_as_string=False).split(b"\0")
+    seen: dict[str, str] = {}
+    for raw in names:
+        if not raw:
+            continue
+        name = raw.decode("utf-8", "surrogateescape")
+        low = name.lower()
+        if low in seen and seen[low] != name:
+            raise AdmissionRefused("case-collision", f"{name!r} and {seen[low]!r} differ only by case",
+                                   commit=commit, path=name)
+        seen[low] = name
+
+
+def check_commits(repo: git.Repo, base: str, candidate: str, role: str) -> AdmissionResult:
+    """Step 2: every commit base..candidate on its own — paths, modes, encodings, collisions."""
+    allowed = ROLE_ALLOWED_PATHS.get(role)
+    if allowed is None:
+        raise AdmissionRefused("role", f"unknown writer role {role!r}")
+    if base != candidate and not repo.is_ancestor(base, candidate):
+        raise AdmissionRefused("ancestry", f"candidate {candidate[:10]} does not descend from base {base[:10]}")
+    commits = repo.git.rev_list("--reverse", "--topo-order", f"{base}..{candidate}").split()
+    result = AdmissionResult(commits=commits)
+    for sha in commits:
+        c = repo.commit(sha)
+        if len(c.parents) != 1:
+            raise AdmissionRefused("merge", f"commit {sha[:10]} is a merge; commit linearly", commit=sha)
+        parent = c.parents[0].hexsha
+        for change in commit_changes(repo, parent, sha):
+            path = change.path
+            _check_path_shape(path, sha)
+            _check_mode(change, sha)
+            if not matches(path, allowed):
+                raise AdmissionRefused("forbidden-path", f"role {role} may not write {path} (commit {sha[:10]})",
+                                       commit=sha, path=path)
+            repair = REFERENCE_REPAIR_ONLY.get(role)
+            if repair and matches(path, repair) and not _is_reference_repair(repo, parent, change):
+                raise AdmissionRefused("reference-repair-only",
+                                       f"role {role} may change {path} only to drop references to deleted items",
+                                       commit=sha, path=path)
+            if change.status != "D" and path.endswith(".md"):
+                try:
+                    _blob(repo, change.new_blob).decode("utf-8")
+                except UnicodeDecodeError:
+                    raise AdmissionRefused("encoding", f"{path} is not valid UTF-8", commit=sha, path=path) from None
+        _check_case_collisions(repo, sha)
+    result.changed_paths = changed_paths(repo, base, candidate)
+    return result
+
+
+def check_clean(worktree: Path) -> None:
+    """Step 1: nothing uncommitted or untracked in the writer's worktree."""
+    wt = git.Repo(worktree)
+    dirty = wt.git.status("--porcelain", "--untracked-files=all", "--ignored=no")
+    if dirty.strip():
+        first = dirty.strip().splitlines()[0]
+        raise AdmissionRefused("dirty-worktree", f"uncommitted or untracked changes in the worktree ({first.strip()})")
+
+
+def check_tree(worktree: Path, role: str) -> list[str]:
+    """Step 3: graph validation of the checked-out candidate (Insight exempt; capacity off)."""
+    if role in VALIDATION_EXEMPT:
+        return []
+    report = validate_root(worktree, enforce_correction_capacity=False)
+    if not report.ok:
+        first = report.issues[0]
+        more = f" (and {len(report.issues) - 1} more)" if len(report.issues) > 1 else ""
+        raise AdmissionRefused("invalid-graph", f"{first}{more}",
+                               path=first.file) from None
+    return []

@@ -1,0 +1,106 @@
+"""Manual maintenance (DESIGN.md section 8): a person edits a temporary worktree on a
+captured head; landing goes through the same admission and only if that head is current.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from rmtui.engine.errors import ConflictError, UsageError
+from rmtui.engine.graph import Issue
+from rmtui.engine.operations import Operation, Receipt
+from rmtui.engine.roots import MemoryRoot
+from rmtui.engine.supervisor import IDENTITY, Supervisor
+from rmtui.engine.validation import validate_root
+
+KIND = "maintenance"
+LEASE_SECONDS = 7 * 24 * 3600
+
+
+@dataclass
+class MaintenanceStatus:
+    operation: Operation
+    head: str
+    current: bool
+    dirty: list[str]
+    issues: list[Issue]
+
+    def to_json(self) -> dict:
+        return {
+            "operation_id": self.operation.id, "worktree": self.operation.worktree,
+            "captured_head": self.operation.base_commit, "head": self.head, "head_current": self.current,
+            "dirty": self.dirty, "valid": not self.issues, "errors": [i.to_json() for i in self.issues],
+            "last_error": self.operation.error,
+        }
+
+
+def active(sup: Supervisor) -> Operation | None:
+    ops = [o for o in sup.store.list(kind=KIND) if not o.final]
+    return ops[-1] if ops else None
+
+
+def _require(sup: Supervisor) -> Operation:
+    op = active(sup)
+    if op is None:
+        raise UsageError("no maintenance in progress (start one with `maintain begin`)")
+    return op
+
+
+def begin(root: MemoryRoot) -> Operation:
+    with Supervisor(root) as sup:
+        op = active(sup)
+        if op is not None:
+            raise ConflictError(f"maintenance {op.id} is already in progress at {op.worktree}",
+                                details={"worktree": op.worktree, "operation_id": op.id})
+        return sup.begin(KIND, "maintenance", allow_rebase=False,
+                         lease={"holder": "maintenance", "until": time.time() + LEASE_SECONDS})
+
+
+def status(root: MemoryRoot) -> MaintenanceStatus | None:
+    with Supervisor(root) as sup:
+        op = active(sup)
+        if op is None:
+            return None
+        wt = git.Repo(op.worktree)
+        try:
+            porcelain = wt.git.status("--porcelain", "--untracked-files=all", "-z")
+        finally:
+            wt.close()
+        dirty = [e[3:] for e in porcelain.split("\0") if len(e) > 3]
+        head = sup.head()
+        issues = validate_root(op.worktree, enforce_correction_capacity=False).issues
+        return MaintenanceStatus(op, head, head == op.base_commit, dirty, issues)
+
+
+def land(root: MemoryRoot, message: str = "maintain: manual edit") -> Receipt:
+    """Commit the worktree's edits and land them, or stop and say why (worktree kept)."""
+    with Supervisor(root) as sup:
+        op = _require(sup)
+        wt = git.Repo(op.worktree)
+        try:
+            if wt.is_dirty(untracked_files=True):
+                wt.git.add("-A")
+                wt.git.commit("-q", "-m", message, env=IDENTITY)
+        finally:
+            wt.close()
+        if sup.head() != op.base_commit:
+            raise ConflictError(
+                f"the memory root moved since maintenance began (captured {op.base_commit[:10]}, now "
+                f"{sup.head()[:10]}); nothing was landed. Abort and begin again, or bring the edits onto the new head",
+                details={"captured_head": op.base_commit, "head": sup.head()})
+        return sup.finish(op, summary=message, message=message)
+
+
+def abort(root: MemoryRoot) -> Receipt:
+    with Supervisor(root) as sup:
+        return sup.abandon(_require(sup), "maintenance aborted")
+
+
+def worktree_path(root: MemoryRoot) -> Path | None:
+    with Supervisor(root) as sup:
+        op = active(sup)
+        return Path(op.worktree) if op else None

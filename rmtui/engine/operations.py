@@ -1,0 +1,202 @@
+"""Operation records and receipts in ``.runtime`` (DESIGN.md section 4).
+
+Phases: ``running`` → ``prepared`` → ``committed`` | ``no_change`` | ``failed`` |
+``abandoned``. A record is written (durably) before each phase's work is considered done,
+so recovery can tell from the record alone what to finish or abandon.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+
+from rmtui.engine import store
+from rmtui.engine.errors import UsageError
+from rmtui.engine.roots import MemoryRoot
+
+PHASES = ("running", "prepared", "committed", "no_change", "failed", "abandoned")
+FINAL_PHASES = frozenset({"committed", "no_change", "failed", "abandoned"})
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS operations (
+    id TEXT PRIMARY KEY,
+    body TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS operations_phase ON operations(phase, updated_at);
+CREATE TABLE IF NOT EXISTS receipts (
+    id TEXT PRIMARY KEY,
+    body TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+"""
+
+
+def new_operation_id(kind: str) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{kind}-{stamp}-{uuid.uuid4().hex[:8]}"
+
+
+def process_identity() -> dict:
+    """Who owns a lease: host, pid and the pid's start time (so pid reuse is detected)."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "start": _proc_start(os.getpid())}
+
+
+def _proc_start(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read().decode()
+        return data.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_alive(lease: dict | None) -> bool:
+    if not lease:
+        return False
+    if lease.get("until") is not None:
+        return True  # time-bound leases (people, host agents) are never reclaimed by liveness
+    if lease.get("host") != socket.gethostname():
+        return True  # another machine's process: we cannot tell, assume alive
+    pid = lease.get("pid")
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return _proc_start(pid) == lease.get("start")
+
+
+@dataclass
+class Effect:
+    name: str
+    state: str = "pending"  # pending | done | failed
+    attempts: int = 0
+    error: str | None = None
+
+
+@dataclass
+class Operation:
+    id: str
+    kind: str
+    role: str
+    phase: str
+    base_commit: str
+    branch: str
+    worktree: str
+    lease: dict | None = None
+    batch_id: str | None = None
+    candidate_uids: list[str] = field(default_factory=list)
+    candidate_commit: str | None = None
+    landed_commit: str | None = None
+    changed_paths: list[str] = field(default_factory=list)
+    summary: str = ""
+    error: str | None = None
+    allow_rebase: bool = True
+    effects: list[Effect] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+
+    @property
+    def final(self) -> bool:
+        return self.phase in FINAL_PHASES
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Operation:
+        data = dict(data)
+        data["effects"] = [Effect(**e) for e in data.get("effects", [])]
+        return cls(**data)
+
+
+@dataclass
+class Receipt:
+    operation_id: str
+    kind: str
+    phase: str
+    batch_id: str | None
+    candidate_uids: list[str]
+    base_commit: str
+    landed_commit: str | None
+    changed_paths: list[str]
+    summary: str
+    sync: str
+    warnings: list[str]
+    error: str | None
+    created_at: float
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class OperationStore:
+    """Durable operation records and receipts for one root."""
+
+    def __init__(self, root: MemoryRoot) -> None:
+        self.root = root
+        self.conn = store.connect(root.ensure_runtime())
+        store._retry(lambda: self.conn.executescript(SCHEMA))
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def save(self, op: Operation) -> Operation:
+        if op.phase not in PHASES:
+            raise ValueError(f"unknown phase {op.phase}")
+        op.updated_at = time.time()
+        with store.transaction(self.conn) as c:
+            c.execute("INSERT INTO operations(id, body, phase, updated_at) VALUES (?,?,?,?)"
+                      " ON CONFLICT(id) DO UPDATE SET body=excluded.body, phase=excluded.phase,"
+                      " updated_at=excluded.updated_at",
+                      (op.id, json.dumps(op.to_json()), op.phase, op.updated_at))
+        return op
+
+    def get(self, op_id: str) -> Operation:
+        row = self.conn.execute("SELECT body FROM operations WHERE id=?", (op_id,)).fetchone()
+        if row is None:
+            raise UsageError(f"unknown operation {op_id!r}")
+        return Operation.from_json(json.loads(row["body"]))
+
+    def find(self, op_id: str) -> Operation | None:
+        try:
+            return self.get(op_id)
+        except UsageError:
+            return None
+
+    def list(self, *, unfinished: bool = False, kind: str | None = None) -> list[Operation]:
+        rows = self.conn.execute("SELECT body FROM operations ORDER BY updated_at").fetchall()
+        ops = [Operation.from_json(json.loads(r["body"])) for r in rows]
+        if unfinished:
+            ops = [o for o in ops if not o.final or any(e.state != "done" for e in o.effects)]
+        if kind:
+            ops = [o for o in ops if o.kind == kind]
+        return ops
+
+    def save_receipt(self, receipt: Receipt) -> Receipt:
+        with store.transaction(self.conn) as c:
+            c.execute("INSERT OR REPLACE INTO receipts(id, body, created_at) VALUES (?,?,?)",
+                      (receipt.operation_id, json.dumps(receipt.to_json()), receipt.created_at))
+        return receipt
+
+    def receipt(self, op_id: str) -> Receipt:
+        row = self.conn.execute("SELECT body FROM receipts WHERE id=?", (op_id,)).fetchone()
+        if row is None:
+            raise UsageError(f"unknown receipt {op_id!r}")
+        return Receipt(**json.loads(row["body"]))
+
+    def receipts(self, limit: int | None = None) -> list[Receipt]:
+        sql = "SELECT body FROM receipts ORDER BY created_at DESC"
+        rows = self.conn.execute(sql + (" LIMIT ?" if limit else ""), (limit,) if limit else ()).fetchall()
+        return [Receipt(**json.loads(r["body"])) for r in rows]

@@ -1,0 +1,159 @@
+"""Supervisor commands: operations, receipts, diff, recover, maintain."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from rmtui.headless import Result
+from rmtui.headless.core import root_of
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser("operations", parents=[common], help="operation records")
+    s = p.add_subparsers(dest="ops_cmd", required=True)
+    q = s.add_parser("list", parents=[common])
+    q.add_argument("--unfinished", action="store_true")
+    q.set_defaults(handler=cmd_ops_list)
+    q = s.add_parser("show", parents=[common])
+    q.add_argument("id")
+    q.set_defaults(handler=cmd_ops_show)
+
+    p = sub.add_parser("receipts", parents=[common], help="receipts of finished operations")
+    s = p.add_subparsers(dest="receipts_cmd", required=True)
+    q = s.add_parser("list", parents=[common])
+    q.add_argument("--limit", type=int)
+    q.set_defaults(handler=cmd_receipts_list)
+    q = s.add_parser("show", parents=[common])
+    q.add_argument("id")
+    q.set_defaults(handler=cmd_receipts_show)
+
+    p = sub.add_parser("diff", parents=[common], help="landed diff of an operation or receipt")
+    p.add_argument("id")
+    p.set_defaults(handler=cmd_diff)
+
+    p = sub.add_parser("recover", parents=[common], help="finish or abandon unfinished operations")
+    p.set_defaults(handler=cmd_recover)
+
+    p = sub.add_parser("maintain", parents=[common], help="manual maintenance in a temporary worktree")
+    s = p.add_subparsers(dest="maintain_cmd", required=True)
+    s.add_parser("begin", parents=[common]).set_defaults(handler=cmd_maintain_begin)
+    s.add_parser("status", parents=[common]).set_defaults(handler=cmd_maintain_status)
+    q = s.add_parser("land", parents=[common])
+    q.add_argument("-m", "--message", default="maintain: manual edit")
+    q.set_defaults(handler=cmd_maintain_land)
+    s.add_parser("abort", parents=[common]).set_defaults(handler=cmd_maintain_abort)
+
+
+def _ts(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _store(args):
+    from rmtui.engine.operations import OperationStore
+
+    return OperationStore(root_of(args))
+
+
+def cmd_ops_list(args) -> Result:
+    st = _store(args)
+    try:
+        ops = st.list(unfinished=args.unfinished)
+    finally:
+        st.close()
+    text = "\n".join(f"{o.id}  {o.phase:9} {o.role:12} {_ts(o.updated_at)}  {o.error or ''}" for o in ops)
+    return Result([o.to_json() for o in ops], text or "no operations")
+
+
+def cmd_ops_show(args) -> Result:
+    st = _store(args)
+    try:
+        op = st.get(args.id)
+    finally:
+        st.close()
+    d = op.to_json()
+    text = "\n".join(f"{k}: {v}" for k, v in d.items())
+    return Result(d, text)
+
+
+def _receipt_text(r) -> str:
+    lines = [f"operation: {r.operation_id}", f"phase: {r.phase}", f"batch: {r.batch_id or '-'}",
+             f"base: {r.base_commit}", f"landed: {r.landed_commit or 'none'}",
+             f"changed: {', '.join(r.changed_paths) or '-'}", f"summary: {r.summary or '-'}"]
+    if r.error:
+        lines.append(f"error: {r.error}")
+    lines += [f"warning: {w}" for w in r.warnings]
+    return "\n".join(lines)
+
+
+def cmd_receipts_list(args) -> Result:
+    st = _store(args)
+    try:
+        rs = st.receipts(args.limit)
+    finally:
+        st.close()
+    text = "\n".join(f"{r.operation_id}  {r.phase:9} {(r.landed_commit or '-')[:10]}  {', '.join(r.changed_paths)}"
+                     for r in rs)
+    return Result([r.to_json() for r in rs], text or "no receipts")
+
+
+def cmd_receipts_show(args) -> Result:
+    st = _store(args)
+    try:
+        r = st.receipt(args.id)
+    finally:
+        st.close()
+    return Result(r.to_json(), _receipt_text(r))
+
+
+def cmd_diff(args) -> Result:
+    from rmtui.engine.supervisor import Supervisor
+
+    with Supervisor(root_of(args)) as sup:
+        op = sup.store.get(args.id)
+        text = sup.diff(args.id)
+    return Result({"id": op.id, "base": op.base_commit, "landed": op.landed_commit, "diff": text},
+                  text or f"{op.id}: no landed change")
+
+
+def cmd_recover(args) -> Result:
+    from rmtui.engine.supervisor import Supervisor
+
+    with Supervisor(root_of(args)) as sup:
+        out = sup.recover()
+    text = "\n".join(f"{k}: {', '.join(v)}" for k, v in out.items() if v) or "nothing to recover"
+    return Result(out, text)
+
+
+def cmd_maintain_begin(args) -> Result:
+    from rmtui.engine import maintain
+
+    op = maintain.begin(root_of(args))
+    return Result({"operation_id": op.id, "worktree": op.worktree, "captured_head": op.base_commit},
+                  f"worktree: {op.worktree}\ncaptured head: {op.base_commit}")
+
+
+def cmd_maintain_status(args) -> Result:
+    from rmtui.engine import maintain
+
+    st = maintain.status(root_of(args))
+    if st is None:
+        return Result({"active": False}, "no maintenance in progress")
+    d = {"active": True, **st.to_json()}
+    lines = [f"worktree: {st.operation.worktree}", f"captured head: {st.operation.base_commit}",
+             f"head current: {'yes' if st.current else 'no (landing will stop)'}",
+             f"changed: {', '.join(st.dirty) or '-'}"] + [str(i) for i in st.issues]
+    return Result(d, "\n".join(lines))
+
+
+def cmd_maintain_land(args) -> Result:
+    from rmtui.engine import maintain
+
+    r = maintain.land(root_of(args), args.message)
+    return Result(r.to_json(), _receipt_text(r))
+
+
+def cmd_maintain_abort(args) -> Result:
+    from rmtui.engine import maintain
+
+    r = maintain.abort(root_of(args))
+    return Result(r.to_json(), f"aborted {r.operation_id}")
