@@ -8,6 +8,7 @@ file, line and rule. Cross-file rules live in :mod:`rmtui.engine.validation`.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import re
@@ -28,12 +29,14 @@ MEMORY_ROOT_FILE = "MEMORY.md"
 PURSUIT_ROOT_FILE = "PURSUITS.md"
 
 _HEADING_RE = re.compile(r"^(#+)(?:\s+(.*?))?\s*$")
+# ``{F#id}`` (RightMemory's spelling) and ``{F# id}`` are both accepted.
 _ANCHOR_TAIL_RE = re.compile(
-    r"^(?P<title>.*?)\s*\{(?P<kind>[A-Z]*#)\s*(?P<id>[^\s{}]+)\}"
+    r"^(?P<title>.*?)\s*\{(?P<kind>[A-Z]*#)\s*(?P<id>[^\s{}#][^\s{}]*)\}"
     r"\s*(?:(?:→|->)\s*\[(?P<edges>[^\]]*)\])?\s*$"
 )
 _EDGES_TAIL_RE = re.compile(r"(?:→|->)\s*\[([^\]]*)\]\s*$")
-_NODE_RE = re.compile(r"^(?P<indent>[ \t]*)[-*+]\s+`(?P<id>[^`]*)`(?P<rest>.*)$")
+# A node is a ``-`` bullet whose first token is a backticked id (``- `id` prose → [...]``).
+_NODE_RE = re.compile(r"^(?P<indent>[ \t]*)-\s+`(?P<id>[^`]*)`(?P<rest>(?:\s.*)?)$")
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _BULLET_RE = re.compile(r"^[ \t]*[-*+]\s+")
 _NEXT_LABEL_RE = re.compile(r"^\*\*Next:\*\*")
@@ -187,6 +190,8 @@ def parse_edges(raw: str) -> tuple[list[Edge], list[str]]:
     seen: set[tuple[str, str]] = set()
     for part in raw.split(","):
         part = part.strip()
+        if not part:
+            continue  # a stray comma, tolerated like RightMemory does
         typ, sep, target = part.partition(":")
         typ, target = typ.strip(), target.strip()
         if not sep or not typ or not target or not ID_RE.match(target):
@@ -224,7 +229,8 @@ def _decode(rel: str, data: bytes, issues: list[Issue]) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        issues.append(Issue(rel, 1, "encoding", f"not valid UTF-8 at byte {exc.start}"))
+        line = data.count(b"\n", 0, exc.start) + 1
+        issues.append(Issue(rel, line, "encoding", f"not valid UTF-8 at byte {exc.start}"))
         return data.decode("utf-8", errors="replace")
 
 
@@ -257,15 +263,16 @@ class _Parser:
             return
         heading.backing_file = name
         key = name.lower()
+        if kind == "F#" and key in (v.lower() for v in visiting):
+            chain = " -> ".join(visiting + (name,))
+            self.err(heading.file, heading.line, "backing-cycle", f"F# chain is cyclic: {chain}")
+            return
         if key in self.claims:
             first = self.claims[key]
             self.err(heading.file, heading.line, "backing-duplicate",
                      f"{name} is already claimed by `{first.id}` at {first.file}:{first.line}")
             return
         self.claims[key] = heading
-        if key in (v.lower() for v in visiting) or key in (MEMORY_ROOT_FILE.lower(), PURSUIT_ROOT_FILE.lower()):
-            self.err(heading.file, heading.line, "backing-cycle", f"F# chain through {name} is cyclic")
-            return
         data = _read_file(self.graph.root, name, self.issues, heading.line, ref=heading.file)
         if data is None:
             self.err(heading.file, heading.line, "backing-missing", f"backing file {name} of `{heading.id}` does not exist")
@@ -288,8 +295,9 @@ class _Parser:
         gf = GraphFile(name, domain, True, lines, hashlib.sha256(text.encode()).hexdigest(), claimed_by=parent)
         self.graph.files[name] = gf
         if "\x00" in text:
-            self.err(name, 1, "encoding", "file contains NUL bytes")
+            self.err(name, text.count("\n", 0, text.index("\x00")) + 1, "encoding", "file contains NUL bytes")
 
+        first_index = len(self.graph.ordered)  # items of this file are appended after here
         stack: list[Item] = []  # open headings in this file
         open_items: list[Item] = []  # headings of this file in order, for end lines
         file_items: list[Item] = []
@@ -422,7 +430,7 @@ class _Parser:
             while end > h.line and not lines[end - 1].strip():
                 end -= 1
             h.end_line = end
-        for item in self.graph.ordered:
+        for item in self.graph.ordered[first_index:]:
             if item.file == name:
                 item.text = "\n".join(lines[item.line - 1: item.end_line])
 
@@ -447,8 +455,8 @@ class _Parser:
             elif re.search(r"\{[^{}]*\}\s*$", rest):
                 self.err(name, lineno, "heading-anchor", f"malformed heading anchor in {rest!r}")
         if level > 4:
+            # the level is kept so nesting stays right; #### rules do not apply to it
             self.err(name, lineno, "heading-depth", f"headings go at most to ####, found {'#' * level}")
-            level = 4
         if not title.strip() and ident is None:
             self.err(name, lineno, "heading-title", "heading has no title")
         if kind is not None and kind not in HEADING_KINDS:
@@ -459,6 +467,7 @@ class _Parser:
             self.check_id(item)
         if kind in MEMORY_ONLY_KINDS and domain != "memory":
             self.err(name, lineno, "kind-domain", f"{kind} headings are allowed only in Memory files")
+            item.heading_kind = "#"  # no backing file is looked for on its behalf
         if edges_raw is not None:
             item.edges = self.item_edges(name, lineno, edges_raw, ident)
         return item
@@ -522,7 +531,9 @@ class _Parser:
                                  f"rel:{e.target} points at an ancestor heading")
 
 
-def _backing_digest(graph: Graph, name: str | None, memo: dict[str, str]) -> str:
+def _backing_digest(graph: Graph, name: str | None, memo: dict[str, str],
+                    backed_by_file: dict[str, list[Item]]) -> str:
+    """Digest of a backing file plus, for F# files, every backing file it pulls in."""
     if not name or name not in graph.files:
         return ""
     if name in memo:
@@ -531,27 +542,32 @@ def _backing_digest(graph: Graph, name: str | None, memo: dict[str, str]) -> str
     gf = graph.files[name]
     h = hashlib.sha256(gf.digest.encode())
     if gf.graph:
-        for item in graph.ordered:
-            if item.file == name and item.backing_file:
-                h.update(_backing_digest(graph, item.backing_file, memo).encode())
+        for item in backed_by_file.get(name, ()):
+            h.update(_backing_digest(graph, item.backing_file, memo, backed_by_file).encode())
     memo[name] = h.hexdigest()
     return memo[name]
 
 
 def _assign_hashes(graph: Graph) -> None:
+    """Each item's hash covers its own block and the backing files that block pulls in."""
     memo: dict[str, str] = {}
     by_file: dict[str, list[Item]] = {}
     for item in graph.ordered:
         by_file.setdefault(item.file, []).append(item)
+    backed_by_file = {name: [i for i in items if i.kind == "heading" and i.backing_file]
+                      for name, items in by_file.items()}
     for name, items in by_file.items():
-        backed = [i for i in items if i.kind == "heading" and i.backing_file]
+        backed = backed_by_file[name]  # in source order, so sorted by line
+        lines = [b.line for b in backed]
+        digests = [_backing_digest(graph, b.backing_file, memo, backed_by_file) for b in backed]
         for item in items:
             h = hashlib.sha256(item.text.encode())
-            if item.kind == "heading":
-                for b in backed:
-                    if item.line <= b.line <= item.end_line:
-                        h.update(b"\0")
-                        h.update(_backing_digest(graph, b.backing_file, memo).encode())
+            if item.kind == "heading" and backed:
+                lo = bisect.bisect_left(lines, item.line)
+                hi = bisect.bisect_right(lines, item.end_line)
+                for digest in digests[lo:hi]:
+                    h.update(b"\0")
+                    h.update(digest.encode())
             item.hash = h.hexdigest()
 
 
