@@ -22,4 +22,5 @@ class Result:
 COMMAND_MODULES = [
     "rmtui.headless.core",
     "rmtui.headless.ops",
+    "rmtui.headless.assistant",
 ]

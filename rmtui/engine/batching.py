@@ -1,0 +1,58 @@
+"""Batch readiness (DESIGN.md section 4), shared by the Update driver and `assistant update begin`.
+
+A batch forms when ``target_batch_candidates`` are queued, when a session's debounce after
+its last submit has passed, or when the oldest candidate waited ``max_wait_seconds``;
+``force`` (``update run-now``) forms one from whatever is queued.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+
+from rmtui.engine.config import Config
+from rmtui.engine.queue import Evidence
+
+
+@dataclass
+class Batch:
+    id: str
+    uids: list[str]
+    sessions: list[str]
+    reason: str
+
+
+def batch_id(evidence: list[Evidence]) -> str:
+    """``update-batch-`` + SHA-256 of the canonical JSON of its sessions and jobs."""
+    body = {"sessions": sorted({e.session for e in evidence}), "jobs": [e.uid for e in evidence]}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return "update-batch-" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def select_batch(queued: list[Evidence], cfg: Config, *, now: float | None = None, force: bool = False) -> Batch | None:
+    """Pick the next ready batch from queued evidence (in submission order), or None."""
+    if not queued:
+        return None
+    now = time.time() if now is None else now
+    target = cfg.get("update.async.target_batch_candidates")
+    debounce = cfg.get("update.async.debounce_seconds")
+    max_wait = cfg.get("update.async.max_wait_seconds")
+    last_by_session: dict[str, float] = {}
+    for e in queued:
+        last_by_session[e.session] = max(last_by_session.get(e.session, 0.0), e.created_at)
+    if force:
+        chosen, reason = queued[:target], "forced"
+    elif len(queued) >= target:
+        chosen, reason = queued[:target], "target"
+    else:
+        overdue = now - queued[0].created_at >= max_wait
+        settled = {s for s, t in last_by_session.items() if now - t >= debounce}
+        if overdue:
+            chosen, reason = queued[:target], "max_wait"
+        elif settled:
+            chosen, reason = [e for e in queued if e.session in settled][:target], "debounce"
+        else:
+            return None
+    return Batch(batch_id(chosen), [e.uid for e in chosen], sorted({e.session for e in chosen}), reason)

@@ -1,0 +1,105 @@
+"""Native assistant protocol, guidance capture and skills installation (all JSON)."""
+
+from __future__ import annotations
+
+import json
+
+from rmtui.headless import Result
+from rmtui.headless.core import cmd_submit, root_of
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser("assistant", parents=[common], help="native assistant protocol (JSON)")
+    s = p.add_subparsers(dest="assistant_cmd", required=True)
+    q = s.add_parser("context", parents=[common])
+    q.add_argument("--session", required=True)
+    q.set_defaults(handler=cmd_context)
+    q = s.add_parser("submit", parents=[common])
+    q.add_argument("--session", required=True)
+    q.add_argument("--request", required=True)
+    q.add_argument("file", nargs="?", default="-")
+    q.set_defaults(handler=cmd_submit)
+    u = s.add_parser("update", parents=[common]).add_subparsers(dest="assistant_update_cmd", required=True)
+    q = u.add_parser("begin", parents=[common])
+    q.add_argument("--retry", action="store_true", help="replace the current task and fence its edits")
+    q.set_defaults(handler=cmd_begin)
+    q = u.add_parser("status", parents=[common])
+    q.add_argument("--task")
+    q.set_defaults(handler=cmd_status)
+    q = u.add_parser("complete", parents=[common])
+    q.add_argument("--task", required=True)
+    q.set_defaults(handler=cmd_complete)
+
+    p = sub.add_parser("guidance", parents=[common], help="capture pending agent guidance")
+    s = p.add_subparsers(dest="guidance_cmd", required=True)
+    q = s.add_parser("submit", parents=[common])
+    q.add_argument("--session", required=True)
+    q.add_argument("file", nargs="?", default="-")
+    q.set_defaults(handler=cmd_guidance)
+
+    p = sub.add_parser("mcp", parents=[common], help="serve the MCP tools over stdio")
+    p.set_defaults(handler=cmd_mcp)
+
+    p = sub.add_parser("skills", parents=[common], help="skills for host agents")
+    s = p.add_subparsers(dest="skills_cmd", required=True)
+    s.add_parser("list", parents=[common]).set_defaults(handler=cmd_skills_list)
+    q = s.add_parser("install", parents=[common])
+    q.add_argument("--target", required=True, help="folder where the host looks for skills")
+    q.add_argument("--force", action="store_true", help="overwrite skills already there")
+    q.set_defaults(handler=cmd_skills_install)
+
+
+def _json(data) -> Result:
+    return Result(data, json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def cmd_context(args) -> Result:
+    from rmtui.engine import assistant
+
+    return _json(assistant.context(root_of(args), args.session))
+
+
+def cmd_begin(args) -> Result:
+    from rmtui.engine import assistant
+
+    return _json(assistant.begin(root_of(args), retry=args.retry))
+
+
+def cmd_status(args) -> Result:
+    from rmtui.engine import assistant
+
+    return _json(assistant.status(root_of(args), args.task))
+
+
+def cmd_complete(args) -> Result:
+    from rmtui.engine import assistant
+
+    return _json(assistant.complete(root_of(args), args.task))
+
+
+def cmd_guidance(args) -> Result:
+    from rmtui.engine import guidance
+    from rmtui.engine.queue import read_evidence_input
+
+    return _json(guidance.capture(root_of(args), args.session, read_evidence_input(args.file)))
+
+
+def cmd_skills_list(args) -> Result:
+    from rmtui.engine.skills import list_skills
+
+    skills = list_skills()
+    return Result(skills, "\n".join(f"{s['name']}: {s['description']}" for s in skills))
+
+
+def cmd_skills_install(args) -> Result:
+    from rmtui.engine.skills import install_skills
+
+    done = install_skills(args.target, force=args.force)
+    return Result(done, "\n".join(f"installed {d['name']} -> {d['path']}" for d in done))
+
+
+def cmd_mcp(args) -> Result:
+    from rmtui.mcp_server import serve
+
+    serve(root_of(args))
+    return Result(None)
