@@ -15,6 +15,7 @@ from pathlib import Path
 import git
 
 from rmtui.engine.errors import ConflictError, OperationFailed
+from rmtui.engine.graph import parse_edges
 from rmtui.engine.validation import validate_root
 
 # Path classes (fnmatch patterns on repository-relative paths).
@@ -51,7 +52,13 @@ _EDGE_LIST_RE = re.compile(r"\s*(?:→|->)\s*\[([^\]]*)\]\s*$")
 
 
 def matches(path: str, patterns: tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatchcase(path, p) for p in patterns)
+    """Segment-wise glob match: ``*`` never crosses ``/`` (``MEMORY_*.md`` is top level only)."""
+    parts = path.split("/")
+    for pattern in patterns:
+        pp = pattern.split("/")
+        if len(pp) == len(parts) and all(fnmatch.fnmatchcase(a, b) for a, b in zip(parts, pp)):
+            return True
+    return False
 
 
 def is_semantic(path: str) -> bool:
@@ -72,6 +79,13 @@ class StaleBase(ConflictError):
     """The active semantic base moved since the candidate's base."""
 
     kind = "stale"
+    rule = "stale-base"
+
+
+class DirtyActiveRoot(ConflictError):
+    """The active root has uncommitted changes on paths publication would overwrite."""
+
+    rule = "dirty-active-root"
 
 
 @dataclass
@@ -88,6 +102,8 @@ class AdmissionResult:
     commits: list[str]
     changed_paths: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: Edge targets dropped by reference-repair-only edits; they must not exist in the final tree.
+    dropped_refs: set[str] = field(default_factory=set)
 
 
 def commit_changes(repo: git.Repo, parent: str, commit: str) -> list[Change]:
@@ -142,43 +158,63 @@ def _blob(repo: git.Repo, sha: str) -> bytes:
     return repo.odb.stream(bytes.fromhex(sha)).read()
 
 
-def _strip_edges(text: str) -> tuple[str, list[set[str]]]:
-    lines, edges = [], []
-    for line in text.splitlines():
-        m = _EDGE_LIST_RE.search(line)
-        if m:
-            lines.append(line[: m.start()])
-            edges.append({e.strip() for e in m.group(1).split(",") if e.strip()})
-        else:
-            lines.append(line)
-    return "\n".join(lines), edges
+def _split_edges(line: str) -> tuple[str, set[str]]:
+    """A line without its trailing edge list, and that list's targets."""
+    m = _EDGE_LIST_RE.search(line)
+    if not m:
+        return line.rstrip(), set()
+    edges, _problems = parse_edges(m.group(1))
+    return line[: m.start()].rstrip(), {e.target for e in edges}
 
 
-def _is_reference_repair(repo: git.Repo, parent: str, change: Change) -> bool:
-    """True when a file changed only by dropping edges (repairing references to deleted items)."""
+def _reference_repair(repo: git.Repo, parent: str, change: Change) -> set[str] | None:
+    """The edge targets a change drops, when dropping edges is all it does; else None.
+
+    A repair keeps every line (same count, same text outside the edge lists) and only
+    removes entries from edge lists; whether the dropped targets are really gone is
+    checked on the final tree (:func:`check_tree`).
+    """
     if change.status != "M":
-        return False
-    old = repo.git.show(f"{parent}:{change.path}")
-    new = _blob(repo, change.new_blob).decode("utf-8", "replace")
-    old_body, old_edges = _strip_edges(old)
-    new_body, new_edges = _strip_edges(new)
-    if old_body != new_body or len(old_edges) != len(new_edges):
-        return False
-    return all(n <= o for o, n in zip(old_edges, new_edges))
-
-
-def _check_case_collisions(repo: git.Repo, commit: str) -> None:
-    names = repo.git.ls_tree("-r", "--name-only", "-z", commit, stdout_as_string=False).split(b"\0")
-    seen: dict[str, str] = {}
-    for raw in names:
-        if not raw:
+        return None
+    try:
+        old = _blob(repo, repo.git.rev_parse(f"{parent}:{change.path}")).decode("utf-8").splitlines()
+        new = _blob(repo, change.new_blob).decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        return None
+    if len(old) != len(new):
+        return None
+    dropped: set[str] = set()
+    for o, n in zip(old, new):
+        if o == n:
             continue
-        name = raw.decode("utf-8", "surrogateescape")
-        low = name.lower()
-        if low in seen and seen[low] != name:
-            raise AdmissionRefused("case-collision", f"{name!r} and {seen[low]!r} differ only by case",
-                                   commit=commit, path=name)
-        seen[low] = name
+        o_body, o_targets = _split_edges(o)
+        n_body, n_targets = _split_edges(n)
+        if o_body != n_body or not n_targets <= o_targets:
+            return None
+        dropped |= o_targets - n_targets
+    return dropped
+
+
+def _check_case_collisions(repo: git.Repo, commit: str, touched: set[str]) -> None:
+    """Refuse a commit that adds or renames a path colliding by case with another one.
+
+    Only collisions involving a path the commit touches count, so an old collision never
+    blocks an unrelated change.
+    """
+    if not touched:
+        return
+    names = repo.git.ls_tree("-r", "--name-only", "-z", commit, stdout_as_string=False).split(b"\0")
+    by_lower: dict[str, list[str]] = {}
+    for raw in names:
+        if raw:
+            name = raw.decode("utf-8", "surrogateescape")
+            by_lower.setdefault(name.lower(), []).append(name)
+    for path in sorted(touched):
+        same = by_lower.get(path.lower(), [])
+        if len(same) > 1:
+            other = next(n for n in same if n != path)
+            raise AdmissionRefused("case-collision", f"{path!r} and {other!r} differ only by case",
+                                   commit=commit, path=path)
 
 
 def check_commits(repo: git.Repo, base: str, candidate: str, role: str) -> AdmissionResult:
@@ -195,7 +231,8 @@ def check_commits(repo: git.Repo, base: str, candidate: str, role: str) -> Admis
         if len(c.parents) != 1:
             raise AdmissionRefused("merge", f"commit {sha[:10]} is a merge; commit linearly", commit=sha)
         parent = c.parents[0].hexsha
-        for change in commit_changes(repo, parent, sha):
+        changes = commit_changes(repo, parent, sha)
+        for change in changes:
             path = change.path
             _check_path_shape(path, sha)
             _check_mode(change, sha)
@@ -203,16 +240,19 @@ def check_commits(repo: git.Repo, base: str, candidate: str, role: str) -> Admis
                 raise AdmissionRefused("forbidden-path", f"role {role} may not write {path} (commit {sha[:10]})",
                                        commit=sha, path=path)
             repair = REFERENCE_REPAIR_ONLY.get(role)
-            if repair and matches(path, repair) and not _is_reference_repair(repo, parent, change):
-                raise AdmissionRefused("reference-repair-only",
-                                       f"role {role} may change {path} only to drop references to deleted items",
-                                       commit=sha, path=path)
+            if repair and matches(path, repair):
+                dropped = _reference_repair(repo, parent, change)
+                if dropped is None:
+                    raise AdmissionRefused("reference-repair-only",
+                                           f"role {role} may change {path} only to drop references to deleted items",
+                                           commit=sha, path=path)
+                result.dropped_refs |= dropped
             if change.status != "D" and path.endswith(".md"):
                 try:
                     _blob(repo, change.new_blob).decode("utf-8")
                 except UnicodeDecodeError:
                     raise AdmissionRefused("encoding", f"{path} is not valid UTF-8", commit=sha, path=path) from None
-        _check_case_collisions(repo, sha)
+        _check_case_collisions(repo, sha, {ch.path for ch in changes if ch.status != "D"})
     result.changed_paths = changed_paths(repo, base, candidate)
     return result
 
@@ -226,14 +266,21 @@ def check_clean(worktree: Path) -> None:
         raise AdmissionRefused("dirty-worktree", f"uncommitted or untracked changes in the worktree ({first.strip()})")
 
 
-def check_tree(worktree: Path, role: str) -> list[str]:
-    """Step 3: graph validation of the checked-out candidate (Insight exempt; capacity off)."""
+def check_tree(worktree: Path, role: str, dropped_refs: set[str] | None = None) -> list[str]:
+    """Step 3: graph validation of the checked-out candidate (Insight exempt; capacity off).
+
+    ``dropped_refs`` are edge targets a reference-repair-only edit removed: each must be
+    gone from the final graph, or the edit was not a repair.
+    """
     if role in VALIDATION_EXEMPT:
         return []
     report = validate_root(worktree, enforce_correction_capacity=False)
     if not report.ok:
         first = report.issues[0]
         more = f" (and {len(report.issues) - 1} more)" if len(report.issues) > 1 else ""
-        raise AdmissionRefused("invalid-graph", f"{first}{more}",
-                               path=first.file) from None
+        raise AdmissionRefused("invalid-graph", f"{first}{more}", path=first.file) from None
+    alive = sorted(t for t in (dropped_refs or ()) if t in report.graph.items)
+    if alive:
+        raise AdmissionRefused("reference-repair-only",
+                               f"role {role} dropped references to items that still exist: {', '.join(alive[:5])}")
     return []

@@ -85,13 +85,15 @@ def land(root: MemoryRoot, message: str = "maintain: manual edit") -> Receipt:
             if wt.is_dirty(untracked_files=True):
                 wt.git.add("-A")
                 wt.git.commit("-q", "-m", message, env=IDENTITY)
+            tip = wt.head.commit.hexsha
         finally:
             wt.close()
-        if sup.head() != op.base_commit:
+        head = sup.head()
+        if head != op.base_commit and not sup.repo.is_ancestor(head, tip):
             raise ConflictError(
                 f"the memory root moved since maintenance began (captured {op.base_commit[:10]}, now "
-                f"{sup.head()[:10]}); nothing was landed. Abort and begin again, or bring the edits onto the new head",
-                details={"captured_head": op.base_commit, "head": sup.head()})
+                f"{head[:10]}); nothing was landed. Abort and begin again, or rebase the worktree onto the new head",
+                details={"captured_head": op.base_commit, "head": head})
         return sup.finish(op, summary=message, message=message)
 
 

@@ -196,6 +196,12 @@ class OperationStore:
             raise UsageError(f"unknown receipt {op_id!r}")
         return Receipt(**json.loads(row["body"]))
 
+    def find_receipt(self, op_id: str) -> Receipt | None:
+        try:
+            return self.receipt(op_id)
+        except UsageError:
+            return None
+
     def receipts(self, limit: int | None = None) -> list[Receipt]:
         sql = "SELECT body FROM receipts ORDER BY created_at DESC"
         rows = self.conn.execute(sql + (" LIMIT ?" if limit else ""), (limit,) if limit else ()).fetchall()

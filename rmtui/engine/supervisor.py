@@ -15,8 +15,9 @@ import json
 import os
 import signal
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import git
 from gitdb.base import IStream
@@ -24,6 +25,7 @@ from gitdb.base import IStream
 from rmtui.engine import worktrees
 from rmtui.engine.admission import (
     AdmissionRefused,
+    DirtyActiveRoot,
     StaleBase,
     changed_paths,
     check_clean,
@@ -98,10 +100,20 @@ class Supervisor:
         return self.repo.git.rev_parse("HEAD")
 
     def branch_ref(self) -> str:
-        ref = self.repo.git.symbolic_ref("-q", "HEAD")
-        if not ref:
-            raise UsageError("the active root is on a detached HEAD; check out its branch first")
-        return ref
+        try:
+            return self.repo.git.symbolic_ref("-q", "HEAD")
+        except git.GitCommandError:
+            raise UsageError("the active root is on a detached HEAD; check out its branch first") from None
+
+    @contextmanager
+    def _scratch_index(self, name: str) -> Iterator[dict]:
+        """A private index file (env for git) so trees are built without touching the root's index."""
+        idx = self.root.runtime / f"{name}.index"
+        try:
+            yield {**IDENTITY, "GIT_INDEX_FILE": str(idx)}
+        finally:
+            idx.unlink(missing_ok=True)
+            Path(str(idx) + ".lock").unlink(missing_ok=True)
 
     def _tree(self, commit: str) -> str:
         return self.repo.git.rev_parse(f"{commit}^{{tree}}")
@@ -121,7 +133,11 @@ class Supervisor:
                        effects=[Effect(e) for e in effects])
         self.store.save(op)
         crashpoint("after-running")
-        worktrees.create(self.root, op_id, base)
+        try:
+            worktrees.create(self.root, op_id, base)
+        except Exception as exc:
+            self._final(op, "failed", f"could not create the worktree: {exc}")
+            raise
         crashpoint("after-worktree")
         return op
 
@@ -135,21 +151,27 @@ class Supervisor:
         return self.publish(op)
 
     def prepare(self, op: Operation, *, summary: str = "", message: str | None = None) -> Operation:
+        """Admission steps 1-3; a refusal is recorded on the (still running) operation."""
         wt_path = Path(op.worktree)
         if not wt_path.is_dir():
             raise UsageError(f"worktree of {op.id} is gone: {wt_path}")
-        check_clean(wt_path)
-        wt = git.Repo(wt_path)
-        try:
-            candidate = wt.head.commit.hexsha
-        finally:
-            wt.close()
         base = op.base_commit
-        active = self.head()
-        if active != base and self.repo.is_ancestor(active, candidate):
-            base = active  # the writer already brought its work onto the current head
-        result = check_commits(self.repo, base, candidate, op.role)
-        check_tree(wt_path, op.role)
+        try:
+            check_clean(wt_path)
+            wt = git.Repo(wt_path)
+            try:
+                candidate = wt.head.commit.hexsha
+            finally:
+                wt.close()
+            active = self.head()
+            if active != base and self.repo.is_ancestor(active, candidate):
+                base = active  # the writer already brought its work onto the current head
+            result = check_commits(self.repo, base, candidate, op.role)
+            check_tree(wt_path, op.role, result.dropped_refs)
+        except AdmissionRefused as exc:
+            op.error = str(exc)
+            self.store.save(op)
+            raise
         op.base_commit = base
         op.summary = summary or op.summary
         op.changed_paths = result.changed_paths
@@ -192,19 +214,39 @@ class Supervisor:
             if head == cand or self.repo.is_ancestor(cand, head):
                 op.landed_commit = cand  # published before a crash; only the record was missing
                 return self._final(op, "committed")
-            if self.repo.git.write_tree() == self._tree(cand) and head != cand:
-                self._cas(head, cand)  # work tree already moved before a crash: finish the CAS
+            if head == op.base_commit and self._index_tree() == self._tree(cand):
+                self._cas(head, cand)  # crashed between the work-tree sync and the CAS: finish it
                 op.landed_commit = cand
                 return self._final(op, "committed")
             if head != op.base_commit:
                 cand = self._rebase(op, head)
             self._check_active_clean(op)
-            self.repo.git.read_tree("-m", "-u", head, cand)
-            crashpoint("after-worktree-sync")
-            self._cas(head, cand)
-            crashpoint("after-publish")
+            self._advance(head, cand, crashpoints=True)
             op.landed_commit = cand
             return self._final(op, "committed")
+
+    def _index_tree(self) -> str | None:
+        try:
+            return self.repo.git.write_tree()
+        except git.GitCommandError:
+            return None  # unmerged entries: certainly not our synced candidate
+
+    def _advance(self, head: str, new: str, *, crashpoints: bool = False) -> None:
+        """Fast-forward the active index and work tree from ``head`` to ``new``, then CAS the ref."""
+        self.repo.git.update_index("-q", "--refresh", with_exceptions=False)
+        self.repo.git.read_tree("-m", "-u", head, new)
+        if crashpoints:
+            crashpoint("after-worktree-sync")
+        try:
+            self._cas(head, new)
+        except ConflictError:
+            try:  # someone moved the branch outside the lock: put the work tree back
+                self.repo.git.read_tree("-m", "-u", new, head)
+            except git.GitCommandError:
+                pass
+            raise
+        if crashpoints:
+            crashpoint("after-publish")
 
     def _cas(self, expected: str, new: str) -> None:
         try:
@@ -217,8 +259,9 @@ class Supervisor:
         dirty = [e[3:] for e in status.split("\0") if len(e) > 3]
         protected = [p for p in dirty if is_semantic(p) or p in op.changed_paths or p.startswith("update_records/")]
         if protected:
-            raise ConflictError(f"the active root has uncommitted changes to protected paths: {', '.join(protected[:5])}",
-                                details={"paths": protected})
+            raise DirtyActiveRoot(
+                f"the active root has uncommitted changes to protected paths: {', '.join(protected[:5])}",
+                details={"rule": DirtyActiveRoot.rule, "paths": protected})
 
     def _rebase(self, op: Operation, head: str) -> str:
         """Head moved: rebase onto it if only non-semantic paths changed, else refuse as stale."""
@@ -227,16 +270,14 @@ class Supervisor:
         if semantic or not op.allow_rebase:
             why = f"semantic paths changed since {op.base_commit[:10]}: {', '.join(semantic[:5])}" if semantic else \
                 f"the active head moved from the captured {op.base_commit[:10]} to {head[:10]}"
-            self._to_running(op, f"stale: {why}")
+            self._to_running(op, f"{StaleBase.rule}: {why}")
             raise StaleBase(f"memory changed since the operation began ({why})",
-                            details={"operation": op.id, "paths": semantic, "head": head})
-        out = self.repo.git.merge_tree("--write-tree", f"--merge-base={op.base_commit}", head,
-                                       op.candidate_commit, with_extended_output=True)
-        code, tree_out = out[0], out[1]
-        if code != 0:
-            self._to_running(op, "stale: rebase conflict")
-            raise StaleBase(f"rebase of {op.id} onto {head[:10]} conflicts")
-        tree = tree_out.splitlines()[0].strip()
+                            details={"rule": StaleBase.rule, "operation": op.id, "paths": semantic, "head": head})
+        tree = self._merge_trees(op.base_commit, head, op.candidate_commit)
+        if tree is None:
+            self._to_running(op, f"{StaleBase.rule}: rebase onto {head[:10]} conflicts")
+            raise StaleBase(f"rebase of {op.id} onto {head[:10]} conflicts",
+                            details={"rule": StaleBase.rule, "operation": op.id, "head": head})
         msg = self.repo.commit(op.candidate_commit).message.split(f"\n\n{TRAILER}:")[0]
         new = self._commit_tree(tree, head, msg, op.id)
         wt = git.Repo(op.worktree)
@@ -251,6 +292,19 @@ class Supervisor:
         self.repo.git.update_ref(pin_ref(op.id), new)
         self.store.save(op)
         return new
+
+    def _merge_trees(self, base: str, ours: str, theirs: str) -> str | None:
+        """Three-way merge of trees in a scratch index; None when a path changed on both sides.
+
+        Plain ``read-tree -m`` (works on every Git, unlike ``merge-tree --merge-base``):
+        a path changed on one side only takes that side; any overlap is a conflict.
+        """
+        with self._scratch_index(f"merge-{os.getpid()}") as env:
+            try:
+                self.repo.git.read_tree("-i", "-m", "--aggressive", base, ours, theirs, env=env)
+                return self.repo.git.write_tree(env=env).strip()
+            except git.GitCommandError:
+                return None
 
     def _to_running(self, op: Operation, error: str) -> None:
         """A refused candidate goes back to its writer; the worktree stays for correction."""
@@ -275,8 +329,8 @@ class Supervisor:
             if n not in names:
                 op.effects.append(Effect(n))
         self.store.save(op)
-        crashpoint("after-final")
         receipt = self._receipt(op)
+        crashpoint("after-final")
         self.run_effects(op)
         return receipt
 
@@ -327,42 +381,62 @@ class Supervisor:
 
     # -- recovery ----------------------------------------------------------
     def recover(self) -> dict:
-        """Finish or abandon every unfinished operation by its record; clean leftovers."""
-        done: dict[str, list[str]] = {"published": [], "abandoned": [], "failed": [], "effects": [], "cleaned": []}
+        """Finish or abandon every unfinished operation by its record; clean leftovers.
+
+        A running operation whose owner died is abandoned (its evidence released); a
+        prepared one is published without re-running its writer (failed if it went stale);
+        a final one with pending effects gets them retried.
+        """
+        done: dict[str, list[str]] = {"published": [], "abandoned": [], "failed": [], "effects": [], "cleaned": [],
+                                      "errors": []}
         for op in self.store.list(unfinished=True):
-            if op.phase == "running":
-                if owner_alive(op.lease):
-                    continue
-                self.abandon(op, "owner process died before the candidate was prepared")
-                done["abandoned"].append(op.id)
-            elif op.phase == "prepared":
-                if op.lease and op.lease.get("until") is None and owner_alive(op.lease) and op.lease.get("pid") != os.getpid():
-                    continue
-                try:
-                    self.publish(op)
-                    done["published"].append(op.id)
-                except (StaleBase, ConflictError, AdmissionRefused) as exc:
-                    self.fail(self.store.get(op.id), f"recovery could not publish: {exc}")
-                    done["failed"].append(op.id)
-            else:
-                self.run_effects(op)
-                done["effects"].append(op.id)
+            try:
+                if op.phase == "running":
+                    if owner_alive(op.lease):
+                        continue
+                    self.abandon(op, "owner process died before the candidate was prepared")
+                    done["abandoned"].append(op.id)
+                elif op.phase == "prepared":
+                    if op.lease and op.lease.get("until") is None and op.lease.get("pid") != os.getpid() \
+                            and owner_alive(op.lease):
+                        continue  # its owner is alive and will publish it
+                    try:
+                        self.publish(op)
+                        done["published"].append(op.id)
+                    except (StaleBase, AdmissionRefused) as exc:
+                        self.fail(self.store.get(op.id), f"recovery could not publish: {exc}")
+                        done["failed"].append(op.id)
+                else:
+                    if self.store.find_receipt(op.id) is None:
+                        self._receipt(op)
+                    self.run_effects(op)
+                    done["effects"].append(op.id)
+            except Exception as exc:  # one stuck operation must not stop the others' recovery
+                done["errors"].append(f"{op.id}: {exc}")
         done["cleaned"] = self._clean_leftovers()
         return done
 
     def _clean_leftovers(self) -> list[str]:
+        """Remove worktrees, branches and pins no unfinished operation owns.
+
+        Leftovers are listed before the records are read: ``begin`` saves its record before
+        it creates anything, so whatever exists now either has a live record or is orphaned.
+        """
+        paths = worktrees.existing(self.root)
+        branches = worktrees.op_branches(self.root)
+        pins = self.repo.git.for_each_ref("--format=%(refname)", PIN_PREFIX).split()
+        live = {o.id for o in self.store.list() if not o.final}
         cleaned: list[str] = []
-        live = {o.id: o for o in self.store.list() if not o.final}
-        for path in worktrees.existing(self.root):
+        for path in paths:
             if path.name not in live:
                 worktrees.remove(self.root, path, worktrees.BRANCH_PREFIX + path.name)
                 cleaned.append(str(path))
-        for branch in worktrees.op_branches(self.root):
+        gone = {p.name for p in paths}
+        for branch in branches:
             name = branch[len(worktrees.BRANCH_PREFIX):]
-            if name not in live:
+            if name not in live and name not in gone:
                 worktrees.remove(self.root, None, branch)
                 cleaned.append(branch)
-        pins = self.repo.git.for_each_ref("--format=%(refname)", PIN_PREFIX).split()
         live_pins = {pin_ref(i) for i in live}
         for ref in pins:
             if ref not in live_pins:
@@ -435,16 +509,10 @@ def _update_record(sup: Supervisor, op: Operation) -> None:
         if existing is not None:
             return  # already landed before a crash
         blob = sup.repo.odb.store(IStream("blob", len(data), io.BytesIO(data))).hexsha.decode()
-        # build the new tree from HEAD plus the record, without touching the index of others' work
-        idx = sup.root.runtime / f"record-{op.id}.index"
-        env = {**IDENTITY, "GIT_INDEX_FILE": str(idx)}
-        try:
+        with sup._scratch_index(f"record-{op.id}") as env:  # HEAD plus the record; the root's index untouched
             sup.repo.git.read_tree(head, env=env)
             sup.repo.git.update_index("--add", "--cacheinfo", f"100644,{blob},{rel}", env=env)
             tree = sup.repo.git.write_tree(env=env).strip()
-        finally:
-            idx.unlink(missing_ok=True)
         commit = sup._commit_tree(tree, head, f"update: record {op.id}", op.id)
-        sup.repo.git.read_tree("-m", "-u", head, commit)
-        sup._cas(head, commit)
+        sup._advance(head, commit)
 
