@@ -26,10 +26,14 @@ def build_server(root: MemoryRoot):
     warm: dict = {}
 
     def _retrieve(session_id: str, need: str) -> str:
-        from rmtui.engine.retrieve import retrieve, warm_backend
+        from rmtui.engine.embeddings import InProcessBackend
+        from rmtui.engine.retrieve import retrieve
 
-        if "backend" not in warm:
-            warm["backend"] = warm_backend(root)
+        cfg = root.config()
+        if cfg.get("embedding.service_url"):
+            return retrieve(root, session_id, need).text  # a configured service stays the model host
+        if "backend" not in warm:  # the model stays loaded in this long-lived process
+            warm["backend"] = InProcessBackend.from_config(cfg)
         return retrieve(root, session_id, need, backend=warm["backend"]).text
 
     @server.tool(name="rightmemory_retrieve", description="Retrieve the memory that matters for a need, as exact source text.")
@@ -68,10 +72,12 @@ def build_server(root: MemoryRoot):
 
 def _call(fn) -> str:
     """Engine errors become a tool error the client sees, with the engine's message."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
     try:
         return fn()
     except EngineError as exc:
-        raise ValueError(f"{exc.kind}: {exc.message}") from None
+        raise ToolError(f"{exc.kind}: {exc.message}") from None
 
 
 def serve(root: MemoryRoot) -> None:

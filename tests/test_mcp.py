@@ -1,0 +1,67 @@
+"""The MCP server driven through the official ``mcp`` client over stdio, as a host would."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from rmtui.engine.queue import EvidenceQueue
+
+
+def _params(root) -> StdioServerParameters:
+    env = {k: v for k, v in os.environ.items() if k.startswith(("HOME", "GIT_", "PATH", "RMTUI", "HF_"))}
+    return StdioServerParameters(command=sys.executable, args=["-m", "rmtui", "--headless", "mcp", "--root", str(root.path)],
+                                 env=env)
+
+
+def _text(result) -> str:
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+@pytest.fixture
+def memory_root(root):
+    (root.path / "MEMORY.md").write_text(
+        "# Memory\n\n## Testing {# testing}\n\n- `pytest-quiet` the project runs its tests with pytest -q → []\n"
+        "- `ruff-first` run ruff before every commit → [rel:pytest-quiet]\n", encoding="utf-8")
+    import git
+
+    repo = git.Repo(root.path)
+    repo.index.add(["MEMORY.md"])
+    repo.index.commit("seed memory")
+    return root
+
+
+async def test_mcp_tools_over_stdio(memory_root):
+    async with Client(_params(memory_root), read_timeout_seconds=120) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        assert {"rightmemory_retrieve", "rightmemory_submit_update", "rightmemory_capture_guidance",
+                "rmtui_status"} <= tools
+
+        status = json.loads(_text(await client.call_tool("rmtui_status", {})))
+        assert status["items"]["nodes"] == 2 and status["valid"] is True
+
+        out = json.loads(_text(await client.call_tool(
+            "rightmemory_submit_update", {"session_id": "mcp-1", "evidence": "ruff must run before pytest\n"})))
+        assert out["state"] == "saved"
+        q = EvidenceQueue(memory_root)
+        try:
+            saved = q.get(out["uid"])
+        finally:
+            q.close()
+        assert saved.session == "mcp-1" and saved.text == "ruff must run before pytest\n"
+
+        bad = await client.call_tool("rightmemory_submit_update", {"session_id": "a/b", "evidence": "x"})
+        assert bad.is_error and "path separators" in _text(bad)
+
+        text = _text(await client.call_tool("rightmemory_retrieve", {"session_id": "mcp-1", "need": "how are tests run"}))
+        assert "`pytest-quiet` the project runs its tests with pytest -q" in text
+
+        guided = json.loads(_text(await client.call_tool(
+            "rightmemory_capture_guidance", {"session_id": "mcp-1", "evidence": "Prefer small commits."})))
+        assert guided["state"] == "captured"
+    assert "Prefer small commits." in (memory_root.path / "AGENT_GUIDANCE_INBOX.md").read_text()
