@@ -75,6 +75,9 @@ def _schema() -> dict[str, Any]:
             "fallback_to_agent": Key((bool,), True),
             "max_selection_attempts": Key((int,), 3, minimum=1),
             **_role_tables(),
+            "min_similarity": Key((int, float), 0.25),
+            "lexical_weight": Key((int, float), 0.5, minimum=0),
+            "neighbour_weight": Key((int, float), 0.35, minimum=0),
         },
         "embedding": {
             "model": Key((str,), "all-MiniLM-L6-v2"),
@@ -86,6 +89,8 @@ def _schema() -> dict[str, Any]:
             "local_service": Key((bool,), True),
             "idle_timeout_seconds": Key((int, float), 900, minimum=1),
         },
+            "dense_budget_seconds": Key((int, float), 10, minimum=0),
+            "fallback_lexical": Key((bool,), True),
         "assistant": {
             "lease_seconds": Key((int, float), 3600, minimum=1),
         },

@@ -23,4 +23,5 @@ COMMAND_MODULES = [
     "rmtui.headless.core",
     "rmtui.headless.ops",
     "rmtui.headless.assistant",
+    "rmtui.headless.retrieve",
 ]

@@ -1,0 +1,247 @@
+"""LoCoMo evidence recall through rmtui's own retrieval (see /work/shared/bench/README.md).
+
+For each conversation a memory root is built exactly as the bench README lays out
+(MEMORY.md with one F# heading per session, one node per turn in MEMORY_c<conv>-s<N>.md,
+PURSUITS.md with an empty Focus). Every category 1-4 question is then asked:
+
+- recall: through ``rmtui.engine.retrieve.retrieve`` -- the function the headless
+  ``retrieve --json --top 10`` command calls -- with the same model host the CLI uses
+  (the local warm embedding service, over HTTP), one fresh session per question;
+- BM25-only and dense-only: the same engine search with one signal switched off, same run;
+- latency: the real CLI (``python -m rmtui --headless retrieve --json --top 10``, a new
+  process per call, service already warm) on a sample of the questions, and its results
+  are checked against the in-process ranking.
+
+Usage: .venv/bin/python bench/locomo.py [--data DIR] [--sample N] [--explore]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from rmtui.engine.corpus import load_corpus  # noqa: E402
+from rmtui.engine.ranking import RankParams  # noqa: E402
+from rmtui.engine.retrieve import cli_backend, params_from_config, retrieve, search  # noqa: E402
+from rmtui.engine.roots import MemoryRoot, init_root  # noqa: E402
+
+DEFAULT_DATA = REPO.parent / "shared" / "bench" / "locomo"
+KS = (1, 5, 10)
+
+
+def conv_name(path: Path) -> str:
+    return path.stem.replace("conv-", "")
+
+
+def build_root(conv_file: Path, dest: Path) -> MemoryRoot:
+    """The memory root of one conversation, as the bench README lays it out."""
+    data = json.loads(conv_file.read_text())
+    conv = data.get("conversation", data)
+    c = conv_name(conv_file)
+    keep = None
+    if dest.exists():  # rebuild, keeping the derived caches (vectors) of an earlier run
+        import shutil
+
+        cache = dest / ".runtime" / "cache"
+        if cache.is_dir():
+            keep = dest.parent / f".{dest.name}.cache"
+            shutil.rmtree(keep, ignore_errors=True)
+            cache.rename(keep)
+        shutil.rmtree(dest)
+    root = init_root(dest)
+    if keep is not None:
+        keep.rename(root.runtime / "cache")
+    memory = [f"# LoCoMo conversation {c} {{#conv-{c}}}", ""]
+    sessions = sorted((int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k))))
+    for n in sessions:
+        turns = conv.get(f"session_{n}") or []
+        if not turns:
+            continue
+        when = conv.get(f"session_{n}_date_time", "")
+        memory += [f"## Session {n} — {when} {{F#c{c}-s{n}}}", ""]
+        lines = []
+        for t in turns:
+            d, k = t["dia_id"].strip().lstrip("D").split(":")
+            text = " ".join(str(t.get("text", "")).split())
+            cap = t.get("blip_caption")
+            img = f" [image: {' '.join(str(cap).split())}]" if cap else ""
+            lines.append(f"- `c{c}-D{d}-{k}` {t['speaker']}: {text}{img} → []")
+        (dest / f"MEMORY_c{c}-s{n}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (dest / "MEMORY.md").write_text("\n".join(memory), encoding="utf-8")
+    (dest / "PURSUITS.md").write_text("# Pursuits\n\n## Focus\n", encoding="utf-8")
+    subprocess.run(["git", "-C", str(dest), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(dest), "commit", "-qm", f"locomo conversation {c}"], check=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
+                        "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost"})
+    return root
+
+
+def questions(conv_file: Path) -> list[dict]:
+    data = json.loads(conv_file.read_text())
+    c = conv_name(conv_file)
+    out = []
+    for q in data["qa"]:
+        if q.get("category") not in (1, 2, 3, 4):
+            continue
+        ev = []
+        for e in q.get("evidence", []):
+            for part in re.split(r"[;,\s]+", str(e)):
+                m = re.fullmatch(r"D(\d+):(\d+)", part.strip())
+                if m:
+                    ev.append(f"c{c}-D{m.group(1)}-{m.group(2)}")
+        if ev:
+            out.append({"q": q["question"], "evidence": sorted(set(ev)), "category": q["category"]})
+    return out
+
+
+def recall(ranked_ids: list[str], evidence: list[str], k: int) -> float:
+    top = set(ranked_ids[:k])
+    return sum(1 for e in evidence if e in top) / len(evidence)
+
+
+def summarize(rows: list[dict], key: str) -> dict:
+    return {f"R@{k}": statistics.fmean(recall(r[key], r["evidence"], k) for r in rows) for k in KS}
+
+
+def run(data_dir: Path, work: Path, sample: int, explore: bool) -> None:
+    files = sorted(data_dir.glob("conv-*.json"))
+    if not files:
+        sys.exit(f"no LoCoMo files in {data_dir}")
+    print(f"LoCoMo: {len(files)} conversations from {data_dir}")
+    rows: list[dict] = []
+    roots = []
+    t_build = time.time()
+    for f in files:
+        root = build_root(f, work / f.stem)
+        with open(os.devnull, "w"):
+            load_corpus(root.path)
+        roots.append((f, root))
+    print(f"built {len(roots)} roots in {time.time() - t_build:.1f} s")
+    backend = None
+    for f, root in roots:
+        cfg = root.config()
+        if backend is None:
+            t = time.time()
+            backend = cli_backend(root, cfg, wait_seconds=180.0)
+            print(f"embedding service: {backend.url} ({backend.info().embedding_model}), ready in {time.time() - t:.1f} s")
+        qs = questions(f)
+        t = time.time()
+        corpus = load_corpus(root.path)
+        # warm the vector cache once (what the background indexer does after a first call)
+        search(root, "warm up", top=10, corpus=corpus, backend=backend, cfg=cfg)
+        print(f"  {f.stem}: {len(corpus.entries)} entries, {len(qs)} questions, indexed in {time.time() - t:.1f} s")
+        base = params_from_config(cfg)
+        lex_p = RankParams(**{**base.__dict__, "lexical_only": True})
+        den_p = RankParams(**{**base.__dict__, "dense_only": True})
+        for i, q in enumerate(qs):
+            t0 = time.perf_counter()
+            res = retrieve(root, f"bench-{f.stem}-{i}", q["q"], top=10, backend=backend, record=False)
+            dt = time.perf_counter() - t0
+            lex = search(root, q["q"], top=10, corpus=corpus, backend=None, cfg=cfg, params=lex_p)
+            den = search(root, q["q"], top=10, corpus=corpus, backend=backend, cfg=cfg, params=den_p)
+            rows.append({**q, "conv": f.stem, "root": root, "engine_s": dt,
+                         "hybrid": [r["id"] for r in res.results],
+                         "bm25": [corpus.entries[r.index].id for r in lex.ranked],
+                         "dense": [corpus.entries[r.index].id for r in den.ranked]})
+    n = len(rows)
+    print(f"\n{n} questions (categories 1-4)")
+    print("| method | R@1 | R@5 | R@10 |\n|---|---|---|---|")
+    for key, label in (("hybrid", "rmtui retrieve (default)"), ("bm25", "BM25 only (same engine)"),
+                       ("dense", "dense only (same engine)")):
+        s = summarize(rows, key)
+        print(f"| {label} | {s['R@1']:.3f} | {s['R@5']:.3f} | {s['R@10']:.3f} |")
+    by_cat = {}
+    for r in rows:
+        by_cat.setdefault(r["category"], []).append(r)
+    print("\nby category (rmtui retrieve R@10): " + ", ".join(
+        f"{c}: {summarize(v, 'hybrid')['R@10']:.3f} ({len(v)})" for c, v in sorted(by_cat.items())))
+    eng = sorted(r["engine_s"] for r in rows)
+    print(f"engine retrieve() in-process: median {1000 * statistics.median(eng):.0f} ms, "
+          f"p95 {1000 * eng[int(0.95 * (n - 1))]:.0f} ms")
+    if sample:
+        cli_latency(rows, sample)
+    if explore:
+        explore_variants(roots, backend)
+
+
+def cli_latency(rows: list[dict], sample: int) -> None:
+    """Real CLI, new process per call, warm service: latency, and the same ranking as in-process."""
+    step = max(1, len(rows) // sample)
+    picked = rows[::step][:sample]
+    times, same = [], 0
+    for i, r in enumerate(picked):
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "rmtui", "--headless", "retrieve", "--json", "--top", "10",
+                               "--root", str(r["root"].path), "--session", f"cli-{i}-{time.time_ns()}", r["q"]],
+                              capture_output=True, text=True, cwd=str(REPO))
+        times.append(time.perf_counter() - t0)
+        if proc.returncode != 0:
+            print(f"CLI failed ({proc.returncode}): {proc.stderr.strip()[:300]}")
+            continue
+        ids = [x["id"] for x in json.loads(proc.stdout)["results"]]
+        same += ids == r["hybrid"]
+    times.sort()
+    print(f"\nreal CLI `retrieve --json --top 10` (new process per call, warm service), {len(picked)} questions: "
+          f"median {1000 * statistics.median(times):.0f} ms, p95 {1000 * times[int(0.95 * (len(times) - 1))]:.0f} ms; "
+          f"identical ranking to the in-process engine call for {same}/{len(picked)}")
+
+
+def explore_variants(roots, backend) -> None:
+    """Design table: each variant measured on the same roots and questions (R@10)."""
+    base = params_from_config(roots[0][1].config())
+    variants = [
+        ("bm25 only, no heading context", dict(lexical_only=True, context_in_lexical=False, neighbour_weight=0)),
+        ("bm25 only", dict(lexical_only=True, neighbour_weight=0)),
+        ("dense only, no context", dict(dense_only=True, context_in_dense=False, neighbour_weight=0)),
+        ("dense only", dict(dense_only=True, neighbour_weight=0)),
+        ("fusion w=0.5, no neighbours", dict(neighbour_weight=0)),
+        ("fusion w=0.3", dict(lexical_weight=0.3)),
+        ("fusion w=0.7", dict(lexical_weight=0.7)),
+        ("neighbours 0.2", dict(neighbour_weight=0.2)),
+        ("neighbours 0.5", dict(neighbour_weight=0.5)),
+        ("dense window 1", dict(window_in_dense=1)),
+        ("default", dict()),
+    ]
+    qs = {f.stem: questions(f) for f, _ in roots}
+    print("\n| variant | R@1 | R@5 | R@10 |\n|---|---|---|---|")
+    for label, kw in variants:
+        p = RankParams(**{**base.__dict__, **kw})
+        rows = []
+        for f, root in roots:
+            cfg = root.config()
+            corpus = load_corpus(root.path)
+            for q in qs[f.stem]:
+                out = search(root, q["q"], top=10, corpus=corpus, backend=backend, cfg=cfg, params=p)
+                rows.append({**q, "ids": [corpus.entries[r.index].id for r in out.ranked]})
+        s = summarize(rows, "ids")
+        print(f"| {label} | {s['R@1']:.3f} | {s['R@5']:.3f} | {s['R@10']:.3f} |", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"LoCoMo folder (default {DEFAULT_DATA})")
+    ap.add_argument("--work", type=Path, help="where to build the roots (default: a temporary folder)")
+    ap.add_argument("--sample", type=int, default=40, help="questions asked through the real CLI for latency")
+    ap.add_argument("--explore", action="store_true", help="also print the design-variant table")
+    args = ap.parse_args()
+    if args.work:
+        args.work.mkdir(parents=True, exist_ok=True)
+        run(args.data, args.work, args.sample, args.explore)
+    else:
+        with tempfile.TemporaryDirectory(prefix="rmtui-locomo-") as tmp:
+            run(args.data, Path(tmp), args.sample, args.explore)
+
+
+if __name__ == "__main__":
+    main()

