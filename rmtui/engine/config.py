@@ -6,6 +6,7 @@ here: API keys come from environment variables (``api_key_env`` names which one)
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,10 +75,10 @@ def _schema() -> dict[str, Any]:
             "min_score": Key((int, float), 0.0),
             "fallback_to_agent": Key((bool,), True),
             "max_selection_attempts": Key((int,), 3, minimum=1),
-            **_role_tables(),
             "min_similarity": Key((int, float), 0.25),
             "lexical_weight": Key((int, float), 0.5, minimum=0),
             "neighbour_weight": Key((int, float), 0.35, minimum=0),
+            **_role_tables(),
         },
         "embedding": {
             "model": Key((str,), "all-MiniLM-L6-v2"),
@@ -88,9 +89,9 @@ def _schema() -> dict[str, Any]:
             "service_token_env": Key((str,)),
             "local_service": Key((bool,), True),
             "idle_timeout_seconds": Key((int, float), 900, minimum=1),
-        },
             "dense_budget_seconds": Key((int, float), 10, minimum=0),
             "fallback_lexical": Key((bool,), True),
+        },
         "assistant": {
             "lease_seconds": Key((int, float), 3600, minimum=1),
         },
@@ -228,15 +229,33 @@ def parse_config_text(text: str, path: Path) -> Config:
     return Config(path=path, data=doc.unwrap())
 
 
+# Parsed configs keyed by the file's exact bytes: tomlkit parsing costs milliseconds and hot
+# paths (every evidence submit) read the config, while reading the bytes costs microseconds
+# and, unlike timestamps, never misses a rewrite.
+_CACHE: dict[Path, tuple[bytes, dict[str, Any]]] = {}
+_CACHE_MAX = 32
+
+
 def load_config(root: Path) -> Config:
     path = Path(root) / CONFIG_FILE
-    if not path.exists():
-        return Config(path=path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Config(path=path)
+    except OSError as exc:
+        raise UsageError(f"{CONFIG_FILE}: cannot be read: {exc.strerror}") from exc
+    hit = _CACHE.get(path)
+    if hit is not None and hit[0] == raw:
+        return Config(path=path, data=copy.deepcopy(hit[1]))
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UsageError(f"{CONFIG_FILE}: not valid UTF-8") from exc
-    return parse_config_text(text, path)
+    cfg = parse_config_text(text, path)
+    if len(_CACHE) >= _CACHE_MAX:
+        _CACHE.clear()
+    _CACHE[path] = (raw, copy.deepcopy(cfg.data))
+    return cfg
 
 
 def set_config_value(root: Path, dotted: str, value: Any) -> Config:

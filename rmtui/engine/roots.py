@@ -228,19 +228,20 @@ def init_root(path: Path | str, *, force: bool = False) -> MemoryRoot:
     }
     for name, text in files.items():
         target = p / name
-        if target.exists() and not force:
-            continue
         if target.is_symlink():
             raise UsageError(f"{target} is a symbolic link; refusing to write through it")
-        if not target.exists() or force:
-            atomic_write_text(target, text)
+        if target.exists():
+            continue  # --force adopts a folder; it never overwrites what is already there
+        atomic_write_text(target, text)
     root = MemoryRoot(p)
     root.ensure_runtime()
-    with repo.config_writer() as cw:
-        if not cw.has_option("user", "name"):
-            cw.set_value("user", "name", "rmtui")
-        if not cw.has_option("user", "email"):
-            cw.set_value("user", "email", "rmtui@localhost")
+    # A fallback identity only where Git has none at all (the user's global one wins).
+    reader = repo.config_reader()
+    missing = [k for k in ("name", "email") if not reader.has_option("user", k)]
+    if missing:
+        with repo.config_writer() as cw:
+            for key in missing:
+                cw.set_value("user", key, "rmtui" if key == "name" else "rmtui@localhost")
     repo.index.add(list(files))
     if repo.is_dirty(index=True, working_tree=False) or not repo.head.is_valid():
         repo.index.commit("init: rightmemory root")
