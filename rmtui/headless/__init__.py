@@ -24,4 +24,5 @@ COMMAND_MODULES = [
     "rmtui.headless.ops",
     "rmtui.headless.assistant",
     "rmtui.headless.retrieve",
+    "rmtui.headless.update",
 ]

@@ -1,0 +1,344 @@
+"""The Update batch driver (DESIGN.md section 4): queued evidence → one supervised Update.
+
+One pass (``run_once``): recover unfinished operations, pick a batch (a due retry first,
+else a new one by the readiness rules of :mod:`rmtui.engine.batching`), claim its
+evidence, run the ``update`` role in the supervisor's isolated worktree, and let the
+supervisor admit and publish (one landed commit, the update record, evidence consumed).
+A failure hands the evidence back to the queue (the supervisor's ``release_evidence``
+effect) and schedules the same batch again with exponential backoff; after
+``update.max_attempts`` failures the batch waits in ``needs_manual_recovery`` until
+``update retry``. Evidence is never dropped: it is claimed, queued or consumed, always.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rmtui.engine import store
+from rmtui.engine.errors import ConflictError, EngineError, OperationFailed, UnavailableError, UsageError
+from rmtui.engine.locks import try_lock
+from rmtui.engine.queue import Evidence, EvidenceQueue
+from rmtui.engine.roots import MemoryRoot
+
+ROLE = "update"
+KIND = "update"
+EFFECTS = ("evidence_consumed", "update_record")
+DRIVER_LOCK = "update-driver.lock"
+DAEMON_LOCK = "daemon.lock"
+BATCH_STATES = ("running", "waiting_retry", "needs_manual_recovery", "committed", "no_change", "superseded")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS update_batches (
+    batch_id TEXT PRIMARY KEY,
+    uids TEXT NOT NULL,
+    sessions TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at REAL,
+    operation_id TEXT,
+    last_error TEXT,
+    receipt TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS update_batches_state ON update_batches(state, next_attempt_at);
+"""
+
+
+@dataclass
+class BatchRecord:
+    batch_id: str
+    uids: list[str]
+    sessions: list[str]
+    reason: str
+    state: str
+    attempts: int
+    next_attempt_at: float | None
+    operation_id: str | None
+    last_error: str | None
+    receipt: dict | None
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def from_row(cls, row) -> BatchRecord:
+        d = {k: row[k] for k in row.keys()}
+        d["uids"] = json.loads(d["uids"])
+        d["sessions"] = json.loads(d["sessions"])
+        d["receipt"] = json.loads(d["receipt"]) if d["receipt"] else None
+        return cls(**d)
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+class BatchStore:
+    """The driver's own table in the runtime database: one row per batch and its attempts."""
+
+    def __init__(self, root: MemoryRoot) -> None:
+        self.conn = store.connect(root.ensure_runtime())
+        store._retry(lambda: self.conn.executescript(SCHEMA))
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def get(self, batch_id: str) -> BatchRecord | None:
+        row = self.conn.execute("SELECT * FROM update_batches WHERE batch_id=?", (batch_id,)).fetchone()
+        return BatchRecord.from_row(row) if row else None
+
+    def list(self, *states: str) -> list[BatchRecord]:
+        sql = "SELECT * FROM update_batches"
+        if states:
+            sql += f" WHERE state IN ({','.join('?' * len(states))})"
+        rows = self.conn.execute(sql + " ORDER BY created_at", states).fetchall()
+        return [BatchRecord.from_row(r) for r in rows]
+
+    def upsert(self, batch_id: str, uids: list[str], sessions: list[str], reason: str) -> BatchRecord:
+        now = time.time()
+        with store.transaction(self.conn) as c:
+            c.execute("INSERT INTO update_batches(batch_id, uids, sessions, reason, state, attempts, created_at,"
+                      " updated_at) VALUES (?,?,?,?, 'waiting_retry', 0, ?, ?) ON CONFLICT(batch_id) DO NOTHING",
+                      (batch_id, json.dumps(uids), json.dumps(sessions), reason, now, now))
+        return self.get(batch_id)  # type: ignore[return-value]
+
+    def update(self, batch_id: str, **fields: Any) -> BatchRecord:
+        if "receipt" in fields and fields["receipt"] is not None:
+            fields["receipt"] = json.dumps(fields["receipt"])
+        fields["updated_at"] = time.time()
+        cols = ", ".join(f"{k}=?" for k in fields)
+        with store.transaction(self.conn) as c:
+            c.execute(f"UPDATE update_batches SET {cols} WHERE batch_id=?", (*fields.values(), batch_id))
+        return self.get(batch_id)  # type: ignore[return-value]
+
+
+def update_prompt(batch_id: str, evidence: list[Evidence], worktree: str, guidance: bool) -> str:
+    """The user turn of an Update: the batch's evidence, and what to do with it."""
+    parts = [
+        f"Update batch {batch_id}: {len(evidence)} candidate(s) of evidence follow.",
+        f"Your isolated worktree is {worktree}; every tool path is relative to it.",
+        "Judge the candidates as evidence (keep, merge, skip or edit), edit memory files, validate_memory, then "
+        "git_add and git_commit your change. Commit nothing if nothing should change. End with the report your "
+        "instructions describe.",
+    ]
+    if guidance:
+        parts.append("AGENT_GUIDANCE_INBOX.md holds pending agent guidance: fold what is durable into memory and "
+                     "remove the entries you handled.")
+    for e in evidence:
+        submitted = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(e.created_at))
+        parts.append(f"<candidate uid=\"{e.uid}\" session=\"{e.session}\" submitted=\"{submitted}\">\n"
+                     f"{e.text.rstrip()}\n</candidate>")
+    return "\n\n".join(parts)
+
+
+def _backoff(cfg, attempts: int) -> float:
+    return float(cfg.get("update.retry_backoff_seconds")) * (2 ** max(0, attempts - 1))
+
+
+class UpdateDriver:
+    """Runs Update batches for one root. ``executor_factory`` exists for the daemon's reuse
+    of configuration; by default the executor comes fresh from ``rightmemory.toml`` per batch."""
+
+    def __init__(self, root: MemoryRoot, *, executor_factory: Callable[[Any], Any] | None = None) -> None:
+        self.root = root
+        self.executor_factory = executor_factory
+
+    # -- public --------------------------------------------------------------------------
+
+    def run_once(self, *, force: bool = False, now: float | None = None) -> dict:
+        """One pass; answers ``{"state": "idle"|"committed"|"no_change"|"failed"|..., ...}``."""
+        fd = try_lock(self.root.runtime / DRIVER_LOCK)
+        if fd is None:
+            raise ConflictError("another Update driver is running on this root")
+        try:
+            return self._run_once(force=force, now=now)
+        finally:
+            os.close(fd)
+
+    def retry(self, batch_id: str | None = None) -> dict:
+        """Reset a batch held for manual recovery (or waiting) and run it now."""
+        batches = BatchStore(self.root)
+        try:
+            held = batches.list("needs_manual_recovery", "waiting_retry")
+            if batch_id:
+                held = [b for b in held if b.batch_id == batch_id]
+                if not held:
+                    known = batches.get(batch_id)
+                    if known is None:
+                        raise UsageError(f"unknown batch {batch_id!r}")
+                    raise ConflictError(f"batch {batch_id} is {known.state}; only a held batch can be retried")
+            if not held:
+                return {"state": "idle", "message": "no batch waits for a retry"}
+            for b in held:
+                batches.update(b.batch_id, state="waiting_retry", attempts=0, next_attempt_at=0.0)
+        finally:
+            batches.close()
+        return self.run_once()
+
+    def status(self) -> dict:
+        batches = BatchStore(self.root)
+        q = EvidenceQueue(self.root)
+        try:
+            return {"evidence": q.counts(), "batches": [b.to_json() for b in batches.list()]}
+        finally:
+            batches.close()
+            q.close()
+
+    # -- one pass ------------------------------------------------------------------------
+
+    def _run_once(self, *, force: bool, now: float | None) -> dict:
+        from rmtui.engine.batching import select_batch
+        from rmtui.engine.supervisor import Supervisor
+
+        cfg = self.root.config()  # reloaded for every batch
+        executor = self._executor(cfg)
+        now = time.time() if now is None else now
+        with Supervisor(self.root) as sup:
+            sup.recover()
+            batches = BatchStore(self.root)
+            q = EvidenceQueue(self.root)
+            try:
+                self._settle_interrupted(sup, batches, now)
+                held = {u for b in batches.list("waiting_retry", "needs_manual_recovery") for u in b.uids}
+                record = self._due_retry(batches, q, now)
+                if record is None:
+                    queued = [e for e in q.list(state="queued") if e.uid not in held]
+                    batch = select_batch(queued, cfg, now=now, force=force)
+                    if batch is None:
+                        return {"state": "idle", "evidence": q.counts()}
+                    record = batches.upsert(batch.id, batch.uids, batch.sessions, batch.reason)
+                q.claim(record.uids, record.batch_id)
+                evidence = [q.get(u) for u in record.uids]
+                attempts = record.attempts + 1
+                op = sup.begin(KIND, ROLE, batch_id=record.batch_id, candidate_uids=record.uids, effects=EFFECTS)
+                batches.update(record.batch_id, state="running", attempts=attempts, operation_id=op.id,
+                               next_attempt_at=None)
+                try:
+                    summary = self._run_role(executor, cfg, op, evidence)
+                    receipt = sup.finish(op, summary=summary)
+                except EngineError as exc:
+                    return self._failed(sup, batches, cfg, record.batch_id, op, attempts, exc)
+                except Exception as exc:  # a defect must not strand the batch in 'running'
+                    wrapped = OperationFailed(f"{type(exc).__name__}: {exc}")
+                    return self._failed(sup, batches, cfg, record.batch_id, op, attempts, wrapped)
+                batches.update(record.batch_id, state=receipt.phase, last_error=None, receipt=receipt.to_json())
+                return {"state": receipt.phase, "batch_id": record.batch_id, "attempts": attempts,
+                        "receipt": receipt.to_json()}
+            finally:
+                batches.close()
+                q.close()
+
+    def _executor(self, cfg):
+        if self.executor_factory is not None:
+            return self.executor_factory(cfg)
+        from rmtui.engine.executors import make_executor
+
+        return make_executor(cfg, ROLE)
+
+    def _settle_interrupted(self, sup, batches: BatchStore, now: float) -> None:
+        """A batch left ``running`` by a dead driver is retried at once (its op was recovered)."""
+        for b in batches.list("running"):
+            op = sup.store.find(b.operation_id) if b.operation_id else None
+            if op is not None and not op.final:
+                continue  # a live driver elsewhere still owns it
+            batches.update(b.batch_id, state="waiting_retry", next_attempt_at=now,
+                           last_error=(op.error if op else None) or "the driver stopped during the batch")
+
+    def _due_retry(self, batches: BatchStore, q: EvidenceQueue, now: float):
+        """The oldest batch whose backoff has passed, if its evidence is still all queued."""
+        for b in batches.list("waiting_retry"):
+            if b.next_attempt_at is not None and b.next_attempt_at > now:
+                continue
+            states = {u: q.get(u).state for u in b.uids}
+            if all(s == "queued" for s in states.values()):
+                return b
+            # part of it was taken elsewhere (e.g. by a native assistant task): what is
+            # still queued is batched afresh by the readiness rules
+            batches.update(b.batch_id, state="superseded", last_error="evidence moved on: " + json.dumps(states))
+        return None
+
+    def _run_role(self, executor, cfg, op, evidence: list[Evidence]) -> str:
+        from rmtui.engine.executors import DebugTrace
+        from rmtui.engine.prompts import role_instructions
+        from rmtui.engine.tools import RoleTools
+
+        tools = RoleTools(op.worktree, ROLE)
+        trace = DebugTrace.for_role(self.root.runtime, ROLE, enabled=bool(cfg.get("debug.trace")))
+        trace.event("operation", operation=op.id, batch=op.batch_id, candidates=op.candidate_uids)
+        guidance = os.path.exists(os.path.join(op.worktree, "AGENT_GUIDANCE_INBOX.md"))
+        conv = executor.start(system=role_instructions(ROLE), tools=tools.specs(), cwd=op.worktree, trace=trace)
+        try:
+            result = conv.send(update_prompt(op.batch_id, evidence, op.worktree, guidance))
+            dirty = tools.repo.git.status("--porcelain", "--untracked-files=all")
+            if dirty.strip():
+                # one bounded reminder: admission refuses uncommitted work
+                result = conv.send("Your worktree has uncommitted changes:\n" + dirty +
+                                   "\nCommit what should land (git_add, git_commit) and discard nothing silently; "
+                                   "then give your final report.")
+        finally:
+            conv.close()
+        return result.text.strip()
+
+    def _failed(self, sup, batches: BatchStore, cfg, batch_id: str, op, attempts: int, exc: EngineError) -> dict:
+        sup.fail(op, f"{exc.kind}: {exc.message}")  # releases the evidence back to the queue
+        max_attempts = cfg.get("update.max_attempts")
+        if attempts >= max_attempts:
+            state, next_at = "needs_manual_recovery", None
+        else:
+            state, next_at = "waiting_retry", time.time() + _backoff(cfg, attempts)
+        batches.update(batch_id, state=state, next_attempt_at=next_at, last_error=f"{exc.kind}: {exc.message}",
+                       receipt=sup.store.receipt(op.id).to_json())
+        return {"state": "failed", "batch_id": batch_id, "attempts": attempts, "batch_state": state,
+                "next_attempt_at": next_at, "error": exc.to_json(), "exit_code": exc.exit_code,
+                "operation_id": op.id}
+
+
+# -- the daemon ----------------------------------------------------------------------------
+
+def run_daemon(root: MemoryRoot, *, poll_seconds: float = 5.0, max_passes: int | None = None,
+               stop: threading.Event | None = None, log: Callable[[str], None] | None = None) -> dict:
+    """Run the driver (and, as they arrive, later cycles) until SIGTERM/SIGINT or ``stop``."""
+    fd = try_lock(root.runtime / DAEMON_LOCK)
+    if fd is None:
+        raise ConflictError("a daemon is already running for this root")
+    stop = stop or threading.Event()
+    log = log or (lambda msg: None)
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    passes = 0
+    outcomes: dict[str, int] = {}
+    try:
+        log(f"daemon started for {root.path}")
+        while not stop.is_set():
+            passes += 1
+            try:
+                out = UpdateDriver(root).run_once()
+            except UnavailableError as exc:
+                out = {"state": "unavailable", "error": exc.message}
+            except ConflictError as exc:
+                out = {"state": "busy", "error": exc.message}
+            except EngineError as exc:
+                out = {"state": "error", "error": exc.message}
+            state = out["state"]
+            outcomes[state] = outcomes.get(state, 0) + 1
+            if state != "idle":
+                log(json.dumps({"pass": passes, **{k: out[k] for k in ("state", "batch_id", "error") if k in out}}))
+            if max_passes is not None and passes >= max_passes:
+                break
+            if state in ("committed", "no_change"):
+                continue  # more may be ready at once
+            stop.wait(poll_seconds)
+        log("daemon stopped")
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        os.close(fd)
+    return {"passes": passes, "outcomes": outcomes}
