@@ -46,7 +46,7 @@ def seed(root: MemoryRoot) -> str:
     (root.path / "MEMORY.md").write_text(MEMORY, encoding="utf-8")
     (root.path / "PURSUITS.md").write_text(PURSUITS, encoding="utf-8")
     git(root.path, "add", "MEMORY.md", "PURSUITS.md")
-    git(root.path, "commit", "-q", "-m", "seed memory")
+    git(root.path, "-c", "user.name=seed", "-c", "user.email=seed@localhost", "commit", "-q", "-m", "seed memory")
     return git(root.path, "rev-parse", "HEAD")
 
 

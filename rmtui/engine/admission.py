@@ -75,14 +75,23 @@ class AdmissionRefused(OperationFailed):
         self.rule = rule
 
 
-class StaleBase(ConflictError):
+class _RuleConflict(ConflictError):
+    """A publication-time conflict (exit 3) that, like a refusal, names its rule."""
+
+    rule = "conflict"
+
+    def __init__(self, message: str, *, details: dict | None = None) -> None:
+        super().__init__(f"{self.rule}: {message}", details={"rule": self.rule, **(details or {})})
+
+
+class StaleBase(_RuleConflict):
     """The active semantic base moved since the candidate's base."""
 
     kind = "stale"
     rule = "stale-base"
 
 
-class DirtyActiveRoot(ConflictError):
+class DirtyActiveRoot(_RuleConflict):
     """The active root has uncommitted changes on paths publication would overwrite."""
 
     rule = "dirty-active-root"

@@ -261,7 +261,7 @@ class Supervisor:
         if protected:
             raise DirtyActiveRoot(
                 f"the active root has uncommitted changes to protected paths: {', '.join(protected[:5])}",
-                details={"rule": DirtyActiveRoot.rule, "paths": protected})
+                details={"paths": protected})
 
     def _rebase(self, op: Operation, head: str) -> str:
         """Head moved: rebase onto it if only non-semantic paths changed, else refuse as stale."""
@@ -272,12 +272,12 @@ class Supervisor:
                 f"the active head moved from the captured {op.base_commit[:10]} to {head[:10]}"
             self._to_running(op, f"{StaleBase.rule}: {why}")
             raise StaleBase(f"memory changed since the operation began ({why})",
-                            details={"rule": StaleBase.rule, "operation": op.id, "paths": semantic, "head": head})
+                            details={"operation": op.id, "paths": semantic, "head": head})
         tree = self._merge_trees(op.base_commit, head, op.candidate_commit)
         if tree is None:
             self._to_running(op, f"{StaleBase.rule}: rebase onto {head[:10]} conflicts")
             raise StaleBase(f"rebase of {op.id} onto {head[:10]} conflicts",
-                            details={"rule": StaleBase.rule, "operation": op.id, "head": head})
+                            details={"operation": op.id, "head": head})
         msg = self.repo.commit(op.candidate_commit).message.split(f"\n\n{TRAILER}:")[0]
         new = self._commit_tree(tree, head, msg, op.id)
         wt = git.Repo(op.worktree)

@@ -1,0 +1,211 @@
+"""Recovery (DESIGN.md section 4): kill -9 at every phase boundary of an operation that
+carries evidence, restart with `recover`, and nothing is half-published or lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rmtui.engine import supervisor as supmod
+from rmtui.engine.operations import FINAL_PHASES
+from rmtui.engine.queue import EvidenceQueue
+from rmtui.engine.roots import MemoryRoot, init_root, open_root
+from rmtui.engine.supervisor import PIN_PREFIX, Supervisor, pin_ref
+from supervisor_kit import MEMORY, add_memory_node, commit, git, porcelain, seed
+
+WRITER = Path(__file__).with_name("supervisor_writer.py")
+CRASHPOINTS = ("after-running", "after-worktree", "after-prepared", "after-worktree-sync", "after-publish",
+               "after-final")
+PUBLISHED_BY_THEN = {"after-prepared": False, "after-worktree-sync": False, "after-publish": True, "after-final": True}
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("template") / "root"
+    seed(init_root(path))
+    return path
+
+
+def fresh(template: Path, dest: Path) -> MemoryRoot:
+    shutil.copytree(template, dest, symlinks=True)
+    return open_root(dest)
+
+
+def leftovers(root: Path) -> dict:
+    wts = [line for line in git(root, "worktree", "list", "--porcelain").splitlines() if line.startswith("worktree ")]
+    wdir = root / ".runtime" / "worktrees"
+    return {
+        "worktrees": len(wts) - 1,
+        "dirs": sorted(p.name for p in wdir.iterdir()) if wdir.is_dir() else [],
+        "branches": git(root, "for-each-ref", "--format=%(refname:short)", "refs/heads/rmtui/op/"),
+        "pins": git(root, "for-each-ref", PIN_PREFIX),
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", CRASHPOINTS)
+def test_kill_at_each_phase_boundary_then_recover(template, tmp_path, cli, point):
+    root = fresh(template, tmp_path / "root")
+    rp = root.path
+    old_head = git(rp, "rev-parse", "HEAD")
+    q = EvidenceQueue(root)
+    uids = [q.submit("sess", f"fact {i}".encode())["uid"] for i in range(2)]
+    q.claim(uids, "batch-crash")
+
+    proc = subprocess.run([sys.executable, str(WRITER), str(rp), "update", "--batch", "batch-crash",
+                           "--uids", ",".join(uids), "--node", "crashy"],
+                          env={**os.environ, "RMTUI_CRASHPOINT": point}, capture_output=True)
+    assert proc.returncode == -9, proc.stderr.decode()
+    with Supervisor(root) as sup:
+        (op,) = sup.store.list()
+    assert not op.final or point == "after-final"
+    if point in PUBLISHED_BY_THEN:
+        candidate = op.candidate_commit  # what admission prepared; recovery must publish exactly this
+        assert candidate and git(rp, "cat-file", "-t", candidate) == "commit"
+        if PUBLISHED_BY_THEN[point]:
+            assert git(rp, "rev-parse", "HEAD") == candidate
+    if point == "after-worktree-sync":  # killed between read-tree and update-ref
+        assert git(rp, "rev-parse", "HEAD") == old_head
+        assert git(rp, "diff", "--cached", "--name-only") == "MEMORY.md"
+
+    r = cli("--headless", "recover", "--root", str(rp), "--json")
+    assert r.code == 0, r.stderr
+    assert r.json()["errors"] == []
+
+    with Supervisor(root) as sup:
+        ops = sup.store.list()
+        assert all(o.phase in FINAL_PHASES and all(e.state == "done" for e in o.effects) for o in ops), ops
+        (op,) = ops
+        receipt = sup.store.receipt(op.id)
+    head = git(rp, "rev-parse", "HEAD")
+    states = {u: q.get(u).state for u in uids}
+    if point in ("after-running", "after-worktree"):
+        assert op.phase == "abandoned" and receipt.landed_commit is None
+        assert head == old_head  # no partial publication
+        assert set(states.values()) == {"queued"}  # evidence back in the queue
+    else:
+        assert op.phase == "committed"
+        assert receipt.landed_commit == candidate  # published as prepared, nothing re-run
+        assert git(rp, "rev-parse", "HEAD~1") == candidate  # plus its update record
+        assert f"update_records/{op.id}.json" in git(rp, "ls-tree", "-r", "--name-only", head)
+        assert "`crashy`" in git(rp, "show", f"{head}:MEMORY.md")
+        assert git(rp, "log", "--format=%H", f"{old_head}..{candidate}") == candidate  # one commit, complete
+        assert set(states.values()) == {"consumed"}
+    assert porcelain(rp) == ""  # the work tree matches HEAD
+    assert cli("--headless", "validate", "--root", str(rp)).code == 0
+    fsck = subprocess.run(["git", "fsck", "--no-dangling", "--no-progress"], cwd=rp, capture_output=True)
+    assert fsck.returncode == 0 and not fsck.stdout.strip(), fsck
+    assert leftovers(rp) == {"worktrees": 0, "dirs": [], "branches": "", "pins": ""}
+    q.close()
+
+
+@pytest.fixture
+def seeded(template, tmp_path) -> MemoryRoot:
+    return fresh(template, tmp_path / "root")
+
+
+def test_running_op_of_a_dead_process_is_abandoned_and_its_evidence_released(seeded):
+    q = EvidenceQueue(seeded)
+    uid = q.submit("s", b"evidence")["uid"]
+    q.claim([uid], "b1")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    pid = int(dead.stdout)
+    with Supervisor(seeded) as sup:
+        op = sup.begin("update", "update", batch_id="b1", candidate_uids=[uid],
+                       lease={"host": os.uname().nodename, "pid": pid, "start": "0"})
+        alive = sup.begin("update", "update")  # ours: this process is alive, it is left alone
+        out = sup.recover()
+        assert out["abandoned"] == [op.id]
+        assert sup.store.get(op.id).phase == "abandoned"
+        assert sup.store.get(alive.id).phase == "running" and Path(alive.worktree).is_dir()
+    assert q.get(uid).state == "queued" and q.get(uid).batch_id is None
+    assert not Path(op.worktree).exists()
+    q.close()
+
+
+def test_prepared_op_gone_stale_fails_in_recovery_and_releases_evidence(seeded):
+    q = EvidenceQueue(seeded)
+    uid = q.submit("s", b"evidence")["uid"]
+    q.claim([uid], "b2")
+    with Supervisor(seeded) as sup:
+        op = sup.begin("update", "update", batch_id="b2", candidate_uids=[uid])
+        commit(op.worktree, {"MEMORY.md": add_memory_node(MEMORY, "late")})
+        sup.prepare(sup.store.get(op.id))
+        other = sup.begin("update", "update")
+        commit(other.worktree, {"MEMORY.md": add_memory_node(MEMORY, "early")})
+        sup.finish(other)
+        out = sup.recover()
+        assert out["failed"] == [op.id]
+        rec = sup.store.get(op.id)
+        assert rec.phase == "failed" and "stale-base" in rec.error
+    assert q.get(uid).state == "queued"
+    assert git(seeded.path, "for-each-ref", PIN_PREFIX) == ""
+    q.close()
+
+
+def test_prepared_op_blocked_by_a_dirty_active_root_stays_prepared_until_clean(seeded):
+    with Supervisor(seeded) as sup:
+        op = sup.begin("update", "update")
+        commit(op.worktree, {"MEMORY.md": add_memory_node(MEMORY, "x")})
+        sup.prepare(sup.store.get(op.id))
+        (seeded.path / "MEMORY.md").write_text("a person's unsaved edit\n")
+        out = sup.recover()
+        assert out["published"] == [] and out["errors"] and "protected" in out["errors"][0]
+        assert sup.store.get(op.id).phase == "prepared"
+        git(seeded.path, "checkout", "--", "MEMORY.md")
+        assert sup.recover()["published"] == [op.id]
+        assert sup.store.get(op.id).phase == "committed"
+
+
+def test_failed_effects_are_retried_by_recover(seeded, monkeypatch):
+    calls = []
+
+    def flaky(sup, op):
+        calls.append(op.id)
+        if len(calls) == 1:
+            raise OSError("disk hiccup")
+
+    monkeypatch.setitem(supmod.EFFECTS, "flaky", flaky)
+    with Supervisor(seeded) as sup:
+        op = sup.begin("update", "update", effects=("flaky",))
+        commit(op.worktree, {"MEMORY.md": add_memory_node(MEMORY, "x")})
+        receipt = sup.finish(op)
+        assert receipt.phase == "committed"
+        assert sup.store.get(op.id).effects[0].state == "failed"
+        assert any("disk hiccup" in w for w in sup.store.receipt(op.id).warnings)
+        assert [o.id for o in sup.store.list(unfinished=True)] == [op.id]
+        assert sup.recover()["effects"] == [op.id]
+        eff = sup.store.get(op.id).effects[0]
+        assert (eff.state, eff.attempts) == ("done", 2)
+        assert sup.store.list(unfinished=True) == []
+
+
+def test_stale_worktrees_branches_and_pins_without_a_record_are_cleaned(seeded):
+    rp = seeded.path
+    wt = seeded.runtime / "worktrees" / "update-orphan"
+    git(rp, "worktree", "add", "-q", "-b", "rmtui/op/update-orphan", str(wt), "HEAD")
+    git(rp, "branch", "rmtui/op/update-ghost")
+    git(rp, "update-ref", pin_ref("update-ghost"), "HEAD")
+    (seeded.runtime / "worktrees" / "half-made").mkdir()
+    with Supervisor(seeded) as sup:
+        live = sup.begin("update", "update")
+        out = sup.recover()
+        assert str(wt) in out["cleaned"] and "rmtui/op/update-ghost" in out["cleaned"]
+        assert pin_ref("update-ghost") in out["cleaned"]
+        assert Path(live.worktree).is_dir() and sup.store.get(live.id).phase == "running"
+    left = leftovers(rp)
+    assert left["worktrees"] == 1 and left["dirs"] == [live.id]
+    assert left["branches"].strip() == f"rmtui/op/{live.id}" and left["pins"] == ""
+
+
+def test_recover_cli_reports_nothing_to_do_on_a_clean_root(seeded, cli):
+    r = cli("--headless", "recover", "--root", str(seeded.path))
+    assert r.code == 0 and r.stdout.strip() == "nothing to recover"
+    r = cli("--headless", "recover", "--root", str(seeded.path), "--json")
+    assert json.loads(r.stdout)["published"] == []
