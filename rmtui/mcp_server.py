@@ -22,7 +22,7 @@ def build_server(root: MemoryRoot):
     """Build the MCP server for one root (also used in-process by tests of the tool logic)."""
     from mcp.server.mcpserver import MCPServer
 
-    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)
+    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
     warm: dict = {}
 
     def _retrieve(session_id: str, need: str) -> str:
