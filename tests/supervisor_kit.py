@@ -77,6 +77,9 @@ def add_memory_node(text: str, node: str, prose: str = "A new fact.") -> str:
     return text.rstrip("\n") + f"\n- `{node}` {prose} → []\n"
 
 
+WRITER_BRANCHES = ".git/refs/heads/rmtui/op/"
+
+
 def snapshot(root: Path | str) -> dict[str, str]:
     """SHA-256 of every work file (outside .runtime and .git) and of HEAD, refs and the index."""
     root = Path(root)
@@ -96,7 +99,9 @@ def snapshot(root: Path | str) -> dict[str, str]:
     for dirpath, _dirs, filenames in os.walk(git_dir / "refs"):
         for name in filenames:
             p = Path(dirpath) / name
-            out[str(p.relative_to(root))] = _digest(p)
+            rel = str(p.relative_to(root))
+            if not rel.startswith(WRITER_BRANCHES):  # the writers' own branches are theirs to move
+                out[rel] = _digest(p)
     return out
 
 

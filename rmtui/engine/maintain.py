@@ -68,12 +68,18 @@ def status(root: MemoryRoot) -> MaintenanceStatus | None:
         wt = git.Repo(op.worktree)
         try:
             porcelain = wt.git.status("--porcelain", "--untracked-files=all", "-z")
+            tip = wt.head.commit.hexsha
         finally:
             wt.close()
         dirty = [e[3:] for e in porcelain.split("\0") if len(e) > 3]
         head = sup.head()
         issues = validate_root(op.worktree, enforce_correction_capacity=False).issues
-        return MaintenanceStatus(op, head, head == op.base_commit, dirty, issues)
+        return MaintenanceStatus(op, head, _landable(sup, op, head, tip), dirty, issues)
+
+
+def _landable(sup: Supervisor, op: Operation, head: str, tip: str) -> bool:
+    """The captured head is still current, or the person rebased the edits onto the new one."""
+    return head == op.base_commit or sup.repo.is_ancestor(head, tip)
 
 
 def land(root: MemoryRoot, message: str = "maintain: manual edit") -> Receipt:
@@ -89,7 +95,7 @@ def land(root: MemoryRoot, message: str = "maintain: manual edit") -> Receipt:
         finally:
             wt.close()
         head = sup.head()
-        if head != op.base_commit and not sup.repo.is_ancestor(head, tip):
+        if not _landable(sup, op, head, tip):
             raise ConflictError(
                 f"the memory root moved since maintenance began (captured {op.base_commit[:10]}, now "
                 f"{head[:10]}); nothing was landed. Abort and begin again, or rebase the worktree onto the new head",

@@ -1,0 +1,119 @@
+"""Manual maintenance through the real CLI (DESIGN.md section 8): begin on a captured head,
+edit, land only while that head is current, abort; refusals keep the worktree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rmtui.engine.supervisor import PIN_PREFIX, Supervisor
+from supervisor_kit import MEMORY, add_memory_node, commit, git, porcelain, seed, snapshot, trailer_of
+
+
+@pytest.fixture
+def mroot(root):
+    seed(root)
+    return root
+
+
+def begin(cli, rp: Path) -> tuple[Path, str]:
+    r = cli("--headless", "maintain", "begin", "--root", str(rp))
+    assert r.code == 0, r.stderr
+    lines = dict(line.split(": ", 1) for line in r.stdout.strip().splitlines())
+    return Path(lines["worktree"]), lines["captured head"]
+
+
+def land_insight(root) -> str:
+    """Move the active head with an unrelated supervised operation."""
+    with Supervisor(root) as sup:
+        op = sup.begin("insight", "insight")
+        commit(op.worktree, {"insight_logs/2026-03-01-000000.md": "# log\n"})
+        return sup.finish(op).landed_commit
+
+
+def test_begin_prints_path_and_captured_head_then_land_lands(mroot, cli):
+    rp = mroot.path
+    head = git(rp, "rev-parse", "HEAD")
+    wt, captured = begin(cli, rp)
+    assert captured == head and wt.is_dir() and wt.parent == mroot.runtime / "worktrees"
+    assert git(wt, "rev-parse", "HEAD") == head
+
+    r = cli("--headless", "maintain", "begin", "--root", str(rp))
+    assert r.code == 3 and "already in progress" in r.stderr
+
+    (wt / "MEMORY.md").write_text(add_memory_node(MEMORY, "manual", "Written by a person."))
+    r = cli("--headless", "maintain", "status", "--root", str(rp), "--json")
+    st = r.json()
+    assert st["active"] and st["dirty"] == ["MEMORY.md"] and st["valid"] and st["head_current"]
+
+    r = cli("--headless", "maintain", "land", "-m", "maintain: add manual fact", "--root", str(rp))
+    assert r.code == 0, r.stderr
+    assert "changed: MEMORY.md" in r.stdout
+    new = git(rp, "rev-parse", "HEAD")
+    assert git(rp, "rev-parse", "HEAD~1") == head  # a fast-forward of exactly the captured head
+    assert git(rp, "log", "-1", "--format=%s", new) == "maintain: add manual fact"
+    op_id = trailer_of(rp, new)
+    assert op_id.startswith("maintenance-")
+    assert "`manual`" in (rp / "MEMORY.md").read_text() and porcelain(rp) == ""
+    assert not wt.exists() and git(rp, "for-each-ref", PIN_PREFIX) == ""
+    r = cli("--headless", "maintain", "status", "--root", str(rp), "--json")
+    assert r.json() == {"active": False}
+    r = cli("--headless", "receipts", "show", op_id, "--root", str(rp), "--json")
+    assert r.json()["phase"] == "committed" and r.json()["landed_commit"] == new
+
+
+def test_land_after_the_head_moved_stops_and_says_why_with_nothing_landed(mroot, cli):
+    rp = mroot.path
+    wt, captured = begin(cli, rp)
+    (wt / "MEMORY.md").write_text(add_memory_node(MEMORY, "manual"))
+    moved = land_insight(mroot)
+    r = cli("--headless", "maintain", "status", "--root", str(rp), "--json")
+    assert r.json()["head_current"] is False
+    before = snapshot(rp)
+    r = cli("--headless", "maintain", "land", "--root", str(rp))
+    assert r.code == 3
+    assert "moved since maintenance began" in r.stderr and "nothing was landed" in r.stderr
+    assert captured[:10] in r.stderr and moved[:10] in r.stderr
+    assert snapshot(rp) == before and git(rp, "rev-parse", "HEAD") == moved
+    assert wt.is_dir() and "`manual`" in (wt / "MEMORY.md").read_text()  # the person's work is kept
+
+    r = cli("--headless", "maintain", "abort", "--root", str(rp))
+    assert r.code == 0 and "aborted" in r.stdout
+    assert not wt.exists()
+    assert git(rp, "for-each-ref", "refs/heads/rmtui/op/") == ""
+    assert cli("--headless", "maintain", "land", "--root", str(rp)).code == 2  # nothing in progress
+
+
+def test_edits_rebased_onto_the_new_head_may_land(mroot, cli):
+    rp = mroot.path
+    wt, captured = begin(cli, rp)
+    commit(wt, {"MEMORY.md": add_memory_node(MEMORY, "manual")}, "maintain: manual")
+    moved = land_insight(mroot)
+    git(wt, "rebase", "-q", moved)  # the person brings the edits onto the current head
+    r = cli("--headless", "maintain", "land", "--root", str(rp))
+    assert r.code == 0, r.stderr
+    assert git(rp, "rev-parse", "HEAD~1") == moved
+    assert (rp / "insight_logs/2026-03-01-000000.md").is_file() and "`manual`" in (rp / "MEMORY.md").read_text()
+
+
+def test_refused_landing_shows_the_reason_and_keeps_the_worktree(mroot, cli):
+    rp = mroot.path
+    head = git(rp, "rev-parse", "HEAD")
+    wt, _ = begin(cli, rp)
+    (wt / "MEMORY.md").write_text(MEMORY.replace("[rel:test]", "[rel:missing-node]"))
+    before = snapshot(rp)
+    r = cli("--headless", "maintain", "land", "--root", str(rp), "--json")
+    assert r.code == 1
+    err = r.json()
+    assert err["details"]["rule"] == "invalid-graph"
+    assert "invalid-graph" in r.stderr and "MEMORY.md" in r.stderr and "missing-node" in r.stderr
+    assert snapshot(rp) == before and git(rp, "rev-parse", "HEAD") == head
+    assert wt.is_dir()
+    r = cli("--headless", "maintain", "status", "--root", str(rp), "--json")
+    assert r.json()["valid"] is False and "invalid-graph" in r.json()["last_error"]
+    # fix it in the same worktree and land
+    (wt / "MEMORY.md").write_text(MEMORY.replace("[rel:test]", "[rel:test, dep:old]"))
+    r = cli("--headless", "maintain", "land", "--root", str(rp))
+    assert r.code == 0, r.stderr
+    assert "dep:old" in (rp / "MEMORY.md").read_text() and not wt.exists()
