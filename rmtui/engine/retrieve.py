@@ -27,7 +27,7 @@ import numpy as np
 from rmtui.engine.corpus import Corpus, current_fingerprint, load_corpus, split_passages
 from rmtui.engine.delivery import DeliveryHistory
 from rmtui.engine.embed_service import ServiceClient, ServiceError, ensure_local_service
-from rmtui.engine.errors import ConflictError, UnavailableError, UsageError
+from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.locks import file_lock, try_lock
 from rmtui.engine.ranking import (
     DEFAULT_PARAMS,
@@ -44,8 +44,27 @@ from rmtui.engine.render import NO_STRONG_MATCH, Unit, render, unit_of
 from rmtui.engine.roots import MemoryRoot
 from rmtui.engine.vectors import VectorCache, text_key
 
-# Set by the agent-retrieval issue: fn(root, session, need, top, include_returned) -> RetrieveResult.
+# Agent retrieval (rmtui.engine.agent_retrieve) serves retrieve.backend = "agent" and, when a
+# retrieve model is configured, stands in for an unreachable embedding service.
 AGENT_FALLBACK: Callable[..., RetrieveResult] | None = None
+
+
+class _UseAgent(Exception):
+    """The embedding service is unavailable and a retrieve model is configured."""
+
+
+def _agent(root: MemoryRoot, session: str, need: str, top, include_returned: bool, warnings: list[str]):
+    if AGENT_FALLBACK is not None:
+        return AGENT_FALLBACK(root, session, need, top, include_returned)
+    from rmtui.engine.agent_retrieve import agent_retrieve
+
+    return agent_retrieve(root, session, need, top=top, include_returned=include_returned, warnings=warnings)
+
+
+def _agent_fallback_ready(cfg) -> bool:
+    from rmtui.engine.executors.config import resolve_role_executor
+
+    return bool(cfg.get("retrieve.fallback_to_agent")) and resolve_role_executor(cfg, "retrieve") is not None
 
 
 @dataclass
@@ -245,6 +264,8 @@ def _choose_backend(root: MemoryRoot, cfg, backend, warnings: list[str]):
         b.info()
         return b
     except ServiceError as exc:
+        if _agent_fallback_ready(cfg):
+            raise _UseAgent(exc.message) from exc
         if not cfg.get("embedding.fallback_lexical"):
             raise
         warnings.append(f"{exc.message}; ranking with BM25 only")
@@ -263,9 +284,7 @@ def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = Non
         raise UsageError("the need must not be empty")
     cfg = root.config()
     if cfg.get("retrieve.backend") == "agent":
-        if AGENT_FALLBACK is None:
-            raise UnavailableError("retrieve.backend = \"agent\" needs agent retrieval, which is not available")
-        return AGENT_FALLBACK(root, session, need, top, include_returned)
+        return _agent(root, session, need, top, include_returned, [])
     top = int(top if top is not None else cfg.get("retrieve.top_k"))
     if top < 1:
         raise UsageError("--top must be at least 1")
@@ -280,7 +299,11 @@ def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = Non
             commit = head_commit_fast(root.path)
         timings["corpus"] = time.monotonic() - t0
         if attempt == 0:
-            chosen = _choose_backend(root, cfg, backend, warnings)
+            try:
+                chosen = _choose_backend(root, cfg, backend, warnings)
+            except _UseAgent as exc:
+                return _agent(root, session, need, top, include_returned,
+                              warnings + [f"{exc}; answered by agent retrieval"])
             timings["backend"] = time.monotonic() - t0
         try:
             outcome = search(root, need, top=top, corpus=corpus, backend=chosen, cfg=cfg, params=params,

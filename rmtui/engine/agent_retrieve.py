@@ -1,0 +1,279 @@
+"""Agent retrieval (DESIGN.md section 6): a model selects, the program renders.
+
+The retrieve role gets read-only tools over the live root and context the program
+prepares: a new session gets the day's snapshot of the graph outline; a later call gets
+the memory diff since the commit last delivered to the session and notices for delivered
+items that changed; every call gets the session's pending evidence. The model must end by
+calling ``submit_selection`` with ``{"ids", "sources", "recent_candidates"}``; the renderer
+(:mod:`rmtui.engine.render`) resolves it against the real files. An invalid selection goes
+back to the model with the reason, at most ``retrieve.max_selection_attempts`` times in
+all; then the call fails. The model's prose is never the result.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from rmtui.engine.corpus import Corpus, current_fingerprint, load_corpus
+from rmtui.engine.delivery import DeliveryHistory
+from rmtui.engine.errors import ConflictError, EngineError, OperationFailed, UsageError
+from rmtui.engine.executors.base import AbortTurn, ToolError, ToolSpec
+from rmtui.engine.fsutil import atomic_write_text
+from rmtui.engine.locks import file_lock
+from rmtui.engine.queue import EvidenceQueue, check_identifier
+from rmtui.engine.render import NO_STRONG_MATCH, SELECTION_KEYS, Unit, render, resolve_selection
+from rmtui.engine.roots import MemoryRoot
+
+ROLE = "retrieve"
+GRAPH_PATHS = ("MEMORY.md", "MEMORY_*.md", "PURSUITS.md", "PURSUIT_*.md")
+MAX_DIFF_CHARS = 40000
+
+SELECTION_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "ids": {"type": "array", "items": {"type": "string"},
+                "description": "graph ids; a heading brings its whole subtree"},
+        "sources": {"type": "array", "items": {
+            "type": "object",
+            "properties": {
+                "source_id": {"type": "string", "description": "M#id, S#id or MF#id"},
+                "ids": {"type": "array", "items": {"type": "string"}},
+                "ranges": {"type": "array", "items": {
+                    "type": "object", "properties": {"start": {"type": "integer"}, "end": {"type": "integer"}},
+                    "required": ["start", "end"], "additionalProperties": False}},
+            },
+            "required": ["source_id"], "additionalProperties": False}},
+        "recent_candidates": {"type": "array", "items": {"type": "string"},
+                              "description": "uids of this session's pending evidence"},
+    },
+    "required": list(SELECTION_KEYS),
+    "additionalProperties": False,
+}
+
+
+@dataclass
+class Selection:
+    """The accepted selection and what it rendered to (filled by the terminal tool)."""
+
+    raw: dict | None = None
+    units: list[Unit] = field(default_factory=list)
+    text: str = ""
+    attempts: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _git(root: MemoryRoot, *argv: str) -> str:
+    import git
+
+    repo = git.Repo(root.path)
+    try:
+        return repo.git.execute(["git", *argv])
+    except git.GitCommandError:
+        return ""
+    finally:
+        repo.close()
+
+
+def daily_snapshot(root: MemoryRoot, commit: str | None, outline: str) -> tuple[str, str | None]:
+    """The outline frozen once per UTC day (a stable prefix for a new session) and its commit."""
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    path = root.runtime / "retrieve" / f"snapshot-{day}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data["text"], data["commit"]
+    except (OSError, ValueError, KeyError):
+        pass
+    atomic_write_text(path, json.dumps({"day": day, "commit": commit, "text": outline}))
+    return outline, commit
+
+
+def memory_diff(root: MemoryRoot, since: str, commit: str | None) -> str:
+    if not commit or since == commit:
+        return ""
+    diff = _git(root, "diff", "--no-color", "--no-ext-diff", since, commit, "--", *GRAPH_PATHS)
+    if len(diff) > MAX_DIFF_CHARS:
+        return diff[:MAX_DIFF_CHARS] + f"\n[diff cut at {MAX_DIFF_CHARS} characters; use the read tools]"
+    return diff
+
+
+def pending_evidence(root: MemoryRoot, session: str) -> dict[str, tuple[str, str]]:
+    """This session's evidence not yet consumed: uid -> (label, text)."""
+    q = EvidenceQueue(root)
+    try:
+        items = [e for e in q.list(session=session) if e.state in ("inbox", "queued", "claimed")]
+    finally:
+        q.close()
+    return {e.uid: (f"submitted {_iso(e.created_at)}, {e.state}", e.text) for e in items}
+
+
+def _changed_delivered(corpus: Corpus, delivered: dict) -> list[tuple[str, str]]:
+    current = {e.key: e.hash for e in corpus.entries}
+    out = []
+    for key, d in sorted(delivered.items()):
+        if key.startswith("recent:") or ":" in key and key.split(":", 1)[0] in ("M#", "S#"):
+            continue
+        now = current.get(key)
+        if now is None:
+            out.append((key, "removed"))
+        elif now != d.hash:
+            out.append((key, "changed"))
+    return out
+
+
+def build_context(root: MemoryRoot, session: str, need: str, corpus: Corpus, commit: str | None,
+                  recent: dict[str, tuple[str, str]], delivered: dict, last_commit: str | None) -> str:
+    from rmtui.engine.tools import RoleTools
+
+    parts = [f"Need: {need}", f"Session: {session}", f"Memory commit: {commit or 'none'}"]
+    if last_commit is None:
+        outline = RoleTools(root.path, ROLE).outline({})
+        snap, snap_commit = daily_snapshot(root, commit, outline)
+        parts.append(f"This is a new session. Today's snapshot of the memory graph (at {snap_commit or 'none'}):\n"
+                     f"{snap}")
+        later = memory_diff(root, snap_commit, commit) if snap_commit else ""
+        if later:
+            parts.append(f"Memory changed since the snapshot:\n{later}")
+    else:
+        diff = memory_diff(root, last_commit, commit)
+        parts.append(f"Memory diff since the commit last delivered to this session ({last_commit[:12]}):\n{diff}"
+                     if diff else "Memory has not changed since the last delivery to this session.")
+        changed = _changed_delivered(corpus, delivered)
+        if changed:
+            parts.append("Delivered earlier in this session and changed since:\n" +
+                         "\n".join(f"- `{k}` {how}" for k, how in changed))
+    if recent:
+        parts.append("This session's pending evidence (submitted, not yet memory; select by uid in "
+                     "recent_candidates when it matters):\n" +
+                     "\n\n".join(f"<evidence uid=\"{uid}\" {label}>\n{text.strip()}\n</evidence>"
+                                 for uid, (label, text) in recent.items()))
+    parts.append("Find what matters with the tools, then call submit_selection.")
+    return "\n\n".join(parts)
+
+
+def _filter_delivered(units: list[Unit], delivered: dict, include_returned: bool) -> tuple[list[Unit], list[str], dict]:
+    kept, skipped, status = [], [], {}
+    for u in units:
+        d = delivered.get(u.key)
+        if d is not None and d.hash == u.hash and u.kind != "recent":
+            if not include_returned:
+                skipped.append(u.key)
+                continue
+            status[u.key] = "returned"
+        elif d is not None:
+            u.notice = "its content changed"
+            status[u.key] = "changed"
+        else:
+            status[u.key] = "new"
+        kept.append(u)
+    return kept, skipped, status
+
+
+def _render_selection(corpus: Corpus, raw: dict, recent: dict, delivered: dict, include_returned: bool,
+                      max_chars: int) -> tuple[str, list[Unit], list[str], dict]:
+    units = resolve_selection(corpus, raw, recent=recent)
+    kept, skipped, status = _filter_delivered(units, delivered, include_returned)
+    if kept:
+        text = render(corpus, kept, max_chars=max_chars).text
+    elif skipped:
+        text = (f"no new match: {len(skipped)} selected item(s) were already delivered in this session "
+                f"({', '.join(skipped)}); use --include-returned to send them again")
+    else:
+        text = NO_STRONG_MATCH
+    return text, kept, skipped, status
+
+
+def agent_retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = None,
+                   include_returned: bool = False, executor=None, warnings: list[str] | None = None):
+    """Run the retrieve role for ``need`` and return the rendered selection (a RetrieveResult)."""
+    from rmtui.engine.executors import DebugTrace, make_executor
+    from rmtui.engine.prompts import role_instructions
+    from rmtui.engine.retrieve import RetrieveResult, head_commit_fast
+    from rmtui.engine.tools import RoleTools
+
+    check_identifier(session, "session id")
+    if not need or not need.strip():
+        raise UsageError("the need must not be empty")
+    cfg = root.config()
+    executor = executor or make_executor(cfg, ROLE)
+    max_chars = int(cfg.get("retrieve.max_output_chars"))
+    max_attempts = int(cfg.get("retrieve.max_selection_attempts"))
+    with file_lock(root.lock_path, shared=True):
+        corpus = load_corpus(root.path)
+        commit = head_commit_fast(root.path)
+    recent = pending_evidence(root, session)
+    with DeliveryHistory(root.runtime) as hist:
+        delivered = hist.delivered(session)
+        last_commit = hist.last_commit(session)
+    context = build_context(root, session, need, corpus, commit, recent, delivered, last_commit)
+    if top:
+        context += f"\n\nSelect at most about {top} items."
+
+    sel = Selection()
+
+    def submit_selection(args: dict) -> str:
+        sel.attempts += 1
+        try:
+            text, kept, skipped, status = _render_selection(corpus, args, recent, delivered, include_returned,
+                                                            max_chars)
+        except UsageError as exc:
+            sel.errors.append(exc.message)
+            if sel.attempts >= max_attempts:
+                raise AbortTurn(f"retrieve: no valid selection after {sel.attempts} attempts; last error: "
+                                f"{exc.message}", details={"errors": sel.errors}) from None
+            raise ToolError(f"selection refused: {exc.message}. Correct it and call submit_selection again "
+                            f"({max_attempts - sel.attempts} attempt(s) left).") from None
+        sel.raw, sel.units, sel.text = args, kept, text
+        return f"accepted: {len(kept)} item(s) rendered, {len(skipped)} already delivered"
+
+    tools = RoleTools(root.path, ROLE).specs() + [
+        ToolSpec("submit_selection", "Finish: the memory to return, as ids, source ranges and recent candidates. "
+                 "The program renders the source text; your prose is not returned.",
+                 SELECTION_SCHEMA, submit_selection, terminal=True)]
+    trace = DebugTrace.for_role(root.runtime, ROLE, enabled=bool(cfg.get("debug.trace")))
+    conv = executor.start(system=role_instructions(ROLE), tools=tools, cwd=str(root.path), trace=trace)
+    try:
+        message = context
+        while sel.raw is None:
+            result = conv.send(message)
+            if result.terminal is not None:
+                break
+            sel.attempts += 1  # the model answered in prose: that is not a selection
+            sel.errors.append("answered without calling submit_selection")
+            if sel.attempts >= max_attempts:
+                raise OperationFailed(f"retrieve: no valid selection after {sel.attempts} attempts; the model "
+                                      "did not call submit_selection", details={"errors": sel.errors})
+            message = ("Your answer was not a selection. Call submit_selection with ids, sources and "
+                       "recent_candidates (empty lists when nothing is relevant).")
+    finally:
+        conv.close()
+
+    # render against the files as they are now, under the lock (once more on a changed corpus)
+    for attempt in (0, 1):
+        with file_lock(root.lock_path, shared=True):
+            if attempt == 1:
+                corpus = load_corpus(root.path)
+                commit = head_commit_fast(root.path)
+            elif not current_fingerprint(root.path, corpus):
+                continue
+            try:
+                text, units, skipped, status = _render_selection(corpus, sel.raw, recent, delivered,
+                                                                 include_returned, max_chars)
+            except UsageError as exc:
+                raise ConflictError(f"memory changed during retrieval and the selection no longer "
+                                    f"resolves: {exc.message}") from None
+            with DeliveryHistory(root.runtime) as hist:
+                hist.record(session, [(u.key, u.id, u.hash) for u in units], commit)
+            break
+    notices = [{"id": u.id, "key": u.key, "change": "changed", "selected": True}
+               for u in units if status.get(u.key) == "changed"]
+    results = [{"id": u.id, "key": u.key, "kind": u.kind, "score": None, "file": u.file,
+                "start_line": u.start_line, "end_line": u.end_line, "status": status[u.key]} for u in units]
+    return RetrieveResult(text, results, commit, corpus.fingerprint, "agent", notices, skipped,
+                          warnings=list(warnings or []))
