@@ -73,7 +73,7 @@ def resolve_model_path(model: str | None, model_path: str | None) -> Path:
 
 
 def model_identity(path: Path, adapter: str) -> str:
-    """``<folder name>@<digest>``: files, adapter and library version."""
+    """``<model name>@<digest>``: files, adapter and library version."""
     h = hashlib.sha256(f"{adapter}\0".encode())
     try:
         import importlib.metadata as md
@@ -91,7 +91,14 @@ def model_identity(path: Path, adapter: str) -> str:
             for block in iter(lambda: src.read(1 << 20), b""):
                 fh.update(block)
         h.update(fh.digest())
-    return f"{Path(path).name}@{h.hexdigest()[:16]}"
+    return f"{_model_name(Path(path))}@{h.hexdigest()[:16]}"
+
+
+def _model_name(path: Path) -> str:
+    """A readable name: the folder's, or its parent's for a generic ``model`` folder."""
+    if path.name.lower() in ("model", "models", "snapshot") and path.parent.name:
+        return path.parent.name.replace("gt_", "").replace("_", "-")
+    return path.name
 
 
 def _torch_threads() -> None:
