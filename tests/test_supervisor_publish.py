@@ -3,6 +3,7 @@ moves, stale refusal for semantic races, protected dirty paths, receipts and the
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -207,3 +208,17 @@ def test_semantic_race_through_the_cli_maintain_land_exits_3_or_wins(sup, tmp_pa
     assert git(root, "rev-parse", "HEAD~1") == base
     text = (root / "MEMORY.md").read_text()
     assert ("`manual`" in text) != ("`auto`" in text)
+
+
+def test_the_same_operation_finished_twice_at_once_lands_once(sup, tmp_path):
+    root = sup.root.path
+    base = git(root, "rev-parse", "HEAD")
+    op = sup.begin("update", "update")
+    commit(op.worktree, {"MEMORY.md": add_memory_node(MEMORY, "once")})
+    results = _race(root, [op.id, op.id], tmp_path)
+    assert [r.returncode for r in results] == [0, 0], [r.stderr for r in results]
+    landed = {json.loads(r.stdout)["landed_commit"] for r in results}
+    assert landed == {git(root, "rev-parse", "HEAD")}
+    assert git(root, "rev-parse", "HEAD~1") == base
+    assert sup.store.get(op.id).phase == "committed"
+    assert sup.abandon(op, "too late").phase == "committed"  # a final operation stays final

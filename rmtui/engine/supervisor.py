@@ -150,8 +150,23 @@ class Supervisor:
             self.prepare(op, summary=summary, message=message)
         return self.publish(op)
 
+    def _op_lock(self, op_id: str):
+        """Serialises the phase changes of one operation (prepare, fail, abandon) across processes.
+
+        Without it a slow second ``prepare`` could overwrite a record another process had
+        already published, or an ``abandon`` could release evidence of a landing operation.
+        """
+        return file_lock(self.root.runtime / "oplocks" / f"{op_id}.lock")
+
     def prepare(self, op: Operation, *, summary: str = "", message: str | None = None) -> Operation:
         """Admission steps 1-3; a refusal is recorded on the (still running) operation."""
+        with self._op_lock(op.id):
+            op = self.store.get(op.id)
+            if op.phase != "running":
+                return op  # another process prepared (or ended) it meanwhile
+            return self._prepare(op, summary=summary, message=message)
+
+    def _prepare(self, op: Operation, *, summary: str, message: str | None) -> Operation:
         wt_path = Path(op.worktree)
         if not wt_path.is_dir():
             raise UsageError(f"worktree of {op.id} is gone: {wt_path}")
@@ -368,16 +383,18 @@ class Supervisor:
         return r
 
     def fail(self, op: Operation, error: str) -> Receipt:
-        op = self.store.get(op.id)
-        if op.final:
-            return self.store.receipt(op.id)
-        return self._final(op, "failed", error)
+        return self._end(op, "failed", error)
 
     def abandon(self, op: Operation, reason: str) -> Receipt:
-        op = self.store.get(op.id)
-        if op.final:
-            return self.store.receipt(op.id)
-        return self._final(op, "abandoned", reason)
+        return self._end(op, "abandoned", reason)
+
+    def _end(self, op: Operation, phase: str, error: str) -> Receipt:
+        """Fail or abandon, fenced against a concurrent prepare (op lock) and publish (memory.lock)."""
+        with self._op_lock(op.id), file_lock(self.root.lock_path):
+            op = self.store.get(op.id)
+            if op.final:
+                return self.store.receipt(op.id)
+            return self._final(op, phase, error)
 
     # -- recovery ----------------------------------------------------------
     def recover(self) -> dict:
@@ -442,6 +459,10 @@ class Supervisor:
             if ref not in live_pins:
                 self.repo.git.update_ref("-d", ref)
                 cleaned.append(ref)
+        oplocks = self.root.runtime / "oplocks"
+        for lock in oplocks.glob("*.lock") if oplocks.is_dir() else ():
+            if lock.stem not in live:
+                lock.unlink(missing_ok=True)
         return cleaned
 
     def diff(self, op_id: str) -> str:
@@ -461,6 +482,7 @@ def _cleanup(sup: Supervisor, op: Operation) -> None:
         sup.repo.git.update_ref("-d", pin_ref(op.id))
     except git.GitCommandError:
         pass
+    (sup.root.runtime / "oplocks" / f"{op.id}.lock").unlink(missing_ok=True)
 
 
 @effect("release_evidence")
