@@ -1,0 +1,115 @@
+"""Caches follow content: a one-node change re-embeds one passage and rebuilds BM25 once."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rmtui.engine.corpus import load_corpus
+from rmtui.engine.ranking import DEFAULT_PARAMS, LexicalIndex, lexical_key
+from rmtui.engine.retrieve import dense_index, retrieve
+from rmtui.engine.vectors import VectorCache, text_key
+from tests.retrieve_kit import PEOPLE, backend, plain_backend, tiny_reranker, write_small_root  # noqa: F401
+
+
+class Counting:
+    """Wraps a backend and records every text sent for embedding."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.passages: list[str] = []
+        self.reranked = 0
+
+    def info(self):
+        return self.inner.info()
+
+    def embed(self, texts, kind):
+        if kind == "passage":
+            self.passages.extend(texts)
+        return self.inner.embed(texts, kind)
+
+    def rerank(self, query, documents):
+        self.reranked += 1
+        return self.inner.rerank(query, documents)
+
+
+def test_one_node_change_reembeds_one_node(root, plain_backend):
+    write_small_root(root)
+    counting = Counting(plain_backend)
+    first = retrieve(root, "a", "billing owner", backend=counting)
+    assert first.mode == "hybrid" and first.dense_coverage == 1.0
+    corpus = load_corpus(root.path)
+    assert len(counting.passages) == len(corpus.entries)  # every entry embedded once
+    counting.passages.clear()
+    retrieve(root, "b", "billing owner", backend=counting)
+    assert counting.passages == []  # warm: nothing re-embedded
+
+    (root.path / "MEMORY_people.md").write_text(PEOPLE.replace("golden retriever", "beagle"))
+    out = retrieve(root, "c", "which dog breed does Carol have", backend=counting)
+    assert len(counting.passages) == 1 and "beagle" in counting.passages[0]
+    assert out.results[0]["id"] == "carol-dog" and "beagle" in out.text
+
+    # the cache file is binary float16 keyed by text hash, and holds the live vectors
+    info = plain_backend.info()
+    cache = VectorCache.open(root.runtime / "cache", info.embedding_model)
+    assert cache.path.read_bytes()[:8] == b"RMTVEC01" and cache.matrix.dtype == np.float16
+    idx = dense_index(load_corpus(root.path), DEFAULT_PARAMS)
+    assert all(k in cache.row for k in idx.keys)
+
+
+def test_vector_cache_is_per_model_identity(tmp_path):
+    a = VectorCache.open(tmp_path, "model-a@1")
+    a.add({text_key("hello"): np.ones(4, dtype=np.float32) / 2})
+    assert VectorCache.open(tmp_path, "model-a@1").lookup([text_key("hello")])[1] == []
+    other = VectorCache.open(tmp_path, "model-b@1")
+    _, missing = other.lookup([text_key("hello")])
+    assert missing == [0]  # another identity never sees those vectors
+
+
+def test_vector_cache_drops_dead_rows_when_they_dominate(tmp_path):
+    c = VectorCache.open(tmp_path, "m@1")
+    c.add({text_key(f"t{i}"): np.full(2, i + 1, dtype=np.float32) for i in range(10)})
+    live = {text_key("t0"), text_key("new")}
+    c.add({text_key("new"): np.ones(2, dtype=np.float32)}, live=live)
+    again = VectorCache.open(tmp_path, "m@1")
+    assert set(again.row) == live
+
+
+def test_lexical_index_rebuilt_only_when_corpus_changes(root):
+    write_small_root(root)
+    retrieve(root, "a", "docker cache", backend=None)
+    path = root.runtime / "cache" / "bm25.bin"
+    before = path.read_bytes()
+    retrieve(root, "b", "docker cache", backend=None)
+    assert path.read_bytes() == before
+    (root.path / "MEMORY.md").write_text((root.path / "MEMORY.md").read_text().replace("CACHE_EPOCH", "CACHE_GEN"))
+    out = retrieve(root, "c", "CACHE_GEN", backend=None, top=1)
+    assert out.results[0]["id"] == "docker-cache"
+    idx = LexicalIndex.loads(path.read_bytes())
+    assert idx.key == lexical_key(load_corpus(root.path), DEFAULT_PARAMS)
+
+
+def test_reranker_reorders_the_head(root, backend):
+    write_small_root(root)
+    from rmtui.engine.config import set_config_value
+
+    set_config_value(root.path, "embedding.reranker_path", "/configured/by/test")
+    counting = Counting(backend)
+    out = retrieve(root, "r", "billing owner", backend=counting, top=3)
+    assert counting.reranked == 1 and len(out.results) == 3
+
+
+def test_memory_changing_during_ranking_is_retried_once(root, plain_backend):
+    write_small_root(root)
+
+    class Editing(Counting):
+        edits = 0
+
+        def embed(self, texts, kind):
+            if kind == "query" and Editing.edits < 1:
+                Editing.edits += 1
+                (root.path / "MEMORY_people.md").write_text(PEOPLE.replace("Lisbon", "Porto"))
+            return super().embed(texts, kind)
+
+    out = retrieve(root, "x", "where does Alice work from", backend=Editing(plain_backend), top=1)
+    assert Editing.edits == 1
+    assert "Porto" in out.text  # rendered from the corpus after the change, never a mix

@@ -1,0 +1,66 @@
+"""The local warm service: started on demand by `retrieve`, shared, one at a time, idle exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rmtui.engine.config import set_config_value
+from tests.retrieve_kit import write_small_root
+
+
+def _services(state_root: Path) -> list[int]:
+    """Pids of embedding-service processes serving state dirs under ``state_root``."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"embedding-service" in cmd and any(str(state_root).encode() in c for c in cmd):
+            pids.append(int(d.name))
+    return pids
+
+
+def test_retrieve_starts_one_warm_service_reuses_it_and_it_exits_when_idle(root, tmp_path):
+    write_small_root(root)
+    set_config_value(root.path, "embedding.idle_timeout_seconds", 6)
+    set_config_value(root.path, "embedding.dense_budget_seconds", 90)
+    services = tmp_path / "services"
+    env = {**os.environ, "RMTUI_SERVICE_DIR": str(services)}
+    argv = [sys.executable, "-m", "rmtui", "--headless", "retrieve", "--json", "--root", str(root.path),
+            "--top", "1"]
+    # two agents ask at once with no service running: exactly one service starts
+    procs = [subprocess.Popen(argv + ["--session", f"s{i}", "who owns billing"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env, text=True) for i in range(2)]
+    outs = [p.communicate(timeout=180) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+        data = json.loads(out)
+        assert data["mode"] == "hybrid", data["warnings"]
+        assert data["results"][0]["id"] == "bob-role"
+    pids = _services(services)
+    assert len(pids) == 1
+    (state_dir,) = [d for d in services.iterdir() if d.is_dir()]
+    state = json.loads((state_dir / "state.json").read_text())
+    assert state["pid"] == pids[0] and state["url"].startswith("http://127.0.0.1:")
+    assert (state_dir / "state.json").stat().st_mode & 0o777 == 0o600  # holds the token
+
+    # a later call reuses the warm service
+    p = subprocess.run(argv + ["--session", "s3", "does anyone have a dog"], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert p.returncode == 0 and json.loads(p.stdout)["results"][0]["id"] == "carol-dog"
+    assert _services(services) == pids
+
+    # idle: it exits by itself and clears its state
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _services(services):
+        time.sleep(0.25)
+    assert _services(services) == []
+    assert not (state_dir / "state.json").exists()
