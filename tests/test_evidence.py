@@ -167,10 +167,11 @@ BAD_EVIDENCE = [
     (b"  \n\t\n", "empty"),
     (b"text with a \x00 NUL byte\n", "NUL"),
     (b"x" * 65537, "limit is 65536 bytes"),
+    (b"log line\n" * 500_000, "limit is 65536 bytes"),
 ]
 
 
-@pytest.mark.parametrize("data,message", BAD_EVIDENCE, ids=["latin1", "empty", "blank", "nul", "oversized"])
+@pytest.mark.parametrize("data,message", BAD_EVIDENCE, ids=["latin1", "empty", "blank", "nul", "oversized", "4.5MB"])
 def test_bad_evidence_is_refused(root, cli, tmp_path, data, message):
     ev = tmp_path / "ev.bin"
     ev.write_bytes(data)
@@ -202,6 +203,12 @@ def test_bad_identifiers_are_refused(root, cli, flag, value):
     r = submit(cli, root, *args, input="fine evidence\n")
     assert r.code == 2, r.stderr
     assert "rmtui:" in r.stderr and ("must not" in r.stderr or "not allowed" in r.stderr)
+    assert stored(root.path) == []
+
+
+def test_oversized_stdin_is_refused(root, cli):
+    r = submit(cli, root, "--session", "s1", "-", input=b"a much too long transcript\n" * 200_000)
+    assert r.code == 2 and "limit is 65536 bytes" in r.stderr
     assert stored(root.path) == []
 
 

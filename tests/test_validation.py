@@ -313,6 +313,18 @@ def test_rightmemory_anchor_spellings(tmp_path):
     assert g.items["sk"].backing_file == "MEMORY_SKILL_sk.md"
 
 
+def test_windows_line_endings_parse_like_unix_ones(tmp_path):
+    text = "# Memory {#m}\n\n## Api {F#api} -> [dep:m]\n\n## Facts\n\n```\n- `x` fenced\n```\n\n- `a` fact → [rel:b]\n- `b` fact → []\n"
+    root = write_root(tmp_path, {"MEMORY.md": text.replace("\n", "\r\n").encode(),
+                                 "MEMORY_api.md": b"- `e` endpoint \xe2\x86\x92 []\r\n",
+                                 "PURSUITS.md": PUR.replace("\n", "\r\n") + "\r\n- `p`\r\n\r\n## P {#p}\r\n"})
+    report = validate_root(root)
+    assert report.ok, [str(i) for i in report.issues]
+    g = report.graph
+    assert set(g.items) == {"m", "api", "a", "b", "e", "p"}
+    assert g.items["a"].title == "fact" and g.focus == ["p"]
+
+
 def test_pursuit_lines_without_edges_are_body_text(tmp_path):
     root = write_root(tmp_path, {"PURSUITS.md": PUR + "\n## P {#p}\n\n- `make` is the build tool here\n"})
     report = validate_root(root)
@@ -433,6 +445,8 @@ def test_cli_validate_path_checks_a_worktree_folder(tmp_path, root, cli):
     r = cli("--headless", "validate", "--root", str(root.path), "--path", str(other))
     assert r.code == 1
     assert r.stdout.strip() == "MEMORY.md:3: heading-depth: headings go at most to ####, found #####"
+    missing = cli("--headless", "validate", "--root", str(root.path), "--path", str(tmp_path / "nowhere"))
+    assert missing.code == 2 and "is not a folder" in missing.stderr
 
 
 # -- properties --------------------------------------------------------------

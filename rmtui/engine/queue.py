@@ -76,7 +76,7 @@ def check_identifier(value: str, what: str) -> str:
 def decode_evidence(data: bytes, *, limit: int) -> str:
     """Refuse anything but non-empty UTF-8 text without NUL bytes, within the limit."""
     if len(data) > limit:
-        raise UsageError(f"evidence is {len(data)} bytes; the limit is {limit} bytes (update.max_evidence_bytes)")
+        raise UsageError(f"evidence is too large: the limit is {limit} bytes (update.max_evidence_bytes)")
     if b"\x00" in data:
         raise UsageError("evidence contains NUL bytes; only text is accepted")
     try:
@@ -211,13 +211,22 @@ class EvidenceQueue:
                           [(now, u) for u in uids])
 
 
-def read_evidence_input(source: str | None) -> bytes:
-    """Read evidence bytes from a file path or ``-`` (stdin)."""
+def read_evidence_input(source: str | None, *, max_bytes: int | None = None) -> bytes:
+    """Read evidence bytes from a file path or ``-`` (stdin).
+
+    With ``max_bytes`` at most one byte more than the limit is read, so an oversized input
+    is refused by :func:`decode_evidence` without being held in memory whole.
+    """
     import sys
 
+    size = -1 if max_bytes is None else max_bytes + 1
     if source in (None, "-"):
-        return sys.stdin.buffer.read()
+        return sys.stdin.buffer.read(size)
     p = Path(source)
     if not p.is_file():
         raise UsageError(f"evidence file {source} does not exist or is not a file")
-    return p.read_bytes()
+    try:
+        with p.open("rb") as fh:
+            return fh.read(size)
+    except OSError as exc:
+        raise UsageError(f"evidence file {source} cannot be read: {exc.strerror}") from exc

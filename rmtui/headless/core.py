@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from datetime import datetime, timezone
+from pathlib import Path
 
 from rmtui.engine.errors import UsageError
 from rmtui.engine.roots import MemoryRoot
@@ -120,7 +121,12 @@ def cmd_profile_remove(args) -> Result:
 def cmd_validate(args) -> Result:
     from rmtui.engine.validation import validate_root
 
-    path = args.path if args.path else root_of(args).path
+    if args.path:
+        path = Path(args.path)
+        if not path.is_dir():
+            raise UsageError(f"{args.path} is not a folder")
+    else:
+        path = root_of(args).path
     report = validate_root(path)
     lines = [str(i) for i in report.issues]
     c = report.graph.counts()
@@ -133,7 +139,7 @@ def cmd_submit(args) -> Result:
     from rmtui.engine.queue import EvidenceQueue, read_evidence_input
 
     root = root_of(args)
-    data = read_evidence_input(args.file)
+    data = read_evidence_input(args.file, max_bytes=root.config().get("update.max_evidence_bytes"))
     q = EvidenceQueue(root)
     try:
         out = q.submit(args.session, data, request=args.request)
