@@ -209,3 +209,21 @@ def test_recover_cli_reports_nothing_to_do_on_a_clean_root(seeded, cli):
     assert r.code == 0 and r.stdout.strip() == "nothing to recover"
     r = cli("--headless", "recover", "--root", str(seeded.path), "--json")
     assert json.loads(r.stdout)["published"] == []
+
+
+def test_prepared_op_is_rebased_over_an_insight_log_in_recovery_even_without_its_worktree(seeded):
+    rp = seeded.path
+    with Supervisor(seeded) as sup:
+        op = sup.begin("update", "update")
+        commit(op.worktree, {"MEMORY.md": add_memory_node(MEMORY, "kept")})
+        prepared = sup.prepare(sup.store.get(op.id))
+        ins = sup.begin("insight", "insight")
+        commit(ins.worktree, {"insight_logs/2026-04-01-000000.md": "# log\n"})
+        moved = sup.finish(ins).landed_commit
+        shutil.rmtree(op.worktree)  # lost with a crashed machine's tmp, say
+        assert sup.recover()["published"] == [op.id]
+        receipt = sup.store.receipt(op.id)
+    assert git(rp, "rev-parse", "HEAD~1") == moved and receipt.landed_commit == git(rp, "rev-parse", "HEAD")
+    assert git(rp, "rev-parse", f"{prepared.candidate_commit}^{{tree}}") != git(rp, "rev-parse", "HEAD^{tree}")
+    assert "`kept`" in (rp / "MEMORY.md").read_text() and (rp / "insight_logs/2026-04-01-000000.md").is_file()
+    assert porcelain(rp) == "" and leftovers(rp) == {"worktrees": 0, "dirs": [], "branches": "", "pins": ""}

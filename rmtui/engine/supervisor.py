@@ -295,12 +295,20 @@ class Supervisor:
                             details={"operation": op.id, "head": head})
         msg = self.repo.commit(op.candidate_commit).message.split(f"\n\n{TRAILER}:")[0]
         new = self._commit_tree(tree, head, msg, op.id)
-        wt = git.Repo(op.worktree)
+        if Path(op.worktree).is_dir():
+            wt = git.Repo(op.worktree)
+            try:  # the candidate is fixed since prepare: later scribbles in the worktree do not count
+                wt.git.checkout("--quiet", "--force", "--detach", new)
+            finally:
+                wt.close()
+        else:
+            self.repo.git.worktree("prune")
+            self.repo.git.worktree("add", "--quiet", "--detach", op.worktree, new)
         try:
-            wt.git.checkout("--quiet", "--detach", new)
-        finally:
-            wt.close()
-        check_tree(Path(op.worktree), op.role)
+            check_tree(Path(op.worktree), op.role)  # re-validate the rebased tree
+        except AdmissionRefused as exc:
+            self._to_running(op, str(exc))
+            raise
         op.base_commit = head
         op.candidate_commit = new
         op.changed_paths = changed_paths(self.repo, head, new)
