@@ -130,10 +130,10 @@ def test_non_utf8_markdown_is_refused(sup):
 def test_dirty_worktree_is_refused_uncommitted_and_untracked(sup):
     op = sup.begin("update", "update")
     write(op.worktree, {"MEMORY.md": add_memory_node(MEMORY, "x")})
-    refuse(sup, op, "dirty-worktree")
+    assert refuse(sup, op, "dirty-worktree").details["path"] == "MEMORY.md"
     git(op.worktree, "checkout", "--", "MEMORY.md")
     write(op.worktree, {"MEMORY_new.md": "untracked\n"})
-    refuse(sup, op, "dirty-worktree")
+    assert refuse(sup, op, "dirty-worktree").details["path"] == "MEMORY_new.md"
 
 
 def test_invalid_graph_is_refused_with_file_and_rule(sup):

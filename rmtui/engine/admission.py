@@ -266,13 +266,23 @@ def check_commits(repo: git.Repo, base: str, candidate: str, role: str) -> Admis
     return result
 
 
+def dirty_paths(repo: git.Repo) -> list[str]:
+    """Paths with uncommitted or untracked (not ignored) changes in a work tree."""
+    out = repo.git.status("--porcelain", "--untracked-files=all", "--no-renames", "-z")
+    return [e[3:] for e in out.split("\0") if len(e) > 3]
+
+
 def check_clean(worktree: Path) -> None:
     """Step 1: nothing uncommitted or untracked in the writer's worktree."""
     wt = git.Repo(worktree)
-    dirty = wt.git.status("--porcelain", "--untracked-files=all", "--ignored=no")
-    if dirty.strip():
-        first = dirty.strip().splitlines()[0]
-        raise AdmissionRefused("dirty-worktree", f"uncommitted or untracked changes in the worktree ({first.strip()})")
+    try:
+        dirty = dirty_paths(wt)
+    finally:
+        wt.close()
+    if dirty:
+        more = f" and {len(dirty) - 1} more" if len(dirty) > 1 else ""
+        raise AdmissionRefused("dirty-worktree", f"uncommitted or untracked changes in the worktree: {dirty[0]}{more}",
+                               path=dirty[0])
 
 
 def check_tree(worktree: Path, role: str, dropped_refs: set[str] | None = None) -> list[str]:

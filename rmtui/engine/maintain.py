@@ -10,6 +10,7 @@ from pathlib import Path
 
 import git
 
+from rmtui.engine.admission import dirty_paths
 from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.graph import Issue
 from rmtui.engine.operations import Operation, Receipt
@@ -67,11 +68,10 @@ def status(root: MemoryRoot) -> MaintenanceStatus | None:
             return None
         wt = git.Repo(op.worktree)
         try:
-            porcelain = wt.git.status("--porcelain", "--untracked-files=all", "-z")
+            dirty = dirty_paths(wt)
             tip = wt.head.commit.hexsha
         finally:
             wt.close()
-        dirty = [e[3:] for e in porcelain.split("\0") if len(e) > 3]
         head = sup.head()
         issues = validate_root(op.worktree, enforce_correction_capacity=False).issues
         return MaintenanceStatus(op, head, _landable(sup, op, head, tip), dirty, issues)

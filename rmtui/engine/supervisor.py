@@ -31,6 +31,7 @@ from rmtui.engine.admission import (
     check_clean,
     check_commits,
     check_tree,
+    dirty_paths,
     is_semantic,
 )
 from rmtui.engine.errors import ConflictError, UsageError
@@ -270,9 +271,7 @@ class Supervisor:
             raise ConflictError(f"branch moved during publication: {exc.stderr.strip()}") from None
 
     def _check_active_clean(self, op: Operation) -> None:
-        status = self.repo.git.status("--porcelain", "--untracked-files=all", "-z")
-        dirty = [e[3:] for e in status.split("\0") if len(e) > 3]
-        protected = [p for p in dirty if is_semantic(p) or p in op.changed_paths or p.startswith("update_records/")]
+        protected = [p for p in dirty_paths(self.repo) if is_semantic(p) or p in op.changed_paths or p.startswith("update_records/")]
         if protected:
             raise DirtyActiveRoot(
                 f"the active root has uncommitted changes to protected paths: {', '.join(protected[:5])}",
