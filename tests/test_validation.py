@@ -482,7 +482,7 @@ def valid_graphs(draw):
     return "\n".join(lines) + "\n", idents
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(graph=valid_graphs())
 def test_generated_valid_graphs_validate(tmp_path_factory, graph):
     text, idents = graph
@@ -492,7 +492,7 @@ def test_generated_valid_graphs_validate(tmp_path_factory, graph):
     assert set(report.graph.items) == set(idents)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.lists(st.sampled_from(list("#-`{}[]:,→> \n\tFMSQaz019_.~*\x00")
                                      + ["```", "->", "**Next:**", "## Focus\n", "{F#a}", "- `a` "]),
                      max_size=150).map("".join))
