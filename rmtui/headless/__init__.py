@@ -25,4 +25,5 @@ COMMAND_MODULES = [
     "rmtui.headless.assistant",
     "rmtui.headless.retrieve",
     "rmtui.headless.update",
+    "rmtui.headless.chat",
 ]
