@@ -252,3 +252,20 @@ def test_daemon_runs_batches_until_stopped(provider, root):
             proc.kill()
     assert proc.returncode == 0, err
     assert b"daemon stopped" in err and b"committed" in err
+
+
+def test_daemon_runs_registered_cycles_even_without_a_model(root, monkeypatch):
+    from rmtui.engine import update_driver
+
+    seen = []
+
+    def pruner_cycle(r):
+        seen.append(r.path)
+        return {"state": "checkpoint"}
+
+    monkeypatch.setattr(update_driver, "DAEMON_CYCLES", [pruner_cycle])
+    logs: list[str] = []
+    out = update_driver.run_daemon(root, poll_seconds=0, max_passes=2, log=logs.append)
+    assert out == {"passes": 2, "outcomes": {"unavailable": 2}}
+    assert seen == [root.path, root.path]
+    assert any('"cycle": "pruner_cycle"' in line and "checkpoint" in line for line in logs)

@@ -211,7 +211,8 @@ class UpdateDriver:
                     queued = [e for e in q.list(state="queued") if e.uid not in held]
                     batch = select_batch(queued, cfg, now=now, force=force)
                     if batch is None:
-                        return {"state": "idle", "evidence": q.counts()}
+                        return {"state": "idle", "evidence": q.counts(),
+                                "held_batches": len(batches.list("waiting_retry", "needs_manual_recovery"))}
                     record = batches.upsert(batch.id, batch.uids, batch.sessions, batch.reason)
                 q.claim(record.uids, record.batch_id)
                 evidence = [q.get(u) for u in record.uids]
@@ -301,6 +302,10 @@ class UpdateDriver:
 
 # -- the daemon ----------------------------------------------------------------------------
 
+#: Further cycles the daemon runs after each driver pass (Pruner, Insight, sync register
+#: here): ``fn(root) -> dict`` with at least ``"state"``; errors are logged, never fatal.
+DAEMON_CYCLES: list[Callable[[MemoryRoot], dict]] = []
+
 def run_daemon(root: MemoryRoot, *, poll_seconds: float = 5.0, max_passes: int | None = None,
                stop: threading.Event | None = None, log: Callable[[str], None] | None = None) -> dict:
     """Run the driver (and, as they arrive, later cycles) until SIGTERM/SIGINT or ``stop``."""
@@ -331,6 +336,14 @@ def run_daemon(root: MemoryRoot, *, poll_seconds: float = 5.0, max_passes: int |
             outcomes[state] = outcomes.get(state, 0) + 1
             if state != "idle":
                 log(json.dumps({"pass": passes, **{k: out[k] for k in ("state", "batch_id", "error") if k in out}}))
+            for cycle in DAEMON_CYCLES:
+                try:
+                    extra = cycle(root)
+                except EngineError as exc:
+                    extra = {"state": "error", "error": exc.message}
+                if extra.get("state") not in (None, "idle"):
+                    log(json.dumps({"pass": passes, "cycle": getattr(cycle, "__name__", "cycle"), **extra},
+                                   default=str))
             if max_passes is not None and passes >= max_passes:
                 break
             if state in ("committed", "no_change"):

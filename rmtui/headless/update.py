@@ -29,7 +29,10 @@ def _outcome(out: dict) -> Result:
     state = out["state"]
     if state == "idle":
         counts = out.get("evidence", {})
-        text = out.get("message") or f"idle: nothing ready ({counts.get('queued', 0)} queued)"
+        held = out.get("held_batches", 0)
+        text = out.get("message") or (f"idle: nothing ready ({counts.get('queued', 0)} queued"
+                                      + (f"; {held} batch(es) wait for a retry, see `update status`" if held else "")
+                                      + ")")
         return Result(out, text)
     if state in ("committed", "no_change"):
         r = out["receipt"]
