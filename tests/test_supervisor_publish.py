@@ -222,3 +222,34 @@ def test_the_same_operation_finished_twice_at_once_lands_once(sup, tmp_path):
     assert git(root, "rev-parse", "HEAD~1") == base
     assert sup.store.get(op.id).phase == "committed"
     assert sup.abandon(op, "too late").phase == "committed"  # a final operation stays final
+
+
+def test_two_semantic_operations_racing_in_threads_exactly_one_lands(sup):
+    import threading
+
+    from rmtui.engine.admission import StaleBase
+
+    root = sup.root
+    base = git(root.path, "rev-parse", "HEAD")
+    ops = [sup.begin("update", "update") for _ in range(2)]
+    for i, op in enumerate(ops):
+        commit(op.worktree, {"MEMORY.md": add_memory_node(MEMORY, f"thread{i}")})
+    barrier = threading.Barrier(2)
+    outcome: dict[str, object] = {}
+
+    def run(op):
+        with Supervisor(root) as own:  # one Supervisor per thread, as the TUI's workers do
+            barrier.wait()
+            try:
+                outcome[op.id] = own.finish(op).phase
+            except StaleBase as exc:
+                outcome[op.id] = exc
+
+    threads = [threading.Thread(target=run, args=(op,)) for op in ops]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    phases = sorted(v if isinstance(v, str) else "stale" for v in outcome.values())
+    assert phases == ["committed", "stale"], outcome
+    assert git(root.path, "rev-parse", "HEAD~1") == base and porcelain(root.path) == ""
