@@ -211,6 +211,8 @@ def explore_variants(roots, backend) -> None:
         ("neighbours 0.2", dict(neighbour_weight=0.2)),
         ("neighbours 0.5", dict(neighbour_weight=0.5)),
         ("dense window 1", dict(window_in_dense=1)),
+        ("reciprocal-rank fusion", dict(fusion="rrf")),
+        ("reciprocal-rank fusion, no neighbours", dict(fusion="rrf", neighbour_weight=0)),
         ("default", dict()),
     ]
     qs = {f.stem: questions(f) for f, _ in roots}

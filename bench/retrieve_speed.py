@@ -153,7 +153,7 @@ def main() -> None:
         load_lexical(corpus, params, root.runtime / "cache")
         t2 = time.perf_counter()
         cache = VectorCache.open(root.runtime / "cache", backend.info().embedding_model)
-        n = fill_vectors(cache, dense_index(corpus, params), backend, deadline=None)
+        n = fill_vectors(cache, dense_index(corpus, params, root.runtime / "cache"), backend, deadline=None)
         t3 = time.perf_counter()
         print(f"re-index after a one-node change: {1000 * (t3 - t0):.0f} ms (corpus re-parse {1000 * (t1 - t0):.0f} ms, "
               f"BM25 rebuild {1000 * (t2 - t1):.0f} ms, {n} passage re-embedded {1000 * (t3 - t2):.0f} ms)")

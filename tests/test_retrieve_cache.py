@@ -52,7 +52,7 @@ def test_one_node_change_reembeds_one_node(root, plain_backend):
     info = plain_backend.info()
     cache = VectorCache.open(root.runtime / "cache", info.embedding_model)
     assert cache.path.read_bytes()[:8] == b"RMTVEC01" and cache.matrix.dtype == np.float16
-    idx = dense_index(load_corpus(root.path), DEFAULT_PARAMS)
+    idx = dense_index(load_corpus(root.path), DEFAULT_PARAMS, root.runtime / "cache")
     assert all(k in cache.row for k in idx.keys)
 
 
@@ -75,7 +75,10 @@ def test_vector_cache_drops_dead_rows_when_they_dominate(tmp_path):
 
 
 def test_lexical_index_rebuilt_only_when_corpus_changes(root):
+    from rmtui.engine.config import set_config_value
+
     write_small_root(root)
+    set_config_value(root.path, "embedding.local_service", False)  # no model host: BM25 alone
     retrieve(root, "a", "docker cache", backend=None)
     path = root.runtime / "cache" / "bm25.bin"
     before = path.read_bytes()
@@ -83,7 +86,7 @@ def test_lexical_index_rebuilt_only_when_corpus_changes(root):
     assert path.read_bytes() == before
     (root.path / "MEMORY.md").write_text((root.path / "MEMORY.md").read_text().replace("CACHE_EPOCH", "CACHE_GEN"))
     out = retrieve(root, "c", "CACHE_GEN", backend=None, top=1)
-    assert out.results[0]["id"] == "docker-cache"
+    assert out.results[0]["id"] == "docker-cache" and out.mode == "lexical" and out.warnings
     idx = LexicalIndex.loads(path.read_bytes())
     assert idx.key == lexical_key(load_corpus(root.path), DEFAULT_PARAMS)
 

@@ -257,8 +257,8 @@ def serve(*, host: str, port: int, model: str | None, model_path: str | None, re
         server.watch_idle()
     state_file = state_dir / "state.json" if state_dir is not None else None
     if state_file is not None:
-        state = {"pid": os.getpid(), "url": server.url, "token": token, "embedding_model": server.model_info.embedding_model,
-                 "reranker_model": server.model_info.reranker_model, "started_at": time.time()}
+        state = {"pid": os.getpid(), "url": server.url, "token": token, "info": server.model_info.to_json(),
+                 "started_at": time.time()}
         atomic_write_text(state_file, json.dumps(state))
         os.chmod(state_file, 0o600)
     if ready is not None:
@@ -288,7 +288,8 @@ def serve(*, host: str, port: int, model: str | None, model_path: str | None, re
 class ServiceClient:
     """Client of any RightMemory embedding service; validates every answer."""
 
-    def __init__(self, url: str, token: str | None = None, *, timeout: float = 120.0) -> None:
+    def __init__(self, url: str, token: str | None = None, *, timeout: float = 120.0,
+                 info: dict | None = None) -> None:
         parts = urlsplit(url.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UsageError(f"embedding service URL {url!r} must be http(s)://host:port")
@@ -298,6 +299,11 @@ class ServiceClient:
         self.timeout = timeout
         self._conn: http.client.HTTPConnection | None = None
         self._info: ModelInfo | None = None
+        if info is not None:  # known from the local service's state file: saves a round trip
+            try:
+                self._info = self._parse_info(info)
+            except ServiceError:
+                self._info = None
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
@@ -349,15 +355,18 @@ class ServiceClient:
     def info(self, *, refresh: bool = False) -> ModelInfo:
         if self._info is not None and not refresh:
             return self._info
-        d = self.request("GET", "/info")
+        self._info = self._parse_info(self.request("GET", "/info"))
+        return self._info
+
+    @staticmethod
+    def _parse_info(d: dict) -> ModelInfo:
         ok = (type(d.get("version")) is int and d["version"] == 1
               and all(isinstance(d.get(k), str) and d[k] for k in ("embedding_model", "reranker_model"))
               and all(type(d.get(k)) is int and d[k] >= 1 for k in ("dimensions", "max_batch_size", "max_candidates")))
         if not ok:
             raise ServiceError("embedding service returned invalid model metadata")
-        self._info = ModelInfo(d["embedding_model"], d["reranker_model"], d["dimensions"], d["max_batch_size"],
-                               d["max_candidates"], bool(d.get("cross_encoder", True)))
-        return self._info
+        return ModelInfo(d["embedding_model"], d["reranker_model"], d["dimensions"], d["max_batch_size"],
+                         d["max_candidates"], bool(d.get("cross_encoder", True)))
 
     def embed(self, texts: list[str], kind: str) -> np.ndarray:
         info = self.info()
@@ -402,6 +411,7 @@ class LocalService:
     token: str
     state_dir: Path
     started: bool  # this call launched it
+    info: dict | None = None
 
 
 def service_dir(model_path: Path, reranker_path: str | None) -> Path:
@@ -448,7 +458,7 @@ def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_ti
         with file_lock(state_dir / "launch.lock", timeout=max(wait_seconds, 0.1)):
             st = _read_state(state_dir)
             if st is not None and _alive(state_dir):
-                return LocalService(st["url"], st.get("token") or "", state_dir, False)
+                return LocalService(st["url"], st.get("token") or "", state_dir, False, st.get("info"))
             if not _alive(state_dir):
                 (state_dir / "state.json").unlink(missing_ok=True)
                 _launch(state_dir, model_path, reranker_path, idle_timeout)
@@ -456,7 +466,7 @@ def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_ti
             while time.monotonic() < deadline:
                 st = _read_state(state_dir)
                 if st is not None:
-                    return LocalService(st["url"], st.get("token") or "", state_dir, started)
+                    return LocalService(st["url"], st.get("token") or "", state_dir, started, st.get("info"))
                 if not _alive(state_dir) and time.monotonic() > deadline - wait_seconds + 2.0:
                     raise ServiceError(f"the local embedding service failed to start; see {state_dir / 'service.log'}"
                                        + _log_tail(state_dir))

@@ -58,6 +58,7 @@ class RankParams:
     stem: bool = True
     lexical_only: bool = False
     dense_only: bool = False
+    fusion: str = "weighted"  # "weighted" sum of normalised scores, or "rrf" (reciprocal rank, k=60)
 
 
 DEFAULT_PARAMS = RankParams()
@@ -271,10 +272,20 @@ def fuse(corpus: Corpus, lexical: np.ndarray, dense: np.ndarray | None, params: 
         fused = lex
     elif params.dense_only:
         fused = np.clip(dense, 0, None)
+    elif params.fusion == "rrf":
+        fused = params.lexical_weight * _rrf(lexical) + (1 - params.lexical_weight) * _rrf(dense)
+        fused = fused / fused.max() if fused.max() > 0 else fused
     else:
         den = np.clip(dense, 0, None)
         fused = params.lexical_weight * lex + (1 - params.lexical_weight) * den
     return smooth(fused.astype(np.float32), corpus, params.neighbour_weight)
+
+
+def _rrf(scores: np.ndarray, k: int = 60) -> np.ndarray:
+    order = np.argsort(-scores, kind="stable")
+    ranks = np.empty(len(scores), dtype=np.float32)
+    ranks[order] = np.arange(1, len(scores) + 1, dtype=np.float32)
+    return 1.0 / (k + ranks)
 
 
 def rank(corpus: Corpus, lexical: np.ndarray, dense: np.ndarray | None, params: RankParams,

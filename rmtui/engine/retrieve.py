@@ -118,22 +118,61 @@ def cli_backend(root: MemoryRoot, cfg, *, wait_seconds: float | None = None):
     wait = float(cfg.get("embedding.dense_budget_seconds")) if wait_seconds is None else wait_seconds
     svc = ensure_local_service(path, cfg.get("embedding.reranker_path"),
                                idle_timeout=float(cfg.get("embedding.idle_timeout_seconds")), wait_seconds=wait)
-    return ServiceClient(svc.url, svc.token or None, timeout=60.0)
+    return ServiceClient(svc.url, svc.token or None, timeout=60.0, info=svc.info)
 
 
 # -- dense scores -------------------------------------------------------------------------
 
 @dataclass
 class DenseIndex:
-    parts: list[str]
-    owner: np.ndarray
+    """The passages to embed for a corpus: their cache keys, owners, and (lazily) texts."""
+
     keys: list[bytes]
+    owner: np.ndarray
+    _corpus: Corpus | None = None
+    _params: RankParams | None = None
+    _parts: list[str] | None = None
+
+    @property
+    def parts(self) -> list[str]:
+        if self._parts is None:
+            texts = [dense_text(self._corpus, i, self._params) for i in range(len(self._corpus.entries))]
+            self._parts, _ = passages(texts)
+        return self._parts
 
 
-def dense_index(corpus: Corpus, params: RankParams) -> DenseIndex:
+DENSE_VERSION = 1
+
+
+def dense_index(corpus: Corpus, params: RankParams, cache_dir: Path | None = None) -> DenseIndex:
+    """Passage keys of the corpus; cached per corpus fingerprint so a warm call hashes nothing."""
+    import hashlib
+    import marshal
+
+    key = hashlib.sha256(f"{DENSE_VERSION}|{params.context_in_dense}|{params.window_in_dense}|{corpus.fingerprint}"
+                         .encode()).hexdigest()
+    path = cache_dir / "dense.bin" if cache_dir is not None else None
+    if path is not None:
+        try:
+            head = marshal.loads(path.read_bytes())
+            if head.get("key") == key:
+                blob = head["keys"]
+                keys = [blob[i:i + 32] for i in range(0, len(blob), 32)]
+                return DenseIndex(keys, np.frombuffer(head["owner"], dtype=np.int64), corpus, params)
+        except (OSError, EOFError, ValueError, TypeError, KeyError, AttributeError):
+            pass
     texts = [dense_text(corpus, i, params) for i in range(len(corpus.entries))]
     parts, owner = passages(texts)
-    return DenseIndex(parts, owner, [text_key(p) for p in parts])
+    index = DenseIndex([text_key(p) for p in parts], owner, corpus, params, parts)
+    if path is not None:
+        from rmtui.engine.fsutil import atomic_write_bytes
+
+        try:
+            atomic_write_bytes(path, marshal.dumps({"key": key, "keys": b"".join(index.keys),
+                                                    "owner": owner.astype(np.int64).tobytes()}))
+        except OSError:
+            pass
+    return index
 
 
 def fill_vectors(cache: VectorCache, index: DenseIndex, backend, *, deadline: float | None) -> int:
@@ -169,7 +208,7 @@ def dense_scores(corpus: Corpus, need: str, backend, params: RankParams, cache_d
                  *, deadline: float | None) -> tuple[np.ndarray, float, list[str]]:
     """Cosine of the need with each entry's best passage; coverage of the cached vectors."""
     info = backend.info()
-    index = dense_index(corpus, params)
+    index = dense_index(corpus, params, cache_dir)
     cache = VectorCache.open(cache_dir, info.embedding_model)
     fill_vectors(cache, index, backend, deadline=deadline)
     mat, missing = cache.lookup(index.keys)
@@ -179,7 +218,7 @@ def dense_scores(corpus: Corpus, need: str, backend, params: RankParams, cache_d
         per_passage[missing] = 0.0
     scores = best_per_entry(per_passage, index.owner, len(corpus.entries))
     coverage = 1.0 - (len(missing) / len(index.keys)) if index.keys else 1.0
-    return scores, coverage, index.parts
+    return scores, coverage, index
 
 
 def search(root: MemoryRoot, need: str, *, top: int, corpus: Corpus, backend, cfg,
@@ -425,7 +464,7 @@ def index_root(root: MemoryRoot, backend=None, *, params: RankParams | None = No
             backend = cli_backend(root, cfg, wait_seconds=120.0)
         info = backend.info()
         cache = VectorCache.open(root.runtime / "cache", info.embedding_model)
-        n = fill_vectors(cache, dense_index(corpus, params), backend, deadline=None)
+        n = fill_vectors(cache, dense_index(corpus, params, root.runtime / "cache"), backend, deadline=None)
         load_lexical(corpus, params, root.runtime / "cache")
         return {"indexed": n, "state": "done", "entries": len(corpus.entries), "model": info.embedding_model}
     finally:
