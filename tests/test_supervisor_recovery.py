@@ -114,11 +114,8 @@ def test_running_op_of_a_dead_process_is_abandoned_and_its_evidence_released(see
     q = EvidenceQueue(seeded)
     uid = q.submit("s", b"evidence")["uid"]
     q.claim([uid], "b1")
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
-    pid = int(dead.stdout)
     with Supervisor(seeded) as sup:
-        op = sup.begin("update", "update", batch_id="b1", candidate_uids=[uid],
-                       lease={"host": os.uname().nodename, "pid": pid, "start": "0"})
+        op = sup.begin("update", "update", batch_id="b1", candidate_uids=[uid], lease=dead_lease())
         alive = sup.begin("update", "update")  # ours: this process is alive, it is left alone
         out = sup.recover()
         assert out["abandoned"] == [op.id]
@@ -227,3 +224,21 @@ def test_prepared_op_is_rebased_over_an_insight_log_in_recovery_even_without_its
     assert git(rp, "rev-parse", f"{prepared.candidate_commit}^{{tree}}") != git(rp, "rev-parse", "HEAD^{tree}")
     assert "`kept`" in (rp / "MEMORY.md").read_text() and (rp / "insight_logs/2026-04-01-000000.md").is_file()
     assert porcelain(rp) == "" and leftovers(rp) == {"worktrees": 0, "dirs": [], "branches": "", "pins": ""}
+
+
+def dead_lease() -> dict:
+    pid = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True).stdout)
+    return {"host": os.uname().nodename, "pid": pid, "start": "0"}
+
+
+def test_recover_cli_exits_1_while_an_operation_stays_stuck(seeded, cli):
+    with Supervisor(seeded) as sup:
+        op = sup.begin("update", "update", lease=dead_lease())
+        commit(op.worktree, {"MEMORY.md": add_memory_node(MEMORY, "x")})
+        sup.prepare(sup.store.get(op.id))
+    (seeded.path / "MEMORY.md").write_text("unsaved\n")
+    r = cli("--headless", "recover", "--root", str(seeded.path))
+    assert r.code == 1 and "dirty-active-root" in r.stdout
+    git(seeded.path, "checkout", "--", "MEMORY.md")
+    r = cli("--headless", "recover", "--root", str(seeded.path), "--json")
+    assert r.code == 0 and r.json()["published"] == [op.id]

@@ -121,7 +121,7 @@ def cmd_recover(args) -> Result:
     with Supervisor(root_of(args)) as sup:
         out = sup.recover()
     text = "\n".join(f"{k}: {', '.join(v)}" for k, v in out.items() if v) or "nothing to recover"
-    return Result(out, text)
+    return Result(out, text, exit_code=1 if out["errors"] else 0)  # an operation still stuck is a failure
 
 
 def cmd_maintain_begin(args) -> Result:
