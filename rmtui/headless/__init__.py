@@ -26,4 +26,5 @@ COMMAND_MODULES = [
     "rmtui.headless.retrieve",
     "rmtui.headless.update",
     "rmtui.headless.chat",
+    "rmtui.headless.tui_commands",
 ]

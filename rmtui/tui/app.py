@@ -1,78 +1,165 @@
-"""The rmtui workbench app (minimal: the full workbench grows screen by screen)."""
+"""The rmtui workbench: a Textual app over the engine, live from file-system events.
+
+Screens are modes (main, insight, maintain, retrieve), switched with 1-4. One watcher
+worker turns file events of the root into merged :class:`RootChanged` messages; the app
+re-publishes them on :attr:`RmtuiApp.root_changed`, and each screen reloads only what the
+change touched, in its own workers. Themes come from ``themes/``; key remaps and the chosen
+theme come from the user's config (:mod:`rmtui.tui.userconfig`).
+"""
 
 from __future__ import annotations
 
+import threading
+import time
+from functools import partial
+from pathlib import Path
+from typing import Callable, ClassVar, Iterable
+
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App, SystemCommand
 from textual.binding import Binding
-from textual.message import Message
-from textual.widgets import Footer, Header, Static, Tree
+from textual.screen import Screen
+from textual.signal import Signal
 
-from rmtui.engine.graph import Graph, Item
 from rmtui.engine.roots import MemoryRoot
+from rmtui.engine.watch import ChangeSet
+from rmtui.tui.messages import RootChanged
+from rmtui.tui.screens.diff import DiffScreen
+from rmtui.tui.screens.dialogs import EvidenceScreen, PromptScreen
+from rmtui.tui.screens.insight import InsightScreen
+from rmtui.tui.screens.main import MainScreen
+from rmtui.tui.screens.maintenance import MaintenanceScreen
+from rmtui.tui.screens.retrieve import RetrieveScreen
+from rmtui.tui.themes import DEFAULT_THEME, load_themes
+from rmtui.tui.userconfig import UserConfig
+from rmtui.tui.widgets.preview import EdgeList
+from rmtui.tui.widgets.tables import EvidenceTable, OperationsTable, ReceiptsTable
 
-
-class GraphLoaded(Message):
-    def __init__(self, status: dict, graph: Graph) -> None:
-        super().__init__()
-        self.status = status
-        self.graph = graph
+SCREEN_NAMES = {"main": "Main", "insight": "Insight logs", "maintain": "Maintenance", "retrieve": "Retrieve"}
 
 
 class RmtuiApp(App):
     TITLE = "rmtui"
-    BINDINGS = [
+    CSS_PATH = Path(__file__).parent / "app.tcss"
+    MODES: ClassVar = {"main": MainScreen, "insight": InsightScreen, "maintain": MaintenanceScreen,
+                       "retrieve": RetrieveScreen}
+    DEFAULT_MODE = "main"
+    BINDINGS: ClassVar = [
+        Binding("1", "switch_mode('main')", "Main", id="app.screen.main"),
+        Binding("2", "switch_mode('insight')", "Insight", id="app.screen.insight"),
+        Binding("3", "switch_mode('maintain')", "Maintain", id="app.screen.maintain"),
+        Binding("4", "switch_mode('retrieve')", "Retrieve", id="app.screen.retrieve"),
+        Binding("ctrl+t", "change_theme", "Theme", id="app.theme"),
         Binding("q", "quit", "Quit", id="app.quit"),
-        Binding("r", "reload", "Reload", id="app.reload"),
     ]
 
-    def __init__(self, root: MemoryRoot) -> None:
+    def __init__(self, root: MemoryRoot, *, config: UserConfig | None = None, themes_dir: Path | None = None,
+                 clock: Callable[[], float] = time.time, live: bool = True) -> None:
         super().__init__()
         self.root = root
-
-    def compose(self) -> ComposeResult:
-        yield Header()
-        yield Static("loading…", id="status")
-        yield Tree("Memory", id="graph")
-        yield Footer()
+        self.clock = clock
+        self.live = live
+        self.user_config = config if config is not None else UserConfig.load()
+        self.root_changed: Signal[ChangeSet] = Signal(self, "root-changed")
+        self._stop_watch = threading.Event()
+        self._startup_problems: list[str] = list(self.user_config.problems)
+        themes = load_themes(themes_dir)
+        self._startup_problems += themes.problems
+        for theme in themes.themes:
+            self.register_theme(theme)
+        wanted = self.user_config.theme or DEFAULT_THEME
+        if wanted not in self.available_themes:
+            if self.user_config.theme:
+                self._startup_problems.append(f"theme {wanted!r} is not installed; using {DEFAULT_THEME}")
+            wanted = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
+        self.theme = wanted
+        known = binding_ids()
+        unknown = sorted(set(self.user_config.keys) - known)
+        if unknown:
+            self._startup_problems.append(f"unknown binding ids in {self.user_config.path}: {', '.join(unknown)}")
+        self.set_keymap({k: v for k, v in self.user_config.keys.items() if k in known})
 
     def on_mount(self) -> None:
         self.sub_title = str(self.root.path)
-        self.action_reload()
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
+        for problem in self._startup_problems:
+            self.notify(problem, severity="warning", timeout=10)
+        if self.live:
+            self.watch_root()
 
-    def action_reload(self) -> None:
-        self.load_graph()
+    def on_unmount(self) -> None:
+        self._stop_watch.set()
 
-    @work(thread=True, exclusive=True)
-    def load_graph(self) -> None:
-        from rmtui.engine.status import root_status
-        from rmtui.engine.validation import validate_root
+    # -- live updates --------------------------------------------------------
+    @work(thread=True, exclusive=True, group="watch", exit_on_error=False)
+    def watch_root(self) -> None:
+        from rmtui.engine.watch import watch_root
 
-        report = validate_root(self.root.path)
-        self.post_message(GraphLoaded(root_status(self.root), report.graph))
+        for changes in watch_root(self.root, stop_event=self._stop_watch):
+            self.post_message(RootChanged(changes))
 
-    def on_graph_loaded(self, message: GraphLoaded) -> None:
-        st = message.status
-        ev = ", ".join(f"{k} {v}" for k, v in st["evidence"].items() if v)
-        self.query_one("#status", Static).update(
-            f"head {str(st['head'])[:10]} · {st['items']['headings']} headings · {st['items']['nodes']} nodes"
-            f" · {'valid' if st['valid'] else str(st['errors']) + ' errors'} · evidence: {ev or 'none'}"
-        )
-        tree = self.query_one("#graph", Tree)
-        tree.clear()
+    def on_root_changed(self, message: RootChanged) -> None:
+        self.root_changed.publish(message.changes)
 
-        def add(parent, item: Item) -> None:
-            label = item.title if item.kind == "heading" else f"{item.id}  {item.title}"
-            if item.children:
-                node = parent.add(label, data=item, expand=item.level <= 1)
-                for child in item.children:
-                    add(node, child)
-            else:
-                parent.add_leaf(label, data=item)
+    # -- themes --------------------------------------------------------------
+    def _theme_changed(self, theme) -> None:
+        if theme.name != self.user_config.theme:
+            self.remember_theme(theme.name)
 
-        for item in message.graph.roots:
-            add(tree.root, item)
-        tree.root.expand()
+    @work(thread=True, exclusive=True, group="config")
+    def remember_theme(self, name: str) -> None:
+        try:
+            self.user_config.save_theme(name)
+        except OSError as exc:
+            self.call_from_thread(self.notify, f"cannot save the theme choice: {exc}", severity="warning")
+
+    # -- command palette -----------------------------------------------------
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        seen: set[str] = set()
+        nodes = [self, screen, *screen.query("*")]
+        for node in nodes:
+            for binding in getattr(type(node), "BINDINGS", []):
+                if not isinstance(binding, Binding) or not binding.id or binding.id in seen:
+                    continue
+                if not _is_ours(type(node)):
+                    continue
+                seen.add(binding.id)
+                key = self.get_key_display(Binding(self._keymap.get(binding.id, binding.key).split(",")[0],
+                                                   binding.action))
+                where = SCREEN_NAMES.get(self.current_mode, "") if node is screen else _owner_name(node)
+                yield SystemCommand(f"{where + ': ' if where else ''}{binding.description or binding.action}",
+                                    f"key {key} · binding id {binding.id}",
+                                    partial(self._palette_run, node, binding.action))
+
+    async def _palette_run(self, node, action: str) -> None:
+        name = action.split("(", 1)[0]
+        allowed = node.check_action(name, ()) if hasattr(node, "check_action") else True
+        if not allowed:
+            self.notify(f"{action} does not apply here right now", severity="warning")
+            return
+        await self.run_action(action, node)
+
+    # -- for tests and the benchmark ----------------------------------------
+    def mode_screen(self, mode: str) -> Screen | None:
+        """The base screen of a mode, once the mode has been shown."""
+        stack = self._screen_stacks.get(mode)
+        return stack[0] if stack else None
+
+
+def _is_ours(cls: type) -> bool:
+    return any(c.__module__.startswith("rmtui.") for c in cls.__mro__)
+
+
+def _owner_name(node) -> str:
+    return {"EvidenceTable": "Evidence", "OperationsTable": "Operations", "ReceiptsTable": "Receipts",
+            "EdgeList": "Edges"}.get(type(node).__name__, "")
+
+
+def binding_ids() -> set[str]:
+    owners = (RmtuiApp, MainScreen, InsightScreen, MaintenanceScreen, RetrieveScreen, DiffScreen, PromptScreen,
+              EvidenceScreen, EvidenceTable, OperationsTable, ReceiptsTable, EdgeList)
+    return {b.id for cls in owners for b in cls.BINDINGS if isinstance(b, Binding) and b.id}
 
 
 def run_app(root: MemoryRoot) -> int:

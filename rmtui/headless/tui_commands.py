@@ -1,0 +1,40 @@
+"""Commands that open the workbench (TUI-only): ``rmtui demo [--path P]``.
+
+Registered like every headless module, but nothing Textual is imported until the command
+runs, so building the parser (and every headless command) stays free of the TUI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser("demo", parents=[common],
+                       help="create a small demo root and open the workbench on it")
+    p.add_argument("--path", help="where to create the demo root (default: a new temporary folder); "
+                                  "an existing memory root there is opened as it is")
+    p.set_defaults(tui_only=True, tui_entry=run_demo)
+
+
+def demo_root(path: str | None):
+    """Create the demo root (or reuse one already at ``path``)."""
+    from rmtui.engine.demo import create_demo_root
+    from rmtui.engine.roots import open_root
+
+    target = Path(path).expanduser() if path else Path(tempfile.mkdtemp(prefix="rmtui-demo-")) / "root"
+    if (target / ".git").exists() and (target / "MEMORY.md").exists():
+        return open_root(target)
+    return create_demo_root(target)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    root = demo_root(args.path)
+    from rmtui.tui.app import run_app
+
+    code = run_app(root)
+    sys.stderr.write(f"rmtui: the demo root is kept at {root.path}\n")
+    return code

@@ -1,0 +1,171 @@
+"""Messages between workers and the widgets that own state.
+
+Workers do I/O and only post these; handlers on the UI thread own all state. Messages
+that can arrive in bursts merge (``can_replace``) so a burst is handled once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from textual.message import Message
+
+from rmtui.engine.watch import ChangeSet
+
+
+class RootChanged(Message):
+    """Files of the root changed; a newer message absorbs any still-pending one."""
+
+    def __init__(self, changes: ChangeSet) -> None:
+        super().__init__()
+        self.changes = changes
+
+    def can_replace(self, message: Message) -> bool:
+        if isinstance(message, RootChanged):
+            self.changes = message.changes.merge(self.changes)
+            return True
+        return False
+
+
+@dataclass
+class GraphState:
+    """One consistent reading of the root's graph."""
+
+    graph: Any  # rmtui.engine.graph.Graph
+    issues: list
+    head: str | None
+    root_name: str
+
+
+class GraphLoaded(Message):
+    def __init__(self, state: GraphState) -> None:
+        super().__init__()
+        self.state = state
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, GraphLoaded)
+
+
+class QueueLoaded(Message):
+    def __init__(self, evidence: list, counts: dict[str, int]) -> None:
+        super().__init__()
+        self.evidence = evidence
+        self.counts = counts
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, QueueLoaded)
+
+
+class OperationsLoaded(Message):
+    def __init__(self, operations: list, receipts: list) -> None:
+        super().__init__()
+        self.operations = operations
+        self.receipts = receipts
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, OperationsLoaded)
+
+
+@dataclass
+class LastCommit:
+    sha: str
+    subject: str
+    date: str
+
+
+class ItemHistoryLoaded(Message):
+    """The last commit that changed an item (by its key), or None when uncommitted."""
+
+    def __init__(self, key: str, commit: LastCommit | None) -> None:
+        super().__init__()
+        self.key = key
+        self.commit = commit
+
+
+class EngineDone(Message):
+    """A write through the engine finished; ``text`` is what to tell the person."""
+
+    def __init__(self, text: str, *, reload: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.text = text
+        self.reload = reload
+
+
+class EngineFailed(Message):
+    """An engine call refused or failed; ``text`` says why (never a traceback)."""
+
+    def __init__(self, action: str, text: str, *, rule: str | None = None) -> None:
+        super().__init__()
+        self.action = action
+        self.text = text
+        self.rule = rule
+
+
+class FollowItem(Message):
+    """Show an item by id (following an edge or jumping); ``push`` records history."""
+
+    def __init__(self, item_id: str, *, push: bool = True) -> None:
+        super().__init__()
+        self.item_id = item_id
+        self.push = push
+
+
+class OpenDiff(Message):
+    def __init__(self, op_id: str) -> None:
+        super().__init__()
+        self.op_id = op_id
+
+
+@dataclass
+class DiffFile:
+    path: str
+    lines: list[str] = field(default_factory=list)
+    added: int = 0
+    removed: int = 0
+
+
+class DiffLoaded(Message):
+    def __init__(self, op_id: str, header: dict, files: list[DiffFile]) -> None:
+        super().__init__()
+        self.op_id = op_id
+        self.header = header
+        self.files = files
+
+
+@dataclass
+class InsightLog:
+    name: str
+    text: str
+
+
+class InsightLogsLoaded(Message):
+    def __init__(self, logs: list[InsightLog]) -> None:
+        super().__init__()
+        self.logs = logs
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, InsightLogsLoaded)
+
+
+class MaintenanceLoaded(Message):
+    """Maintenance status (None when none is active) and the editable files."""
+
+    def __init__(self, status: dict | None, files: list[str]) -> None:
+        super().__init__()
+        self.status = status
+        self.files = files
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, MaintenanceLoaded)
+
+
+class RetrieveAnswered(Message):
+    def __init__(self, need: str, results: list[dict], text: str, *, status: str = "",
+                 error: str | None = None) -> None:
+        super().__init__()
+        self.need = need
+        self.results = results
+        self.text = text
+        self.status = status
+        self.error = error

@@ -1,0 +1,90 @@
+"""The diff of one operation or receipt, file by file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+
+from rmtui.tui import readers
+from rmtui.tui.messages import DiffLoaded, EngineFailed
+from rmtui.tui.screens.base import error_text
+from rmtui.tui.widgets.diff_view import DiffView
+
+
+class DiffScreen(Screen):
+    CSS_PATH = Path(__file__).parent / "diff.tcss"
+    BINDINGS: ClassVar = [
+        Binding("escape,q", "close", "Close", id="diff.close"),
+        Binding("n", "next_file", "Next file", id="diff.next_file"),
+        Binding("p", "previous_file", "Previous file", id="diff.previous_file"),
+    ]
+
+    def __init__(self, op_id: str) -> None:
+        super().__init__()
+        self.op_id = op_id
+        self.loaded = False
+        self.file_count = 0
+        self.sub_title = f"diff {op_id}"
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(f"loading the diff of {self.op_id}…", id="diff-header")
+        yield DiffView(id="diff")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.load()
+
+    @work(thread=True, exclusive=True, group="diff")
+    def load(self) -> None:
+        try:
+            header, files = readers.read_diff(self.app.root, self.op_id)
+        except Exception as exc:
+            self.post_message(EngineFailed("diff", error_text(exc)[0]))
+            return
+        self.post_message(DiffLoaded(self.op_id, header, files))
+
+    async def on_diff_loaded(self, message: DiffLoaded) -> None:
+        h = message.header
+        text = Text()
+        text.append(h["id"], style="bold")
+        text.append(f"  {h['kind']} · {h['role']} · {h['phase']}\n")
+        landed = h["landed"][:10] if h["landed"] else "none"
+        text.append(f"base {h['base'][:10]} → {landed} · {len(message.files)} files · "
+                    f"+{sum(f.added for f in message.files)} −{sum(f.removed for f in message.files)}")
+        if h["summary"]:
+            text.append(f"\n{h['summary']}")
+        if h["error"]:
+            text.append(f"\n{h['error']}")
+        self.query_one("#diff-header", Static).update(text)
+        empty = "no landed change" if h["phase"] in ("committed", "no_change") else "no candidate commit yet"
+        await self.query_one(DiffView).show(message.files, empty=empty)
+        self.file_count = len(message.files)
+        self.loaded = True
+        self.refresh_bindings()
+
+    def on_engine_failed(self, message: EngineFailed) -> None:
+        self.query_one("#diff-header", Static).update(f"cannot show the diff: {message.text}")
+        self.loaded = True
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("next_file", "previous_file"):
+            return True if self.file_count > 1 else None
+        return True
+
+    def action_close(self) -> None:
+        self.app.pop_screen()
+
+    def action_next_file(self) -> None:
+        self.query_one(DiffView).step(1)
+
+    def action_previous_file(self) -> None:
+        self.query_one(DiffView).step(-1)

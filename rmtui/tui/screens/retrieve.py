@@ -1,0 +1,121 @@
+"""The retrieve playground: a need in, ranked results and the exact text an agent gets.
+
+The playground never records a delivery (``record=False``), so trying needs here does not
+change what a real session receives next; the session field only chooses whose delivery
+history decides what counts as already returned.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Label, Static, Switch
+
+from rmtui.tui.messages import RetrieveAnswered
+from rmtui.tui.screens.base import error_text
+
+DEFAULT_SESSION = "workbench-playground"
+
+
+class RetrieveScreen(Screen):
+    CSS_PATH = Path(__file__).parent / "retrieve.tcss"
+    BINDINGS: ClassVar = [
+        Binding("ctrl+r", "run", "Retrieve", id="retrieve.run"),
+        Binding("ctrl+l", "focus_need", "Edit need", id="retrieve.focus_need"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(id="retrieve")
+        self.running = False
+        self.answer: RetrieveAnswered | None = None
+        self.sub_title = "Retrieve playground"
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="retrieve-form"):
+            yield Input(placeholder="What does the agent need? (enter to retrieve)", id="need")
+            yield Input(value=DEFAULT_SESSION, placeholder="session id", id="session")
+            yield Label("include returned", id="returned-label")
+            yield Switch(value=False, id="include-returned")
+        yield Static("Type a need and press enter.", id="retrieve-status")
+        with Horizontal(id="retrieve-body"):
+            yield DataTable(cursor_type="row", id="results")
+            with VerticalScroll(id="agent-text-box"):
+                yield Static("", id="agent-text")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#results", DataTable)
+        table.border_title = "Ranked results"
+        for label, key in (("#", "rank"), ("score", "score"), ("id", "id"), ("kind", "kind"),
+                           ("lines", "lines"), ("status", "status")):
+            table.add_column(label, key=key)
+        self.query_one("#agent-text-box").border_title = "What the agent receives"
+        self.query_one("#need", Input).focus()
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_run()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "run":
+            return None if self.running else True
+        return True
+
+    def action_focus_need(self) -> None:
+        self.query_one("#need", Input).focus()
+
+    def action_run(self) -> None:
+        need = self.query_one("#need", Input).value.strip()
+        session = self.query_one("#session", Input).value.strip() or DEFAULT_SESSION
+        if not need:
+            self.query_one("#retrieve-status", Static).update("Type a need first.")
+            return
+        self.running = True
+        self.refresh_bindings()
+        self.query_one("#retrieve-status", Static).update(f"retrieving {need!r}…")
+        self.run_retrieve(need, session, self.query_one("#include-returned", Switch).value)
+
+    @work(thread=True, exclusive=True, group="retrieve")
+    def run_retrieve(self, need: str, session: str, include_returned: bool) -> None:
+        try:
+            from rmtui.engine.retrieve import retrieve
+
+            result = retrieve(self.app.root, session, need, include_returned=include_returned, record=False)
+        except Exception as exc:
+            self.post_message(RetrieveAnswered(need, [], "", error=error_text(exc)[0]))
+            return
+        status = f"{len(result.results)} results · mode {result.mode}"
+        if result.skipped:
+            status += f" · {len(result.skipped)} already returned to {session}"
+        if result.timings.get("total") is not None:
+            status += f" · {result.timings['total'] * 1000:.0f} ms"
+        for w in result.warnings:
+            status += f"\nwarning: {w}"
+        self.post_message(RetrieveAnswered(need, result.results, result.text, status=status))
+
+    def on_retrieve_answered(self, message: RetrieveAnswered) -> None:
+        self.running = False
+        self.refresh_bindings()
+        self.answer = message
+        table = self.query_one("#results", DataTable)
+        table.clear()
+        if message.error:
+            self.query_one("#retrieve-status", Static).update(Text(f"retrieve failed: {message.error}"))
+            self.query_one("#agent-text", Static).update("")
+            return
+        self.query_one("#retrieve-status", Static).update(message.status)
+        for i, r in enumerate(message.results, 1):
+            lines = f"{r.get('file')}:{r.get('start_line')}-{r.get('end_line')}"
+            table.add_row(str(i), f"{float(r.get('score') or 0):.3f}", r.get("id") or r.get("key"), r.get("kind", ""),
+                          lines, r.get("status", ""), key=r.get("key") or str(i))
+        self.query_one("#agent-text", Static).update(Text(message.text))

@@ -1,0 +1,291 @@
+"""The memory graph as a tree: Memory and Pursuit roots, headings, nodes, backing files.
+
+Tree nodes are created lazily, when their parent is first expanded, so a 10,000-node root
+costs only what is on screen. The same laziness serves jumps: revealing an item expands
+just the headings above it. The filter searches every item (id and title) and shows the
+matches with their headings; it never walks the tree widget, only the parsed graph.
+Labels are built at render time from component classes, so a theme switch restyles them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from rmtui.engine.graph import MEMORY_ROOT_FILE, PURSUIT_ROOT_FILE, Graph, Item
+
+DOMAINS = (("memory", "Memory", MEMORY_ROOT_FILE), ("pursuit", "Pursuit", PURSUIT_ROOT_FILE))
+FILTER_LIMIT = 200
+LABEL_WIDTH = 90
+
+
+def item_key(item: Item) -> str:
+    return item.id if item.id is not None else f"{item.file}:{item.line}"
+
+
+@dataclass(eq=False)
+class Entry:
+    """What a tree node shows: a domain root, an item, a backing file or a notice."""
+
+    kind: str  # domain | item | backing | notice
+    item: Item | None = None
+    domain: str | None = None
+    file: str | None = None
+    text: str = ""
+    loaded: bool = False
+
+    @property
+    def key(self) -> str:
+        if self.kind == "item" and self.item is not None:
+            return item_key(self.item)
+        if self.kind == "domain":
+            return f"domain:{self.domain}"
+        if self.kind == "backing":
+            return f"file:{self.file}"
+        return f"notice:{self.text}"
+
+
+def _lifted(graph: Graph, file: str) -> list[Item]:
+    """Top-level items of a root file; a bare title heading (``# Memory``) is skipped."""
+    gf = graph.files.get(file)
+    if gf is None:
+        return []
+    out: list[Item] = []
+    for item in gf.items:
+        if (item.kind == "heading" and item.id is None and item.level == 1
+                and item.title.strip().lower() in ("memory", "pursuits", "pursuit")):
+            out.extend(item.children)
+        else:
+            out.append(item)
+    return out
+
+
+def children_of(graph: Graph, entry: Entry) -> list[Entry]:
+    if entry.kind == "domain":
+        file = MEMORY_ROOT_FILE if entry.domain == "memory" else PURSUIT_ROOT_FILE
+        return [Entry("item", item=i) for i in _lifted(graph, file)]
+    if entry.kind == "item" and entry.item is not None:
+        item = entry.item
+        out: list[Entry] = []
+        if item.backing_file and item.heading_kind != "F#":
+            out.append(Entry("backing", file=item.backing_file, item=item))
+        out.extend(Entry("item", item=c) for c in item.children)
+        return out
+    return []
+
+
+class MemoryTree(Tree[Entry]):
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "memory-tree--domain", "memory-tree--kind", "memory-tree--id", "memory-tree--title",
+        "memory-tree--uncertain", "memory-tree--file", "memory-tree--notice",
+    }
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("graph", **kwargs)
+        self.show_root = False
+        self.graph: Graph | None = None
+        self.filter_text = ""
+        self.match_count = 0
+        self._index: list[tuple[Item, str]] = []
+        self._by_key: dict[str, TreeNode[Entry]] = {}
+        self._saved: tuple[set[str], str | None] | None = None  # full-tree state while filtering
+
+    # -- building ------------------------------------------------------------
+    def _add(self, parent: TreeNode[Entry], entry: Entry) -> TreeNode[Entry]:
+        graph = self.graph
+        assert graph is not None
+        expandable = entry.kind == "domain" or (entry.kind == "item" and entry.item is not None and (
+            bool(entry.item.children) or bool(entry.item.backing_file and entry.item.heading_kind != "F#")))
+        if expandable:
+            node = parent.add(entry.key, data=entry, allow_expand=True)
+        else:
+            node = parent.add_leaf(entry.key, data=entry)
+        self._by_key.setdefault(entry.key, node)
+        return node
+
+    def populate(self, node: TreeNode[Entry]) -> None:
+        """Create a node's children the first time they are needed."""
+        entry = node.data
+        if entry is None or entry.loaded or self.graph is None:
+            return
+        entry.loaded = True
+        node.remove_children()
+        for child in children_of(self.graph, entry):
+            self._add(node, child)
+
+    def _on_tree_node_expanded(self, event: Tree.NodeExpanded[Entry]) -> None:
+        self.populate(event.node)
+
+    def set_graph(self, graph: Graph) -> None:
+        """Show a new reading of the graph, keeping what was expanded and the cursor."""
+        expanded, cursor = self._state() if self._saved is None else self._saved
+        self.graph = graph
+        self._index = [(i, f"{i.id or ''} {i.title}".lower()) for i in graph.ordered]
+        if self.filter_text:
+            self._saved = (expanded, cursor)
+            self._build_filtered(self.filter_text)
+        else:
+            self._build_full(expanded, cursor)
+
+    def _state(self) -> tuple[set[str], str | None]:
+        expanded = {n.data.key for n in self._by_key.values() if n.data is not None and n.is_expanded}
+        cur = self.cursor_node
+        return expanded, (cur.data.key if cur is not None and cur.data is not None else None)
+
+    def _build_full(self, expanded: set[str], cursor: str | None) -> None:
+        graph = self.graph
+        assert graph is not None
+        self.clear()
+        self._by_key = {}
+        first = not expanded and cursor is None
+        for domain, _title, _file in DOMAINS:
+            node = self._add(self.root, Entry("domain", domain=domain))
+            if first or node.data.key in expanded:
+                self.populate(node)
+                node.expand()
+        # re-open what was open, outermost first (children exist once the parent is populated)
+        for item in graph.ordered:
+            key = item_key(item)
+            if key in expanded:
+                node = self.reveal_item(item, select=False)
+                if node is not None:
+                    self.populate(node)
+                    node.expand()
+        if cursor:
+            node = self._by_key.get(cursor)
+            if node is None and cursor in graph.items:
+                node = self.reveal_item(graph.items[cursor], select=False)
+            if node is not None:
+                self.move_cursor(node)
+                return
+        self.cursor_line = 0
+
+    # -- revealing -----------------------------------------------------------
+    def node_for(self, key: str) -> TreeNode[Entry] | None:
+        return self._by_key.get(key)
+
+    def reveal_item(self, item: Item, *, select: bool = True) -> TreeNode[Entry] | None:
+        """Expand the headings above ``item`` and return its node (moving the cursor)."""
+        domain_node = self._by_key.get(f"domain:{item.domain}")
+        if domain_node is None:
+            return None
+        chain = [a for a in item.heading_path()] + [item]
+        node = domain_node
+        for step in chain:
+            key = item_key(step)
+            found = self._by_key.get(key)
+            if found is None:
+                self.populate(node)
+                if not node.is_expanded:
+                    node.expand()
+                found = self._by_key.get(key)
+            if found is None:
+                continue  # a lifted title heading has no node of its own
+            if step is not item:
+                self.populate(found)
+                if not found.is_expanded:
+                    found.expand()
+            node = found
+        target = self._by_key.get(item_key(item))
+        if target is not None and select:
+            self.move_cursor(target)
+            self.scroll_to_node(target, animate=False)
+        return target
+
+    # -- filtering -----------------------------------------------------------
+    def apply_filter(self, text: str) -> int:
+        """Show only items whose id or title contains ``text``; returns the match count."""
+        text = text.strip()
+        if text == self.filter_text:
+            return self.match_count
+        if self.graph is None:
+            self.filter_text = text
+            return 0
+        if text and not self.filter_text:
+            self._saved = self._state()
+        self.filter_text = text
+        if not text:
+            expanded, cursor = self._saved or (set(), None)
+            self._saved = None
+            self._build_full(expanded, cursor)
+            self.match_count = 0
+            return 0
+        return self._build_filtered(text)
+
+    def _build_filtered(self, text: str) -> int:
+        graph = self.graph
+        assert graph is not None
+        needle = text.lower()
+        matches = [item for item, hay in self._index if needle in hay]
+        self.match_count = len(matches)
+        self.clear()
+        self._by_key = {}
+        for domain, _title, _file in DOMAINS:
+            node = self._add(self.root, Entry("domain", domain=domain, loaded=True))
+            node.expand()
+        shown = {id(i) for file in (MEMORY_ROOT_FILE, PURSUIT_ROOT_FILE) for i in _lifted(graph, file)}
+        for item in matches[:FILTER_LIMIT]:
+            parent = self._by_key[f"domain:{item.domain}"]
+            for step in item.heading_path() + [item]:
+                key = item_key(step)
+                if step.parent is None and id(step) not in shown:
+                    continue  # the skipped title heading
+                found = self._by_key.get(key)
+                if found is None:
+                    found = self._add(parent, Entry("item", item=step, loaded=step is not item))
+                if step is not item:
+                    found.data.loaded = True
+                    found.expand()
+                parent = found
+        if len(matches) > FILTER_LIMIT:
+            self.root.add_leaf("more", data=Entry("notice", text=f"… {len(matches) - FILTER_LIMIT} more matches; type more to narrow"))
+        if not matches:
+            self.root.add_leaf("none", data=Entry("notice", text=f"nothing matches {text!r}"))
+        first = self._by_key.get(item_key(matches[0])) if matches else None
+        if first is not None:
+            self.move_cursor(first)
+        return len(matches)
+
+    # -- labels --------------------------------------------------------------
+    def render_label(self, node: TreeNode[Entry], base_style: Style, style: Style) -> Text:
+        entry = node.data
+        if entry is None:
+            return super().render_label(node, base_style, style)
+        label = self._label(entry)
+        label.stylize(style)
+        if node.allow_expand:
+            prefix = (self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE, base_style)
+        else:
+            prefix = ("  ", base_style)
+        return Text.assemble(prefix, label)
+
+    def _label(self, entry: Entry) -> Text:
+        cs = self.get_component_rich_style
+        if entry.kind == "domain":
+            title = "Memory" if entry.domain == "memory" else "Pursuit"
+            file = MEMORY_ROOT_FILE if entry.domain == "memory" else PURSUIT_ROOT_FILE
+            return Text.assemble((title, cs("memory-tree--domain")), ("  " + file, cs("memory-tree--file")))
+        if entry.kind == "backing":
+            return Text.assemble(("file ", cs("memory-tree--kind")), (entry.file or "", cs("memory-tree--file")))
+        if entry.kind == "notice":
+            return Text(entry.text, style=cs("memory-tree--notice"))
+        item = entry.item
+        assert item is not None
+        if item.kind == "heading":
+            parts: list[tuple[str, Style]] = []
+            if item.id is not None:
+                parts.append((f"{item.heading_kind or '#'} ", cs("memory-tree--kind")))
+            parts.append((item.title or "(untitled)", cs("memory-tree--title")))
+            if item.id is not None:
+                parts.append((f"  {item.id}", cs("memory-tree--id")))
+            return Text.assemble(*parts)
+        title = item.title
+        if len(title) > LABEL_WIDTH:
+            title = title[: LABEL_WIDTH - 1] + "…"
+        style = cs("memory-tree--uncertain") if item.uncertain else cs("memory-tree--title")
+        return Text.assemble((item.id or "", cs("memory-tree--id")), ("  " + title, style))

@@ -1,0 +1,146 @@
+"""The preview of the item under the tree cursor: text, edges to follow, provenance."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from rmtui.engine.graph import Graph, Item
+from rmtui.tui.messages import FollowItem, LastCommit
+from rmtui.tui.widgets.memory_tree import Entry, item_key
+
+PREVIEW_LINES = 400
+
+
+class EdgeList(OptionList):
+    """Outgoing and incoming edges; choosing one follows it."""
+
+    BINDINGS: ClassVar = [
+        Binding("enter", "select", "Follow edge", id="preview.follow"),
+    ]
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        target = (event.option.id or "").split(":", 1)[-1]
+        if target:
+            self.post_message(FollowItem(target))
+
+
+class ItemPreview(Vertical):
+    """Meta line, the item's text, and its edges as links."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.entry: Entry | None = None
+        self.commit_text = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="preview-meta")
+        with VerticalScroll(id="preview-scroll"):
+            yield Static(id="preview-text")
+        yield EdgeList(id="preview-edges")
+
+    @property
+    def current_key(self) -> str | None:
+        return self.entry.key if self.entry is not None else None
+
+    def show(self, entry: Entry | None, graph: Graph | None, incoming: dict[str, list]) -> None:
+        self.entry = entry
+        self.commit_text = "…" if entry is not None and entry.kind == "item" else ""
+        meta = self.query_one("#preview-meta", Static)
+        text = self.query_one("#preview-text", Static)
+        edges = self.query_one(EdgeList)
+        edges.clear_options()
+        if entry is None or graph is None:
+            meta.update("")
+            text.update("Nothing selected.")
+            edges.display = False
+            return
+        if entry.kind == "domain":
+            self._show_domain(entry, graph)
+            edges.display = False
+            return
+        if entry.kind == "backing":
+            gf = graph.files.get(entry.file or "")
+            meta.update(Text.assemble(("backing file ", "bold"), entry.file or ""))
+            body = "\n".join(gf.lines[:PREVIEW_LINES]) if gf else f"{entry.file} is missing"
+            text.update(Text(body))
+            edges.display = False
+            return
+        if entry.kind == "notice" or entry.item is None:
+            meta.update("")
+            text.update(entry.text)
+            edges.display = False
+            return
+        item = entry.item
+        self._render_meta(item)
+        lines = item.text.split("\n")
+        body = "\n".join(lines[:PREVIEW_LINES]) + (f"\n… {len(lines) - PREVIEW_LINES} more lines" if len(lines) > PREVIEW_LINES else "")
+        text.update(Text(body))
+        options: list[Option] = []
+        for edge in item.edges:
+            target = graph.items.get(edge.target)
+            title = target.title if target is not None else "(missing)"
+            options.append(Option(Text.assemble(("→ ", "bold"), (f"{edge.type:<5}", "italic"), (edge.target, "bold"),
+                                                f"  {_short(title)}"),
+                                  id=f"out:{edge.type}:{edge.target}", disabled=target is None))
+        if item.id:
+            for source, edge in incoming.get(item.id, []):
+                options.append(Option(Text.assemble(("← ", "bold"), (f"{edge.type:<5}", "italic"),
+                                                    (source.id or "", "bold"), f"  {_short(source.title)}"),
+                                      id=f"in:{edge.type}:{source.id}"))
+        if options:
+            edges.add_options(options)
+        edges.display = bool(options)
+
+    def set_commit(self, key: str, commit: LastCommit | None) -> None:
+        if self.entry is None or self.entry.key != key or self.entry.item is None:
+            return
+        self.commit_text = f"{commit.sha[:10]} {commit.date} {commit.subject}" if commit else "not committed"
+        self._render_meta(self.entry.item)
+
+    def _render_meta(self, item: Item) -> None:
+        kind = (item.heading_kind or "#") if item.kind == "heading" else "node"
+        rows = [
+            ("id", item.id or "(no anchor)"),
+            ("kind", f"{kind}{' · uncertain' if item.uncertain else ''} in {item.domain}"),
+            ("file", f"{item.file}:{item.line}" + (f"-{item.end_line}" if item.end_line > item.line else "")),
+        ]
+        if item.backing_file:
+            rows.append(("backing", item.backing_file))
+        rows.append(("hash", item.hash[:16]))
+        rows.append(("changed", self.commit_text or "…"))
+        text = Text()
+        for i, (label, value) in enumerate(rows):
+            if i:
+                text.append("\n")
+            text.append(f"{label:>8} ", style="bold")
+            text.append(value)
+        self.query_one("#preview-meta", Static).update(text)
+
+    def _show_domain(self, entry: Entry, graph: Graph) -> None:
+        items = [i for i in graph.ordered if i.domain == entry.domain]
+        nodes = sum(1 for i in items if i.kind == "node")
+        headings = sum(1 for i in items if i.kind == "heading" and i.id)
+        uncertain = sum(1 for i in items if i.uncertain)
+        files = sorted(f for f, gf in graph.files.items() if gf.domain == entry.domain)
+        meta = Text.assemble(("Memory" if entry.domain == "memory" else "Pursuit", "bold"),
+                             f"  {headings} headings · {nodes} nodes · {uncertain} uncertain · {len(files)} files")
+        self.query_one("#preview-meta", Static).update(meta)
+        body = "\n".join(files)
+        if entry.domain == "pursuit" and graph.focus:
+            body = "Focus: " + ", ".join(graph.focus) + "\n\n" + body
+        self.query_one("#preview-text", Static).update(Text(body))
+
+    def key_of(self, item: Item) -> str:
+        return item_key(item)
+
+
+def _short(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

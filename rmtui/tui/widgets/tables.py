@@ -1,0 +1,260 @@
+"""Tables of the main screen: evidence, active operations, receipts.
+
+Each table owns its bindings, so the footer shows the keys of the focused pane; an action
+that does not apply to the row under the cursor is disabled (dimmed in the footer), never
+an error after the fact. Actions only post messages: the screen does the engine call.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from typing import Callable, ClassVar
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import DataTable
+
+FIRST_LINE_WIDTH = 72
+
+
+def age(seconds: float) -> str:
+    """A short age: 45s, 12m, 3h, 2d."""
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def lease_text(lease: dict | None, now: float) -> str:
+    if not lease:
+        return "-"
+    holder = lease.get("holder") or (f"pid {lease['pid']}" if lease.get("pid") else "?")
+    until = lease.get("until")
+    if until is not None:
+        left = until - now
+        return f"{holder}, {'expires in ' + age(left) if left > 0 else 'expired'}"
+    host = lease.get("host")
+    return f"{holder}@{host}" if host else holder
+
+
+def short_op(op_id: str) -> str:
+    """``maintenance-20250601T101500Z-55ac76d8`` as ``maintenance …55ac76d8`` (the id is the row key)."""
+    parts = op_id.split("-")
+    if len(parts) >= 3:
+        return f"{'-'.join(parts[:-2])} …{parts[-1]}"
+    return op_id
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class _KeyedTable(DataTable):
+    """A row-cursor table that keeps the cursor on the same key across refreshes."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        self.rows_by_key: dict[str, object] = {}
+
+    @property
+    def current_key(self) -> str | None:
+        if self.row_count == 0:
+            return None
+        try:
+            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        except Exception:
+            return None
+
+    @property
+    def current(self):
+        key = self.current_key
+        return self.rows_by_key.get(key) if key is not None else None
+
+    def replace_rows(self, rows: list[tuple[str, object, tuple]]) -> None:
+        keep = self.current_key
+        keep_index = self.cursor_row
+        self.clear()
+        self.rows_by_key = {}
+        for key, obj, cells in rows:
+            self.rows_by_key[key] = obj
+            self.add_row(*cells, key=key)
+        if keep is not None and keep in self.rows_by_key:
+            self.move_cursor(row=self.get_row_index(keep), animate=False)
+        elif self.row_count:
+            self.move_cursor(row=min(keep_index, self.row_count - 1), animate=False)
+        self.refresh_bindings()
+
+    def watch_cursor_coordinate(self, old, new) -> None:
+        super().watch_cursor_coordinate(old, new)
+        self.refresh_bindings()
+
+
+class EvidenceTable(_KeyedTable):
+    """The evidence inbox and queue: approve, reject with a reason, bulk approve, view."""
+
+    BINDINGS: ClassVar = [
+        Binding("a", "approve", "Approve", id="evidence.approve"),
+        Binding("x", "reject", "Reject", id="evidence.reject"),
+        Binding("A", "approve_all", "Approve marked/all", id="evidence.approve_all"),
+        Binding("m", "mark", "Mark", id="evidence.mark"),
+        Binding("v", "view", "View", id="evidence.view"),
+    ]
+
+    class Requested(Message):
+        """The person asked for ``action`` on evidence ``uids``."""
+
+        def __init__(self, action: str, uids: list[str]) -> None:
+            super().__init__()
+            self.action = action
+            self.uids = uids
+
+    def __init__(self, clock: Callable[[], float] = time.time, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.clock = clock
+        self.marked: set[str] = set()
+        self.evidence: list = []
+
+    def on_mount(self) -> None:
+        self.add_column(" ", key="mark", width=1)
+        self.add_column("state", key="state", width=8)
+        self.add_column("session", key="session")
+        self.add_column("age", key="age", width=4)
+        self.add_column("evidence", key="first")
+        self.add_column("uid", key="uid", width=8)
+
+    def set_evidence(self, evidence: list) -> None:
+        self.evidence = evidence
+        now = self.clock()
+        uids = {e.uid for e in evidence if e.state == "inbox"}
+        self.marked &= uids
+        rows = []
+        for e in evidence:
+            first = e.first_line if e.state != "rejected" else f"{e.first_line}  (rejected: {e.reason})"
+            state = Text(e.state, style=f"bold" if e.state == "inbox" else "")
+            rows.append((e.uid, e, ("•" if e.uid in self.marked else " ", state, _clip(e.session, 22),
+                                    age(now - e.created_at), _clip(first, FIRST_LINE_WIDTH), e.uid[:8])))
+        self.replace_rows(rows)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        ev = self.current
+        if action in ("approve", "mark"):
+            return True if ev is not None and ev.state == "inbox" else None
+        if action == "reject":
+            return True if ev is not None and ev.state in ("inbox", "queued") else None
+        if action == "approve_all":
+            return True if any(e.state == "inbox" for e in self.evidence) else None
+        if action == "view":
+            return True if ev is not None else None
+        return True
+
+    def action_approve(self) -> None:
+        if self.current is not None:
+            self.post_message(self.Requested("approve", [self.current.uid]))
+
+    def action_reject(self) -> None:
+        if self.current is not None:
+            self.post_message(self.Requested("reject", [self.current.uid]))
+
+    def action_approve_all(self) -> None:
+        uids = [e.uid for e in self.evidence if e.state == "inbox" and (not self.marked or e.uid in self.marked)]
+        if uids:
+            self.post_message(self.Requested("approve", uids))
+
+    def action_mark(self) -> None:
+        ev = self.current
+        if ev is None:
+            return
+        self.marked ^= {ev.uid}
+        self.update_cell(ev.uid, "mark", "•" if ev.uid in self.marked else " ")
+        self.refresh_bindings()
+
+    def action_view(self) -> None:
+        if self.current is not None:
+            self.post_message(self.Requested("view", [self.current.uid]))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_view()
+
+
+class OperationsTable(_KeyedTable):
+    """Active operations and native assistant tasks, with phase and lease."""
+
+    BINDINGS: ClassVar = [Binding("d", "diff", "Diff", id="operations.diff")]
+
+    class DiffRequested(Message):
+        def __init__(self, op_id: str) -> None:
+            super().__init__()
+            self.op_id = op_id
+
+    def __init__(self, clock: Callable[[], float] = time.time, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.clock = clock
+
+    def on_mount(self) -> None:
+        self.add_column("operation", key="id")
+        self.add_column("role", key="role")
+        self.add_column("phase", key="phase")
+        self.add_column("lease", key="lease")
+
+    def set_operations(self, operations: list) -> None:
+        now = self.clock()
+        rows = []
+        for op in operations:
+            label = short_op(op.id) if op.kind != "assistant" else f"task {short_op(op.id)}"
+            phase = op.phase if not op.error else f"{op.phase} ({_clip(op.error, 30)})"
+            rows.append((op.id, op, (_clip(label, 44), op.role, phase, lease_text(op.lease, now))))
+        self.replace_rows(rows)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "diff":
+            return True if self.current is not None else None
+        return True
+
+    def action_diff(self) -> None:
+        if self.current is not None:
+            self.post_message(self.DiffRequested(self.current.id))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_diff()
+
+
+class ReceiptsTable(_KeyedTable):
+    """Receipts of finished operations, newest first."""
+
+    BINDINGS: ClassVar = [Binding("d", "diff", "Diff", id="receipts.diff")]
+
+    def on_mount(self) -> None:
+        self.add_column("operation", key="id")
+        self.add_column("phase", key="phase")
+        self.add_column("landed", key="landed", width=10)
+        self.add_column("changed", key="changed")
+
+    def set_receipts(self, receipts: list) -> None:
+        rows = []
+        for r in receipts:
+            changed = ", ".join(r.changed_paths) or (r.error or "-")
+            rows.append((r.operation_id, r, (short_op(r.operation_id), r.phase, (r.landed_commit or "-")[:10],
+                                             _clip(changed, 60))))
+        self.replace_rows(rows)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "diff":
+            return True if self.current is not None and self.current.landed_commit else None
+        return True
+
+    def action_diff(self) -> None:
+        if self.current is not None and self.current.landed_commit:
+            self.post_message(OperationsTable.DiffRequested(self.current.operation_id))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_diff()
+
+
+def timestamp(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")

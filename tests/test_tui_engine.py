@@ -1,0 +1,197 @@
+"""Engine-side pieces of the workbench: the demo root, the change watcher, user settings,
+themes and the ``rmtui demo`` command registration."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import git
+import pytest
+
+from rmtui.engine.demo import EVIDENCE, create_demo_root, land_insight_log
+from rmtui.engine.errors import UsageError
+from rmtui.engine.operations import OperationStore
+from rmtui.engine.queue import EvidenceQueue
+from rmtui.engine.validation import validate_root
+from rmtui.engine.watch import GRAPH, HEAD, INSIGHT, STATE, WORKTREE, ChangeSet, classify, watch_root
+
+
+# -- demo root ---------------------------------------------------------------------------
+
+def test_demo_root_is_real_memory_with_receipts_log_and_waiting_evidence(tmp_path):
+    root = create_demo_root(tmp_path / "demo")
+    report = validate_root(root.path)
+    assert report.ok, report.issues
+    assert {"tidewater", "ing-poll", "flood-alerts", "fi-batch"} <= set(report.graph.items)
+    assert report.graph.focus == ["flood-alerts"]
+    repo = git.Repo(root.path)
+    subjects = [c.message.splitlines()[0] for c in repo.iter_commits()]
+    assert subjects[-1].startswith("init:") and len(subjects) == 3
+    assert all("RightMemory-Operation:" in c.message for c in list(repo.iter_commits())[:2])
+    assert not repo.is_dirty(untracked_files=True)
+    st = OperationStore(root)
+    try:
+        receipts = {r.kind: r for r in st.receipts()}
+    finally:
+        st.close()
+    assert receipts["maintenance"].phase == "committed" and "MEMORY.md" in receipts["maintenance"].changed_paths
+    logs = list((root.path / "insight_logs").glob("*.md"))
+    assert len(logs) == 1 and receipts["insight"].changed_paths == [f"insight_logs/{logs[0].name}"]
+    assert root.config().get("update.approval") == "required"
+    q = EvidenceQueue(root)
+    try:
+        counts = q.counts()
+    finally:
+        q.close()
+    assert counts["inbox"] == len(EVIDENCE) - 1 and counts["queued"] == 1
+
+
+def test_demo_root_refuses_a_non_empty_folder(tmp_path):
+    target = tmp_path / "busy"
+    target.mkdir()
+    (target / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError):
+        create_demo_root(target)
+    assert (target / "notes.txt").read_text() == "mine"
+
+
+# -- watcher -----------------------------------------------------------------------------
+
+def test_classify_keeps_what_fronts_show_and_drops_noise():
+    assert classify("MEMORY.md") == GRAPH
+    assert classify("insight_logs/2025-01-01-000000.md") == INSIGHT
+    assert classify(".git/refs/heads/main") == HEAD
+    assert classify(".runtime/state.sqlite3-wal") == STATE
+    assert classify(".runtime/worktrees/maintenance-1/MEMORY.md") == WORKTREE
+    for noise in (".git/objects/ab/cdef", ".git/index", ".git/refs/heads/main.lock", ".runtime/memory.lock",
+                  ".runtime/state.sqlite3-shm", ".runtime/worktrees/m-1/.git", "notes/x.txt"):
+        assert classify(noise) is None, noise
+    assert classify(".runtime/state.sqlite3-wal", deleted=True) is None
+
+
+def test_changesets_merge():
+    a = ChangeSet(frozenset({"MEMORY.md"}), frozenset({GRAPH}))
+    b = ChangeSet(frozenset({".runtime/worktrees/op-1/PURSUITS.md"}), frozenset({WORKTREE}))
+    merged = a.merge(b)
+    assert merged.kinds == {GRAPH, WORKTREE} and merged.worktree_names() == {"op-1"}
+
+
+def test_watch_root_merges_a_publication_and_ignores_pure_reads(tmp_path):
+    root = create_demo_root(tmp_path / "demo")
+    stop = threading.Event()
+    seen: list[ChangeSet] = []
+
+    def run() -> None:
+        for cs in watch_root(root, stop_event=stop):
+            seen.append(cs)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    time.sleep(0.4)
+    # pure reads of the state database touch its WAL file but are not changes
+    for _ in range(3):
+        q = EvidenceQueue(root)
+        q.list()
+        q.close()
+    time.sleep(0.8)
+    assert not any(STATE in cs.kinds for cs in seen), seen
+    land_insight_log(root, "# Insight\n\nA new reflection.\n")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not any(INSIGHT in cs.kinds for cs in seen):
+        time.sleep(0.05)
+    bursts_with_log = [cs for cs in seen if INSIGHT in cs.kinds]
+    assert len(bursts_with_log) == 1, seen
+    assert HEAD in set().union(*(cs.kinds for cs in seen))
+    # a real write by another process is a state change
+    n = len(seen)
+    subprocess.run([sys.executable, "-m", "rmtui", "--headless", "--root", str(root.path), "submit",
+                    "--session", "s", "-"], input=b"evidence from elsewhere\n", check=True, capture_output=True)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not any(STATE in cs.kinds for cs in seen[n:]):
+        time.sleep(0.05)
+    stop.set()
+    t.join(timeout=5)
+    assert any(STATE in cs.kinds for cs in seen[n:])
+    assert not t.is_alive()
+
+
+# -- user settings and themes ---------------------------------------------------------------
+
+def test_user_config_reads_keys_and_keeps_comments_when_saving_theme(tmp_path, monkeypatch):
+    from rmtui.tui.userconfig import UserConfig, config_path
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    path = config_path()
+    assert path == tmp_path / "xdg" / "rmtui" / "config.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text('# my settings\n[keys]\n"evidence.approve" = "y"\n', encoding="utf-8")
+    cfg = UserConfig.load()
+    assert cfg.keys == {"evidence.approve": "y"} and cfg.theme is None and not cfg.problems
+    cfg.save_theme("rmtui-light")
+    text = path.read_text(encoding="utf-8")
+    assert "# my settings" in text and UserConfig.load().theme == "rmtui-light"
+    assert UserConfig.load().keys == {"evidence.approve": "y"}
+
+
+def test_user_config_problems_never_stop_the_workbench(tmp_path):
+    from rmtui.tui.userconfig import UserConfig
+
+    bad = tmp_path / "config.toml"
+    bad.write_text("theme = [1\n", encoding="utf-8")
+    cfg = UserConfig.load(bad)
+    assert cfg.problems and cfg.theme is None
+    cfg.save_theme("rmtui-dark")  # a broken file is left for the person to fix
+    assert bad.read_text(encoding="utf-8") == "theme = [1\n"
+    bad.write_text('theme = 3\nfont = "x"\n[keys]\n"a.b" = ""\n', encoding="utf-8")
+    problems = UserConfig.load(bad).problems
+    assert len(problems) == 3
+
+
+def test_shipped_themes_parse_and_a_broken_theme_is_reported(tmp_path):
+    from rmtui.tui.themes import load_themes
+
+    shipped = load_themes()
+    assert {"rmtui-dark", "rmtui-light", "rmtui-tidepool"} <= set(shipped.names) and not shipped.problems
+    light = next(t for t in shipped.themes if t.name == "rmtui-light")
+    assert light.dark is False and light.variables["diff-added"]
+    (tmp_path / "good.tcss").write_text("/* ok */\n$primary: #112233;\n$dark: false;\n")
+    (tmp_path / "bad.tcss").write_text("$primary: not-a-colour;\n")
+    (tmp_path / "junk.tcss").write_text("Screen { color: red; }\n")
+    result = load_themes(tmp_path)
+    assert result.names == ["good"]
+    assert any("bad.tcss" in p for p in result.problems) and any("junk.tcss" in p for p in result.problems)
+    good = result.themes[0]
+    assert good.variables["diff-added"]  # derived from the theme when the file leaves it out
+
+
+# -- the demo command ------------------------------------------------------------------------
+
+def test_demo_command_is_registered_without_importing_textual():
+    code = ("import sys; from rmtui.cli import build_parser; "
+            "a = build_parser().parse_args(['demo', '--path', '/tmp/x']); "
+            "assert a.tui_only and callable(a.tui_entry); "
+            "assert 'textual' not in sys.modules, 'textual imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_demo_command_creates_the_root_and_opens_the_workbench_on_it(tmp_path, monkeypatch):
+    import rmtui.tui.app as tui_app
+    from rmtui import cli
+
+    opened: list[Path] = []
+    monkeypatch.setattr(tui_app, "run_app", lambda root: opened.append(root.path) or 0)
+    assert cli.main(["demo", "--path", str(tmp_path / "d")]) == 0
+    assert opened == [(tmp_path / "d").resolve()]
+    assert validate_root(opened[0]).ok
+    head = git.Repo(opened[0]).head.commit.hexsha
+    assert cli.main(["demo", "--path", str(tmp_path / "d")]) == 0  # an existing demo is reopened as is
+    assert git.Repo(opened[1]).head.commit.hexsha == head
+
+
+def test_demo_command_refuses_headless(cli):
+    res = cli("--headless", "demo")
+    assert res.code == 2

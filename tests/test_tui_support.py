@@ -1,0 +1,75 @@
+"""Shared helpers for the workbench tests (no tests here): frozen demo roots, waiting.
+
+A frozen demo root is a real demo root made with fixed commit dates, operation ids and
+evidence times, so screenshots of it are identical from run to run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from rmtui.engine import store, supervisor
+from rmtui.engine.demo import create_demo_root
+from rmtui.engine.roots import MemoryRoot
+
+FROZEN = datetime(2025, 6, 2, 9, 30, tzinfo=timezone.utc)
+FROZEN_TS = FROZEN.timestamp()
+FROZEN_GIT_DATE = "2025-06-02T09:30:00+0000"
+
+
+def freeze_engine(monkeypatch) -> None:
+    """Fixed commit dates and operation ids for everything the engine does in this test."""
+    monkeypatch.setenv("GIT_AUTHOR_DATE", FROZEN_GIT_DATE)
+    monkeypatch.setenv("GIT_COMMITTER_DATE", FROZEN_GIT_DATE)
+    counter = itertools.count(1)
+    monkeypatch.setattr(supervisor, "new_operation_id",
+                        lambda kind: f"{kind}-20250602T093000Z-{next(counter):08x}")
+
+
+def frozen_demo_root(path: Path, monkeypatch) -> MemoryRoot:
+    freeze_engine(monkeypatch)
+    root = create_demo_root(path, now=FROZEN)
+    conn = store.connect(root.runtime)
+    try:
+        rows = conn.execute("SELECT uid FROM evidence ORDER BY seq").fetchall()
+        with store.transaction(conn) as c:
+            for i, row in enumerate(rows):
+                t = FROZEN_TS - 60 * (40 - 7 * i)
+                c.execute("UPDATE evidence SET created_at=?, updated_at=? WHERE uid=?", (t, t, row["uid"]))
+    finally:
+        conn.close()
+    return root
+
+
+def evidence_states(root: MemoryRoot) -> dict[str, tuple[str, str | None]]:
+    """uid -> (state, reason), read straight from the runtime database."""
+    conn = store.connect(root.runtime)
+    try:
+        return {r["uid"]: (r["state"], r["reason"]) for r in conn.execute("SELECT uid, state, reason FROM evidence")}
+    finally:
+        conn.close()
+
+
+async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    """Let the app run until ``condition()`` holds (workers and file events are real)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
+    await pilot.pause()
+
+
+async def run_in_thread(fn, *args):
+    """Run blocking engine code (another 'process' writing the root) off the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+
+def main_loaded(app) -> bool:
+    screen = app.mode_screen("main")
+    return screen is not None and screen.loaded >= {"graph", "queue", "operations"}
