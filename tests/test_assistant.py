@@ -188,3 +188,14 @@ def test_skills_install(cli, tmp_path):
         assert text.startswith("---\nname: " + n + "\ndescription: ")
     again = cli("--headless", "skills", "install", "--target", str(tmp_path / "sk"))
     assert again.code == 3
+
+
+def test_guidance_landing_meanwhile_is_rebased_over(host):
+    host.submit3()
+    task = host("assistant", "update", "begin")
+    _commit_edit(task["worktree"], "MEMORY.md", MEMORY_WITH_NODE)
+    captured = host("guidance", "submit", "--session", "s5", input="Keep commits small.\n")
+    receipt = host("assistant", "update", "complete", "--task", task["task_id"])
+    assert receipt["phase"] == "committed"
+    assert "use-pytest" in (host.root.path / "MEMORY.md").read_text()
+    assert captured["id"] in (host.root.path / "AGENT_GUIDANCE_INBOX.md").read_text()

@@ -29,7 +29,9 @@ RECORDS = ("update_records/*.json",)
 CONFIGS = ("rightmemory.toml", "shared_views.toml")
 
 #: Paths whose change moves the semantic base (a concurrent change there makes a candidate stale).
-SEMANTIC = MEMORY_GRAPH + PURSUIT + CORRECTIONS + GUIDANCE
+#: The guidance inbox is append-only pending evidence: a capture landing meanwhile is rebased
+#: over, and only a real conflict on the same path (both sides changed it) is stale.
+SEMANTIC = MEMORY_GRAPH + PURSUIT + CORRECTIONS
 
 #: Which paths each writer may commit (DESIGN.md section 3, plus the program's own writers).
 ROLE_ALLOWED_PATHS: dict[str, tuple[str, ...]] = {
