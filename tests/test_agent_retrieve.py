@@ -141,3 +141,20 @@ def test_unreachable_embedding_service_falls_back_to_agent(provider, root):
     res = retrieve(root, "s", "wheels")
     assert res.mode == "agent" and "`hatch` Wheels" in res.text
     assert any("answered by agent retrieval" in w for w in res.warnings)
+
+
+def test_free_form_source_ranges_render_and_raise_no_false_notices(provider, root):
+    setup_root(root, "openai", provider)
+    (root.path / "MEMORY.md").write_text(MEMORY + "\n## Notes {M# notes}\n")
+    (root.path / "MEMORY_notes.md").write_text("Release steps:\n1. tag\n2. build\n3. upload\n")
+    repo = git.Repo(root.path)
+    repo.index.add(["MEMORY.md", "MEMORY_notes.md"])
+    repo.index.commit("notes")
+    pick = {"ids": [], "sources": [{"source_id": "M#notes", "ranges": [{"start": 1, "end": 3}]}],
+            "recent_candidates": []}
+    provider.push(call("submit_selection", **pick))
+    res = retrieve(root, "s", "how to release")
+    assert "Release steps:\n1. tag\n2. build" in res.text and "3. upload" not in res.text
+    provider.push(call("submit_selection", ids=["hatch"], sources=[], recent_candidates=[]))
+    retrieve(root, "s", "wheels")
+    assert "Delivered earlier in this session and changed" not in provider.seen[1].user_texts()[0]

@@ -117,7 +117,7 @@ def _changed_delivered(corpus: Corpus, delivered: dict) -> list[tuple[str, str]]
     current = {e.key: e.hash for e in corpus.entries}
     out = []
     for key, d in sorted(delivered.items()):
-        if key.startswith("recent:") or ":" in key and key.split(":", 1)[0] in ("M#", "S#"):
+        if ":" in key:  # pending evidence and free-form line ranges are not graph items
             continue
         now = current.get(key)
         if now is None:
