@@ -202,8 +202,9 @@ class MainScreen(LiveScreen):
         node = tree.reveal_item(item)
         if node is None:
             return False
-        if push and current and current != item_key(item):
+        if push and current and current != item_key(item) and current in self.state.graph.items:
             self.history.append(current)
+        self.refresh_bindings()
         tree.focus()
         self._show_entry(node.data)
         return True

@@ -121,7 +121,8 @@ class MaintenanceScreen(LiveScreen):
                 errors.update(body)
                 errors.set_classes("-invalid")
             self.query_one("#maint-validation").border_title = (
-                "Validation · valid" if st["valid"] else f"Validation · {len(st['errors'])} errors")
+                "Validation · valid" if st["valid"] else
+                f"Validation · {len(st['errors'])} error{'s' if len(st['errors']) != 1 else ''}")
         self.loaded = True
         self.refresh_bindings()
 

@@ -161,9 +161,14 @@ class MemoryTree(Tree[Entry]):
             if node is None and cursor in graph.items:
                 node = self.reveal_item(graph.items[cursor], select=False)
             if node is not None:
-                self.move_cursor(node)
+                self.move_to(node)
                 return
         self.cursor_line = 0
+
+    def move_to(self, node: TreeNode[Entry]) -> None:
+        """Put the cursor on a node that may have been added a moment ago."""
+        self._tree_lines  # noqa: B018 - rebuilds line numbers of nodes added since the last paint
+        self.move_cursor(node, animate=False)
 
     # -- revealing -----------------------------------------------------------
     def node_for(self, key: str) -> TreeNode[Entry] | None:
@@ -193,8 +198,7 @@ class MemoryTree(Tree[Entry]):
             node = found
         target = self._by_key.get(item_key(item))
         if target is not None and select:
-            self.move_cursor(target)
-            self.scroll_to_node(target, animate=False)
+            self.move_to(target)
         return target
 
     # -- filtering -----------------------------------------------------------
@@ -248,7 +252,7 @@ class MemoryTree(Tree[Entry]):
             self.root.add_leaf("none", data=Entry("notice", text=f"nothing matches {text!r}"))
         first = self._by_key.get(item_key(matches[0])) if matches else None
         if first is not None:
-            self.move_cursor(first)
+            self.move_to(first)
         return len(matches)
 
     # -- labels --------------------------------------------------------------

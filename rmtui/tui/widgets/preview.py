@@ -27,7 +27,7 @@ class EdgeList(OptionList):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        target = (event.option.id or "").split(":", 1)[-1]
+        target = (event.option.id or "").split(":", 2)[-1]  # "out|in:type:target"
         if target:
             self.post_message(FollowItem(target))
 

@@ -1,0 +1,415 @@
+"""Pilot tests of the workbench flows, on real demo roots with real workers and file events.
+
+Each test drives the app with keys as a person would and checks what a person would
+notice: state on disk, commits, what the screen shows.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import git
+import pytest
+from textual.widgets import Input, Markdown
+
+from rmtui.engine.config import set_config_value
+from rmtui.engine.demo import EVIDENCE, create_demo_root, land_insight_log
+from rmtui.engine.queue import EvidenceQueue
+from rmtui.tui.app import RmtuiApp
+from rmtui.tui.screens.diff import DiffScreen
+from rmtui.tui.screens.dialogs import EvidenceScreen, PromptScreen
+from rmtui.tui.widgets.diff_view import DiffFileView
+from rmtui.tui.widgets.memory_tree import MemoryTree
+from rmtui.tui.widgets.preview import EdgeList, ItemPreview
+from rmtui.tui.widgets.tables import EvidenceTable, ReceiptsTable
+
+from test_tui_support import evidence_states, main_loaded, run_in_thread, wait_for
+
+SIZE = (140, 44)
+
+
+@pytest.fixture
+def demo(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    return create_demo_root(tmp_path / "demo")
+
+
+async def started(app, pilot):
+    await wait_for(pilot, lambda: main_loaded(app), what="the main screen to load")
+    return app.screen
+
+
+def inbox_uids(root) -> list[str]:
+    return [uid for uid, (state, _) in evidence_states(root).items() if state == "inbox"]
+
+
+def select_row(table: EvidenceTable, uid: str) -> None:
+    table.move_cursor(row=table.get_row_index(uid), animate=False)
+    table.focus()
+
+
+# -- evidence ------------------------------------------------------------------------------
+
+async def test_approve_and_reject_evidence_change_state_on_disk(demo):
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await started(app, pilot)
+        table = screen.query_one(EvidenceTable)
+        first, second, third = inbox_uids(demo)
+        select_row(table, first)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: evidence_states(demo)[first][0] == "queued", what="approval on disk")
+        await wait_for(pilot, lambda: table.rows_by_key[first].state == "queued", what="the table to refresh")
+        # approve does not apply to queued evidence: disabled, and pressing it changes nothing
+        select_row(table, first)
+        await pilot.pause()
+        assert table.check_action("approve", ()) is None
+        await pilot.press("a")
+        await pilot.pause(0.2)
+        assert evidence_states(demo)[first][0] == "queued"
+
+        select_row(table, second)
+        await pilot.press("x")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the reason prompt")
+        await pilot.press("enter")  # an empty reason is refused, the dialog stays
+        assert isinstance(app.screen, PromptScreen)
+        assert "needs a reason" in str(app.screen.query_one(".dialog-error").render())
+        app.screen.query_one(Input).value = "already in memory as tw-config"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: evidence_states(demo)[second][0] == "rejected", what="rejection on disk")
+        assert evidence_states(demo)[second] == ("rejected", "already in memory as tw-config")
+        assert evidence_states(demo)[third][0] == "inbox"
+
+
+async def test_bulk_approve_marked_then_view_and_approve_the_rest(demo):
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await started(app, pilot)
+        table = screen.query_one(EvidenceTable)
+        first, second, third = inbox_uids(demo)
+        select_row(table, first)
+        await pilot.press("m")
+        select_row(table, third)
+        await pilot.press("m")
+        await pilot.press("A")
+        await wait_for(pilot, lambda: [evidence_states(demo)[u][0] for u in (first, second, third)]
+                       == ["queued", "inbox", "queued"], what="the marked evidence to be approved")
+        await wait_for(pilot, lambda: table.rows_by_key[third].state == "queued", what="the table to refresh")
+        select_row(table, second)
+        await pilot.press("v")
+        await wait_for(pilot, lambda: isinstance(app.screen, EvidenceScreen), what="the evidence view")
+        text = EVIDENCE[[e[1] for e in EVIDENCE].index("req-format")][2]
+        assert "ruff format" in text and evidence_states(demo)[second][0] == "inbox"
+        shown = " ".join(str(w.render()) for w in app.screen.query("Static"))
+        assert "ruff format" in shown and "claude-session-7f3a" in shown
+        await pilot.press("a")
+        await wait_for(pilot, lambda: evidence_states(demo)[second][0] == "queued", what="approval from the view")
+        # nothing is left in the inbox: bulk approve is disabled now
+        await wait_for(pilot, lambda: table.check_action("approve_all", ()) is None, what="bulk approve disabled")
+
+
+# -- graph navigation ----------------------------------------------------------------------
+
+async def test_follow_an_edge_and_go_back(demo):
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await started(app, pilot)
+        preview = screen.query_one(ItemPreview)
+        tree = screen.query_one(MemoryTree)
+        await pilot.press("g")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the go-to prompt")
+        app.screen.query_one(Input).value = "ing-poll"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: preview.current_key == "ing-poll", what="ing-poll in the preview")
+        assert tree.cursor_node.data.key == "ing-poll"
+        await wait_for(pilot, lambda: "demo: seed" in preview.commit_text, what="the last commit of ing-poll")
+        edges = screen.query_one(EdgeList)
+        edges.focus()
+        edges.highlighted = 0  # → dep ing-queue
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: preview.current_key == "ing-queue", what="the followed edge")
+        assert tree.cursor_node.data.key == "ing-queue"
+        # ing-queue is pointed at by ing-poll, ing-dedupe and fi-batch (incoming edges are links too)
+        incoming = [o.id for o in screen.query_one(EdgeList)._options if o.id.startswith("in:")]
+        assert {"in:dep:ing-poll", "in:dep:ing-dedupe", "in:dep:fi-batch"} <= set(incoming)
+        await pilot.press("left_square_bracket")
+        await wait_for(pilot, lambda: preview.current_key == "ing-poll", what="going back")
+        assert tree.cursor_node.data.key == "ing-poll"
+        assert screen.check_action("back", ()) is None  # history is empty again
+
+
+async def test_filter_narrows_the_tree_and_escape_restores_it(demo):
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await started(app, pilot)
+        tree = screen.query_one(MemoryTree)
+        await pilot.press("slash")
+        await pilot.press(*"dedupe")
+        await wait_for(pilot, lambda: tree.match_count == 1, what="the filter")
+        assert tree.cursor_node.data.key == "ing-dedupe"
+        shown = {n.data.key for n in tree._by_key.values()}
+        assert "ing-poll" not in shown and "ingestion" in shown  # matches keep their headings
+        assert "1 matches" in str(screen.query_one("#status").render())
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not tree.filter_text, what="the filter to clear")
+        assert tree.node_for("domain:pursuit") is not None and tree.node_for("tidewater") is not None
+
+
+# -- diffs ---------------------------------------------------------------------------------
+
+async def test_open_a_receipts_diff_file_by_file(demo):
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await started(app, pilot)
+        receipts = screen.query_one(ReceiptsTable)
+        maint = next(k for k, r in receipts.rows_by_key.items() if r.kind == "maintenance")
+        receipts.move_cursor(row=receipts.get_row_index(maint), animate=False)
+        receipts.focus()
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen.loaded, what="the diff")
+        views = list(app.screen.query(DiffFileView))
+        assert [v.diff.path for v in views] == sorted(
+            ["MEMORY.md", "MEMORY_SKILL_release.md", "MEMORY_ingestion.md", "MEMORY_runbook.md", "PURSUITS.md",
+             "PURSUIT_faster-ingestion.md", "rightmemory.toml"])
+        ingestion = next(v for v in views if v.diff.path == "MEMORY_ingestion.md")
+        assert any(line.startswith("+- `ing-poll`") for line in ingestion.diff.lines) and ingestion.diff.added == 5
+        assert maint in str(app.screen.query_one("#diff-header").render())
+        await pilot.press("n")
+        assert app.screen.query_one("#diff-files").highlighted == 1
+        await pilot.press("escape")
+        assert app.screen is screen
+
+
+# -- insight -------------------------------------------------------------------------------
+
+async def test_a_new_insight_log_is_tailed_live(demo):
+    from datetime import datetime, timedelta, timezone
+
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await pilot.press("2")
+        insight = app.screen
+        await wait_for(pilot, lambda: insight.loaded and len(insight.logs) == 1, what="the insight screen")
+        when = datetime.now(timezone.utc) + timedelta(days=1)
+        path = await run_in_thread(lambda: land_insight_log(
+            demo, "# Insight\n\n## The retry loop\n\nThree agents hit the same flaky test.\n", when=when))
+        await wait_for(pilot, lambda: insight.shown == path.name, timeout=5, what="the new log to be shown")
+        assert [log.name for log in insight.logs][0] == path.name and len(insight.logs) == 2
+        md = insight.query_one("#insight-markdown", Markdown)
+        assert "The retry loop" in md.source
+        # paused: a further log is listed but the view stays where the person is
+        await pilot.press("f")
+        later = when + timedelta(hours=1)
+        path2 = await run_in_thread(lambda: land_insight_log(demo, "# Insight\n\nAnother.\n", when=later))
+        await wait_for(pilot, lambda: len(insight.logs) == 3, timeout=5, what="the third log")
+        assert insight.shown == path.name and insight.logs[0].name == path2.name
+
+
+# -- maintenance ---------------------------------------------------------------------------
+
+EDIT_SCRIPT = """\
+import sys
+path = sys.argv[-1]
+with open(path, "a", encoding="utf-8") as fh:
+    fh.write({line!r} + "\\n")
+"""
+
+
+def editor(tmp_path: Path, name: str, line: str) -> str:
+    script = tmp_path / f"{name}.py"
+    script.write_text(EDIT_SCRIPT.format(line=line), encoding="utf-8")
+    return f"{sys.executable} {script}"
+
+
+async def test_land_a_maintenance_edit_and_see_a_refused_landing(demo, tmp_path, monkeypatch):
+    app = RmtuiApp(demo)
+    repo = git.Repo(demo.path)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await pilot.press("3")
+        maint = app.screen
+        await wait_for(pilot, lambda: maint.loaded, what="the maintenance screen")
+        assert maint.check_action("land", ()) is None and maint.check_action("begin", ())
+        await pilot.press("b")
+        await wait_for(pilot, lambda: maint.status is not None and maint.files, what="a maintenance worktree")
+        files = maint.query_one("#maint-files")
+        files.highlighted = maint.files.index("MEMORY_ingestion.md")
+        monkeypatch.setenv("EDITOR", editor(tmp_path, "good", "- `ing-retry` Retries use jittered backoff. → [dep:ing-poll]"))
+        await pilot.press("e")
+        await wait_for(pilot, lambda: maint.status["dirty"] == ["MEMORY_ingestion.md"] and maint.status["valid"],
+                       what="the edit to show as a valid change")
+        head = repo.head.commit.hexsha
+        await pilot.press("l")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the land prompt")
+        app.screen.query_one(Input).value = "maintain: record jittered retries"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: repo.head.commit.hexsha != head, what="the landing")
+        assert repo.head.commit.message.startswith("maintain: record jittered retries")
+        assert "`ing-retry`" in (demo.path / "MEMORY_ingestion.md").read_text(encoding="utf-8")
+        await wait_for(pilot, lambda: maint.status is None and "landed" in maint.result.plain, what="the receipt")
+
+        # a second maintenance whose edit breaks the graph: errors show live, landing is refused
+        await pilot.press("b")
+        await wait_for(pilot, lambda: maint.status is not None and maint.files, what="the second worktree")
+        files.highlighted = maint.files.index("MEMORY_ingestion.md")
+        monkeypatch.setenv("EDITOR", editor(tmp_path, "bad", "- `ing-broken` Points nowhere. → [dep:no-such-item]"))
+        await pilot.press("e")
+        await wait_for(pilot, lambda: maint.status and not maint.status["valid"], what="the live validation error")
+        assert "edge-dangling" in str(maint.query_one("#maint-errors").render())
+        head = repo.head.commit.hexsha
+        await pilot.press("l")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the land prompt")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: maint.result is not None and "refused" in maint.result.plain,
+                       what="the refusal")
+        assert "invalid-graph" in maint.result.plain and "no-such-item" in maint.result.plain
+        assert repo.head.commit.hexsha == head
+        assert "ing-broken" not in (demo.path / "MEMORY_ingestion.md").read_text(encoding="utf-8")
+        assert maint.status is not None  # the worktree is kept for correction
+        await pilot.press("a")
+        await wait_for(pilot, lambda: maint.status is None, what="the abort")
+
+
+async def test_landing_is_refused_when_the_root_moved(demo, tmp_path, monkeypatch):
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await pilot.press("3")
+        maint = app.screen
+        await wait_for(pilot, lambda: maint.loaded, what="the maintenance screen")
+        await pilot.press("b")
+        await wait_for(pilot, lambda: maint.status is not None, what="a maintenance worktree")
+        await run_in_thread(land_insight_log, demo, "# Insight\n\nMoved the head.\n")
+        await wait_for(pilot, lambda: not maint.status["head_current"], what="the head move to show")
+        assert "landing will be refused" in str(maint.query_one("#maint-status").render())
+        await pilot.press("l")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the land prompt")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: maint.result is not None and "refused" in maint.result.plain, what="refusal")
+        assert "moved since maintenance began" in maint.result.plain
+
+
+# -- themes, keys, palette -----------------------------------------------------------------
+
+async def test_theme_switch_applies_and_is_remembered(demo, tmp_path):
+    from textual.color import Color
+
+    from rmtui.tui.userconfig import UserConfig, config_path
+
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await started(app, pilot)
+        assert app.theme == "rmtui-dark"
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        await pilot.press(*"tidepool")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.theme == "rmtui-tidepool", what="the theme switch")
+        await wait_for(pilot, lambda: config_path().exists() and UserConfig.load().theme == "rmtui-tidepool",
+                       what="the choice to be saved")
+        await pilot.pause()
+        assert screen.query_one(MemoryTree).styles.background == Color.parse("#10292f")
+    again = RmtuiApp(demo)
+    async with again.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert again.theme == "rmtui-tidepool"
+
+
+async def test_bindings_are_remapped_from_the_user_config(demo, tmp_path):
+    from rmtui.tui.userconfig import UserConfig, config_path
+
+    path = config_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('[keys]\n"evidence.approve" = "y"\n"no.such.binding" = "z"\n', encoding="utf-8")
+    app = RmtuiApp(demo, config=UserConfig.load())
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await started(app, pilot)
+        assert any("no.such.binding" in n.message for n in app._notifications)
+        table = screen.query_one(EvidenceTable)
+        first = inbox_uids(demo)[0]
+        select_row(table, first)
+        await pilot.press("a")
+        await pilot.pause(0.3)
+        assert evidence_states(demo)[first][0] == "inbox"
+        await pilot.press("y")
+        await wait_for(pilot, lambda: evidence_states(demo)[first][0] == "queued", what="the remapped approve")
+
+
+async def test_command_palette_lists_every_action_and_runs_one(demo):
+    from rmtui.tui.app import binding_ids
+
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await started(app, pilot)
+        table = screen.query_one(EvidenceTable)
+        first = inbox_uids(demo)[0]
+        select_row(table, first)
+        helps = [c.help for c in app.get_system_commands(screen)]
+        listed = {h.rsplit("binding id ", 1)[-1] for h in helps if "binding id" in h}
+        main_ids = {i for i in binding_ids() if i.split(".")[0] in ("app", "main", "evidence", "operations",
+                                                                   "receipts", "preview")}
+        assert main_ids <= listed, main_ids - listed
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Evidence: Approve")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: evidence_states(demo)[first][0] == "queued", what="approve from the palette")
+
+
+# -- live updates --------------------------------------------------------------------------
+
+async def test_changes_from_other_processes_show_up_live(demo, cli, monkeypatch):
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await started(app, pilot)
+        table = screen.query_one(EvidenceTable)
+        before = len(table.rows_by_key)
+        res = await run_in_thread(lambda: cli("--headless", "--root", str(demo.path), "submit", "--session", "agent-9",
+                                              "-", input="The deploy script needs AWS_PROFILE=prod.\n"))
+        assert res.code == 0
+        await wait_for(pilot, lambda: len(table.rows_by_key) == before + 1, timeout=5, what="the new evidence")
+        assert any(e.session == "agent-9" and e.state == "inbox" for e in table.rows_by_key.values())
+
+        def land_node() -> None:
+            from rmtui.engine import maintain
+
+            op = maintain.begin(demo)
+            p = Path(op.worktree) / "MEMORY_ingestion.md"
+            p.write_text(p.read_text(encoding="utf-8") + "- `ing-live` Added from elsewhere. → []\n", encoding="utf-8")
+            maintain.land(demo, message="maintain: from another process")
+
+        await run_in_thread(land_node)
+        tree = screen.query_one(MemoryTree)
+        await wait_for(pilot, lambda: tree.graph is not None and "ing-live" in tree.graph.items, timeout=5,
+                       what="the graph to reload")
+        receipts = screen.query_one(ReceiptsTable)
+        await wait_for(pilot, lambda: len(receipts.rows_by_key) == 3, timeout=5, what="the new receipt")
+
+
+# -- retrieve ------------------------------------------------------------------------------
+
+async def test_retrieve_playground_shows_ranked_results_and_the_agents_text(demo):
+    # no embedding service is reachable here: retrieval ranks with BM25 and says so
+    set_config_value(demo.path, "embedding.service_url", "http://127.0.0.1:9")
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await pilot.press("4")
+        screen = app.screen
+        screen.query_one("#need", Input).value = "how are duplicate gauge readings dropped"
+        screen.query_one("#need", Input).focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: screen.answer is not None, timeout=30, what="the retrieval")
+        assert screen.answer.error is None, screen.answer.error
+        ids = [r["id"] for r in screen.answer.results]
+        assert "ing-dedupe" in ids
+        assert "`ing-dedupe`" in screen.answer.text
+        assert str(screen.query_one("#agent-text").render()).strip() == screen.answer.text.strip()
+        assert screen.query_one("#results").row_count == len(ids)
+        status = str(screen.query_one("#retrieve-status").render())
+        assert "warning" in status and "mode lexical" in status
