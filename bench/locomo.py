@@ -201,19 +201,21 @@ def explore_variants(roots, backend) -> None:
     """Design table: each variant measured on the same roots and questions (R@10)."""
     base = params_from_config(roots[0][1].config())
     variants = [
-        ("bm25 only, no heading context", dict(lexical_only=True, context_in_lexical=False, neighbour_weight=0)),
-        ("bm25 only", dict(lexical_only=True, neighbour_weight=0)),
-        ("dense only, no context", dict(dense_only=True, context_in_dense=False, neighbour_weight=0)),
-        ("dense only", dict(dense_only=True, neighbour_weight=0)),
-        ("fusion w=0.5, no neighbours", dict(neighbour_weight=0)),
+        ("BM25 only, no heading context, no neighbours", dict(lexical_only=True, context_in_lexical=False,
+                                                            neighbour_weight=0, heading_weight=0)),
+        ("BM25 only, heading context", dict(lexical_only=True, neighbour_weight=0, heading_weight=0)),
+        ("dense only, no heading context", dict(dense_only=True, context_in_dense=False, neighbour_weight=0,
+                                                heading_weight=0)),
+        ("dense only, heading context", dict(dense_only=True, neighbour_weight=0, heading_weight=0)),
+        ("fusion (w=0.5), no neighbours", dict(neighbour_weight=0, heading_weight=0)),
+        ("reciprocal-rank fusion, no neighbours", dict(fusion="rrf", neighbour_weight=0, heading_weight=0)),
+        ("fusion + neighbours 0.3, span 1", dict(neighbour_span=1, heading_weight=0)),
+        ("fusion + neighbours 0.3, span 2", dict(heading_weight=0)),
         ("fusion w=0.3", dict(lexical_weight=0.3)),
         ("fusion w=0.7", dict(lexical_weight=0.7)),
-        ("neighbours 0.2", dict(neighbour_weight=0.2)),
-        ("neighbours 0.5", dict(neighbour_weight=0.5)),
-        ("dense window 1", dict(window_in_dense=1)),
-        ("reciprocal-rank fusion", dict(fusion="rrf")),
-        ("reciprocal-rank fusion, no neighbours", dict(fusion="rrf", neighbour_weight=0)),
-        ("default", dict()),
+        ("dense with a +-1 turn window", dict(window_in_dense=1)),
+        ("BM25 k1=1.2 b=0.5", dict(bm25_k1=1.2, bm25_b=0.5)),
+        ("default: fusion + neighbours (span 2) + heading boost 0.2", dict()),
     ]
     qs = {f.stem: questions(f) for f, _ in roots}
     print("\n| variant | R@1 | R@5 | R@10 |\n|---|---|---|---|")

@@ -77,7 +77,7 @@ def _schema() -> dict[str, Any]:
             "max_selection_attempts": Key((int,), 3, minimum=1),
             "min_similarity": Key((int, float), 0.25),
             "lexical_weight": Key((int, float), 0.5, minimum=0),
-            "neighbour_weight": Key((int, float), 0.35, minimum=0),
+            "neighbour_weight": Key((int, float), 0.3, minimum=0),
             **_role_tables(),
         },
         "embedding": {

@@ -51,7 +51,7 @@ class RankParams:
     """Knobs of the ranking; the defaults are the measured best general setting."""
 
     lexical_weight: float = 0.5  # share of the lexical score in the fused score
-    neighbour_weight: float = 0.35  # share of each neighbour's score an entry borrows
+    neighbour_weight: float = 0.3  # share of each neighbour's score an entry borrows
     context_in_lexical: bool = True  # index heading titles with each entry
     context_in_dense: bool = True  # embed "heading titles: text"
     window_in_dense: int = 0  # embed this many neighbours on each side with the entry
@@ -59,6 +59,10 @@ class RankParams:
     lexical_only: bool = False
     dense_only: bool = False
     fusion: str = "weighted"  # "weighted" sum of normalised scores, or "rrf" (reciprocal rank, k=60)
+    neighbour_span: int = 2  # how many neighbours on each side lend score (each further one half as much)
+    heading_weight: float = 0.2  # share of the best score under the same heading an entry borrows
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
 
 
 DEFAULT_PARAMS = RankParams()
@@ -171,7 +175,7 @@ class LexicalIndex:
             return cls(key, {}, empty, np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64), owner, 0)
         import bm25s  # imported only when the corpus changed
 
-        model = bm25s.BM25()
+        model = bm25s.BM25(k1=params.bm25_k1, b=params.bm25_b)
         model.index(tokens, show_progress=False)
         s = model.scores
         return cls(key, dict(model.vocab_dict), np.asarray(s["data"], dtype=np.float32),
@@ -217,7 +221,8 @@ class LexicalIndex:
 
 
 def lexical_key(corpus: Corpus, params: RankParams) -> str:
-    h = hashlib.sha256(f"{LEXICAL_VERSION}|{params.context_in_lexical}|{params.stem}|".encode())
+    h = hashlib.sha256(f"{LEXICAL_VERSION}|{params.context_in_lexical}|{params.stem}|{params.bm25_k1}|"
+                       f"{params.bm25_b}|".encode())
     h.update(corpus.fingerprint.encode())
     return h.hexdigest()
 
@@ -256,14 +261,31 @@ def _normalise(x: np.ndarray) -> np.ndarray:
     return x / top if top > 0 else np.zeros_like(x)
 
 
-def smooth(scores: np.ndarray, corpus: Corpus, weight: float) -> np.ndarray:
-    """Each entry borrows ``weight`` of its previous and next neighbour's score."""
+def smooth(scores: np.ndarray, corpus: Corpus, weight: float, span: int = 1) -> np.ndarray:
+    """Each entry borrows ``weight`` of its neighbours' scores (halved per further step)."""
     if weight <= 0 or not scores.size:
         return scores
     prev = np.fromiter((e.prev for e in corpus.entries), dtype=np.int64, count=len(corpus.entries))
     nxt = np.fromiter((e.next for e in corpus.entries), dtype=np.int64, count=len(corpus.entries))
     padded = np.append(scores, np.float32(0))  # index -1 reads the zero pad
-    return scores + weight * (padded[prev] + padded[nxt])
+    prev_p, next_p = np.append(prev, -1), np.append(nxt, -1)
+    out = scores.copy()
+    p, n, w = prev, nxt, weight
+    for _ in range(max(1, span)):
+        out = out + w * (padded[p] + padded[n])
+        p, n, w = prev_p[p], next_p[n], w / 2
+    return out
+
+
+def heading_boost(scores: np.ndarray, corpus: Corpus, weight: float) -> np.ndarray:
+    """Each entry borrows ``weight`` of the best score among entries under the same heading."""
+    if weight <= 0 or not scores.size:
+        return scores
+    group = np.fromiter((e.ancestors[-1] if e.ancestors else -1 for e in corpus.entries), dtype=np.int64,
+                        count=len(corpus.entries)) + 1
+    best = np.zeros(int(group.max()) + 1, dtype=np.float32)
+    np.maximum.at(best, group, scores)
+    return scores + weight * best[group]
 
 
 def fuse(corpus: Corpus, lexical: np.ndarray, dense: np.ndarray | None, params: RankParams) -> np.ndarray:
@@ -278,7 +300,8 @@ def fuse(corpus: Corpus, lexical: np.ndarray, dense: np.ndarray | None, params: 
     else:
         den = np.clip(dense, 0, None)
         fused = params.lexical_weight * lex + (1 - params.lexical_weight) * den
-    return smooth(fused.astype(np.float32), corpus, params.neighbour_weight)
+    fused = smooth(fused.astype(np.float32), corpus, params.neighbour_weight, params.neighbour_span)
+    return heading_boost(fused, corpus, params.heading_weight)
 
 
 def _rrf(scores: np.ndarray, k: int = 60) -> np.ndarray:
