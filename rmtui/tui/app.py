@@ -9,6 +9,7 @@ theme come from the user's config (:mod:`rmtui.tui.userconfig`).
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from functools import partial
@@ -35,6 +36,7 @@ from rmtui.tui.userconfig import UserConfig
 from rmtui.tui.widgets.preview import EdgeList
 from rmtui.tui.widgets.tables import EvidenceTable, OperationsTable, ReceiptsTable
 
+SWITCH_INTERVAL = 0.001  # seconds
 SCREEN_NAMES = {"main": "Main", "insight": "Insight logs", "maintain": "Maintenance", "retrieve": "Retrieve"}
 
 
@@ -56,6 +58,9 @@ class RmtuiApp(App):
     def __init__(self, root: MemoryRoot, *, config: UserConfig | None = None, themes_dir: Path | None = None,
                  clock: Callable[[], float] = time.time, live: bool = True) -> None:
         super().__init__()
+        # Workers parse and validate large roots in Python threads; a short GIL switch
+        # interval lets the UI thread in between, so keys and paints never wait behind them.
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
         self.root = root
         self.clock = clock
         self.live = live

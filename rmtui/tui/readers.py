@@ -35,8 +35,24 @@ def read_graph(root: MemoryRoot) -> GraphState:
         head = head_commit(root.path)
     except Exception:  # an unborn or broken branch still shows the files
         head = None
-    return GraphState(graph=report.graph, issues=list(report.issues), head=head,
-                      root_name=display_path(root.path))
+    graph = report.graph
+    domains: dict[str, dict] = {}
+    for domain in ("memory", "pursuit"):
+        domains[domain] = {"headings": 0, "nodes": 0, "uncertain": 0,
+                           "files": sorted(f for f, gf in graph.files.items() if gf.domain == domain)}
+    for item in graph.ordered:
+        d = domains.setdefault(item.domain, {"headings": 0, "nodes": 0, "uncertain": 0, "files": []})
+        if item.kind == "node":
+            d["nodes"] += 1
+            if item.uncertain:
+                d["uncertain"] += 1
+        elif item.id is not None:
+            d["headings"] += 1
+    counts = {"headings": sum(d["headings"] for d in domains.values()),
+              "nodes": sum(d["nodes"] for d in domains.values())}
+    return GraphState(graph=graph, issues=list(report.issues), head=head, root_name=display_path(root.path),
+                      counts=counts, domains=domains, incoming=incoming_index(graph),
+                      index=[(i, f"{i.id or ''} {i.title}".lower()) for i in graph.ordered])
 
 
 def incoming_index(graph) -> dict[str, list]:

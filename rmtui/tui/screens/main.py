@@ -31,6 +31,9 @@ from rmtui.tui.widgets.preview import ItemPreview
 from rmtui.tui.widgets.tables import EvidenceTable, OperationsTable, ReceiptsTable
 
 
+PREVIEW_DELAY = 0.05  # seconds the tree cursor rests before the preview follows it
+
+
 class MainScreen(LiveScreen):
     CSS_PATH = Path(__file__).parent / "main.tcss"
     WATCH_KINDS = frozenset({watch.GRAPH, watch.HEAD, watch.STATE, watch.QUEUE})
@@ -45,10 +48,12 @@ class MainScreen(LiveScreen):
     def __init__(self) -> None:
         super().__init__(id="main")
         self.state = None  # GraphState
-        self.incoming: dict[str, list] = {}
         self.history: list[str] = []
         self.evidence: list = []
         self.loaded: set[str] = set()  # which of graph/queue/operations arrived at least once
+        self._signatures: dict[str, object] = {}
+        self._pending_entry: Entry | None = None
+        self._preview_timer = None
 
     def compose(self) -> ComposeResult:
         clock = self.app.clock
@@ -86,22 +91,24 @@ class MainScreen(LiveScreen):
     @work(thread=True, exclusive=True, group="main-graph")
     def load_graph(self) -> None:
         state = readers.read_graph(self.app.root)
-        incoming = readers.incoming_index(state.graph)
-        state.incoming = incoming  # type: ignore[attr-defined]
+        signature = (state.graph.fingerprint(), state.head, tuple(map(str, state.issues)))
         if not get_current_worker().is_cancelled:
-            self.post_message(GraphLoaded(state))
+            self.post_message(GraphLoaded(state, signature))
 
     @work(thread=True, exclusive=True, group="main-queue")
     def load_queue(self) -> None:
         evidence, counts = readers.read_queue(self.app.root)
+        signature = tuple((e.uid, e.state, e.reason) for e in evidence)
         if not get_current_worker().is_cancelled:
-            self.post_message(QueueLoaded(evidence, counts))
+            self.post_message(QueueLoaded(evidence, counts, signature))
 
     @work(thread=True, exclusive=True, group="main-ops")
     def load_operations(self) -> None:
         ops, receipts = readers.read_operations(self.app.root)
+        signature = (tuple((o.id, o.phase, o.error, repr(o.lease)) for o in ops),
+                     tuple((r.operation_id, r.phase) for r in receipts))
         if not get_current_worker().is_cancelled:
-            self.post_message(OperationsLoaded(ops, receipts))
+            self.post_message(OperationsLoaded(ops, receipts, signature))
 
     @work(thread=True, exclusive=True, group="main-history")
     def load_history(self, key: str, file: str, start: int, end: int, backing: str | None) -> None:
@@ -112,29 +119,39 @@ class MainScreen(LiveScreen):
         if not get_current_worker().is_cancelled:
             self.post_message(ItemHistoryLoaded(key, commit))
 
+    def _unchanged(self, what: str, signature: object) -> bool:
+        """True when a reload read exactly what is shown (a burst touched something else)."""
+        self.loaded.add(what)
+        if signature is not None and self._signatures.get(what) == signature:
+            return True
+        self._signatures[what] = signature
+        return False
+
     def on_graph_loaded(self, message: GraphLoaded) -> None:
+        if self._unchanged("graph", message.signature):
+            return
         self.state = message.state
-        self.incoming = getattr(message.state, "incoming", {})
         tree = self.query_one(MemoryTree)
-        tree.set_graph(message.state.graph)
-        self.loaded.add("graph")
+        tree.set_graph(message.state.graph, message.state.index)
         self._update_status()
         self._preview_cursor(force=True)
 
     def on_queue_loaded(self, message: QueueLoaded) -> None:
+        if self._unchanged("queue", message.signature):
+            return
         self.evidence = message.evidence
         self.counts = message.counts
         table = self.query_one(EvidenceTable)
         table.set_evidence(message.evidence)
         inbox = message.counts.get("inbox", 0)
         table.border_title = f"Evidence · {inbox} waiting for approval · {message.counts.get('queued', 0)} queued"
-        self.loaded.add("queue")
         self._update_status()
 
     def on_operations_loaded(self, message: OperationsLoaded) -> None:
+        if self._unchanged("operations", message.signature):
+            return
         self.query_one(OperationsTable).set_operations(message.operations)
         self.query_one(ReceiptsTable).set_receipts(message.receipts)
-        self.loaded.add("operations")
 
     def on_item_history_loaded(self, message: ItemHistoryLoaded) -> None:
         self.query_one(ItemPreview).set_commit(message.key, message.commit)
@@ -147,7 +164,7 @@ class MainScreen(LiveScreen):
         parts = []
         st = self.state
         if st is not None:
-            counts = st.graph.counts()
+            counts = st.counts
             parts.append(f"head {st.head[:10] if st.head else 'none'}")
             parts.append(f"{counts['headings']} headings · {counts['nodes']} nodes")
             parts.append("valid" if not st.issues else f"{len(st.issues)} validation errors (first: {st.issues[0]})")
@@ -159,7 +176,7 @@ class MainScreen(LiveScreen):
         if tree.filter_text:
             parts.append(f"filter {tree.filter_text!r}: {tree.match_count} matches")
         status = self.query_one("#status", Static)
-        status.update(" · ".join(parts))
+        status.update(" · ".join(parts), layout=False)  # one line, fixed height
         status.set_class(bool(st and st.issues), "-invalid")
         if st is not None:
             self.sub_title = st.root_name
@@ -167,7 +184,19 @@ class MainScreen(LiveScreen):
     # -- preview and navigation ---------------------------------------------
     @on(Tree.NodeHighlighted, "#graph")
     def _highlighted(self, event: Tree.NodeHighlighted) -> None:
-        self._show_entry(event.node.data)
+        # The preview follows the cursor after a short pause, so holding a key or typing a
+        # filter moves the tree at full speed without re-rendering the preview each step.
+        self._pending_entry = event.node.data
+        if self._preview_timer is None:
+            self._preview_timer = self.set_timer(PREVIEW_DELAY, self._flush_preview)
+        else:
+            self._preview_timer.reset()
+
+    def _flush_preview(self) -> None:
+        self._preview_timer = None
+        entry = self._pending_entry
+        if self.query_one(ItemPreview).current_key != (entry.key if entry is not None else None):
+            self._show_entry(entry)
 
     def _preview_cursor(self, force: bool = False) -> None:
         node = self.query_one(MemoryTree).cursor_node
@@ -178,8 +207,7 @@ class MainScreen(LiveScreen):
 
     def _show_entry(self, entry: Entry | None) -> None:
         preview = self.query_one(ItemPreview)
-        graph = self.state.graph if self.state is not None else None
-        preview.show(entry, graph, self.incoming)
+        preview.show(entry, self.state)
         if entry is not None and entry.kind == "item" and entry.item is not None:
             item = entry.item
             self.load_history(item_key(item), item.file, item.line, item.end_line, item.backing_file)
@@ -249,7 +277,6 @@ class MainScreen(LiveScreen):
         tree = self.query_one(MemoryTree)
         tree.apply_filter(event.value)
         self._update_status()
-        self._preview_cursor()
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:

@@ -20,7 +20,7 @@ from textual.widgets.tree import TreeNode
 from rmtui.engine.graph import MEMORY_ROOT_FILE, PURSUIT_ROOT_FILE, Graph, Item
 
 DOMAINS = (("memory", "Memory", MEMORY_ROOT_FILE), ("pursuit", "Pursuit", PURSUIT_ROOT_FILE))
-FILTER_LIMIT = 200
+FILTER_LIMIT = 100
 LABEL_WIDTH = 90
 
 
@@ -96,13 +96,14 @@ class MemoryTree(Tree[Entry]):
         self._saved: tuple[set[str], str | None] | None = None  # full-tree state while filtering
 
     # -- building ------------------------------------------------------------
-    def _add(self, parent: TreeNode[Entry], entry: Entry) -> TreeNode[Entry]:
+    def _add(self, parent: TreeNode[Entry], entry: Entry, *, expand: bool = False) -> TreeNode[Entry]:
+        """Add a node; ``expand`` opens it at once (without an expand message per node)."""
         graph = self.graph
         assert graph is not None
         expandable = entry.kind == "domain" or (entry.kind == "item" and entry.item is not None and (
             bool(entry.item.children) or bool(entry.item.backing_file and entry.item.heading_kind != "F#")))
         if expandable:
-            node = parent.add(entry.key, data=entry, allow_expand=True)
+            node = parent.add(entry.key, data=entry, allow_expand=True, expand=expand)
         else:
             node = parent.add_leaf(entry.key, data=entry)
         self._by_key.setdefault(entry.key, node)
@@ -121,11 +122,15 @@ class MemoryTree(Tree[Entry]):
     def _on_tree_node_expanded(self, event: Tree.NodeExpanded[Entry]) -> None:
         self.populate(event.node)
 
-    def set_graph(self, graph: Graph) -> None:
-        """Show a new reading of the graph, keeping what was expanded and the cursor."""
+    def set_graph(self, graph: Graph, index: list[tuple[Item, str]] | None = None) -> None:
+        """Show a new reading of the graph, keeping what was expanded and the cursor.
+
+        ``index`` is the filter's haystack ([(item, "id title" lower-cased)]), built off the
+        UI thread by the caller when it can be.
+        """
         expanded, cursor = self._state() if self._saved is None else self._saved
         self.graph = graph
-        self._index = [(i, f"{i.id or ''} {i.title}".lower()) for i in graph.ordered]
+        self._index = index if index is not None else [(i, f"{i.id or ''} {i.title}".lower()) for i in graph.ordered]
         if self.filter_text:
             self._saved = (expanded, cursor)
             self._build_filtered(self.filter_text)
@@ -144,18 +149,19 @@ class MemoryTree(Tree[Entry]):
         self._by_key = {}
         first = not expanded and cursor is None
         for domain, _title, _file in DOMAINS:
-            node = self._add(self.root, Entry("domain", domain=domain))
-            if first or node.data.key in expanded:
+            entry = Entry("domain", domain=domain)
+            node = self._add(self.root, entry, expand=first or entry.key in expanded)
+            if node.is_expanded:
+                self.populate(node)
+        # re-open what was open, outermost first (children exist once the parent is populated)
+        reopen = [graph.items[k] for k in expanded if k in graph.items]
+        if any(":" in k and not k.startswith("domain:") and k not in graph.items for k in expanded):
+            reopen += [i for i in graph.ordered if i.id is None and item_key(i) in expanded]
+        for item in sorted(reopen, key=lambda i: len(i.ancestors())):
+            node = self.reveal_item(item, select=False)
+            if node is not None:
                 self.populate(node)
                 node.expand()
-        # re-open what was open, outermost first (children exist once the parent is populated)
-        for item in graph.ordered:
-            key = item_key(item)
-            if key in expanded:
-                node = self.reveal_item(item, select=False)
-                if node is not None:
-                    self.populate(node)
-                    node.expand()
         if cursor:
             node = self._by_key.get(cursor)
             if node is None and cursor in graph.items:
@@ -230,8 +236,7 @@ class MemoryTree(Tree[Entry]):
         self.clear()
         self._by_key = {}
         for domain, _title, _file in DOMAINS:
-            node = self._add(self.root, Entry("domain", domain=domain, loaded=True))
-            node.expand()
+            self._add(self.root, Entry("domain", domain=domain, loaded=True), expand=True)
         shown = {id(i) for file in (MEMORY_ROOT_FILE, PURSUIT_ROOT_FILE) for i in _lifted(graph, file)}
         for item in matches[:FILTER_LIMIT]:
             parent = self._by_key[f"domain:{item.domain}"]
@@ -241,9 +246,11 @@ class MemoryTree(Tree[Entry]):
                     continue  # the skipped title heading
                 found = self._by_key.get(key)
                 if found is None:
-                    found = self._add(parent, Entry("item", item=step, loaded=step is not item))
-                if step is not item:
-                    found.data.loaded = True
+                    found = self._add(parent, Entry("item", item=step, loaded=step is not item),
+                                      expand=step is not item)
+                elif step is not item and not found.is_expanded:
+                    found.data.loaded = True  # an earlier match is also the heading of this one
+                    found.remove_children()
                     found.expand()
                 parent = found
         if len(matches) > FILTER_LIMIT:

@@ -50,7 +50,10 @@ class ItemPreview(Vertical):
     def current_key(self) -> str | None:
         return self.entry.key if self.entry is not None else None
 
-    def show(self, entry: Entry | None, graph: Graph | None, incoming: dict[str, list]) -> None:
+    def show(self, entry: Entry | None, state) -> None:
+        """Show ``entry`` of the graph reading ``state`` (a GraphState, or None while loading)."""
+        graph: Graph | None = state.graph if state is not None else None
+        incoming: dict[str, list] = state.incoming if state is not None else {}
         self.entry = entry
         self.commit_text = "…" if entry is not None and entry.kind == "item" else ""
         meta = self.query_one("#preview-meta", Static)
@@ -63,7 +66,7 @@ class ItemPreview(Vertical):
             edges.display = False
             return
         if entry.kind == "domain":
-            self._show_domain(entry, graph)
+            self._show_domain(entry, graph, state.domains.get(entry.domain or "", {}))
             edges.display = False
             return
         if entry.kind == "backing":
@@ -124,16 +127,14 @@ class ItemPreview(Vertical):
             text.append(value)
         self.query_one("#preview-meta", Static).update(text)
 
-    def _show_domain(self, entry: Entry, graph: Graph) -> None:
-        items = [i for i in graph.ordered if i.domain == entry.domain]
-        nodes = sum(1 for i in items if i.kind == "node")
-        headings = sum(1 for i in items if i.kind == "heading" and i.id)
-        uncertain = sum(1 for i in items if i.uncertain)
-        files = sorted(f for f, gf in graph.files.items() if gf.domain == entry.domain)
+    def _show_domain(self, entry: Entry, graph: Graph, summary: dict) -> None:
+        files = summary.get("files", [])
         meta = Text.assemble(("Memory" if entry.domain == "memory" else "Pursuit", "bold"),
-                             f"  {headings} headings · {nodes} nodes · {uncertain} uncertain · {len(files)} files")
+                             f"  {summary.get('headings', 0)} headings · {summary.get('nodes', 0)} nodes · "
+                             f"{summary.get('uncertain', 0)} uncertain · {len(files)} files")
         self.query_one("#preview-meta", Static).update(meta)
-        body = "\n".join(files)
+        body = "\n".join(files[:PREVIEW_LINES]) + (f"\n… {len(files) - PREVIEW_LINES} more files"
+                                                  if len(files) > PREVIEW_LINES else "")
         if entry.domain == "pursuit" and graph.focus:
             body = "Focus: " + ", ".join(graph.focus) + "\n\n" + body
         self.query_one("#preview-text", Static).update(Text(body))

@@ -76,20 +76,32 @@ class _KeyedTable(DataTable):
     def replace_rows(self, rows: list[tuple[str, object, tuple]]) -> None:
         keep = self.current_key
         keep_index = self.cursor_row
-        self.clear()
-        self.rows_by_key = {}
-        for key, obj, cells in rows:
-            self.rows_by_key[key] = obj
-            self.add_row(*cells, key=key)
-        if keep is not None and keep in self.rows_by_key:
-            self.move_cursor(row=self.get_row_index(keep), animate=False)
-        elif self.row_count:
-            self.move_cursor(row=min(keep_index, self.row_count - 1), animate=False)
-        self.refresh_bindings()
+        self._replacing = True
+        try:
+            self.clear()
+            self.rows_by_key = {}
+            for key, obj, cells in rows:
+                self.rows_by_key[key] = obj
+                self.add_row(*cells, key=key)
+            if keep is not None and keep in self.rows_by_key:
+                self.move_cursor(row=self.get_row_index(keep), animate=False)
+            elif self.row_count:
+                self.move_cursor(row=min(keep_index, self.row_count - 1), animate=False)
+        finally:
+            self._replacing = False
+        self.update_bindings()
 
     def watch_cursor_coordinate(self, old, new) -> None:
         super().watch_cursor_coordinate(old, new)
-        self.refresh_bindings()
+        if not getattr(self, "_replacing", False):
+            self.update_bindings()
+
+    def update_bindings(self) -> None:
+        """Refresh the footer only when an action became (un)available: a refresh rebuilds it."""
+        state = tuple(bool(self.check_action(b.action.split("(")[0], ())) for b in self.BINDINGS)
+        if state != getattr(self, "_binding_state", None):
+            self._binding_state = state
+            self.refresh_bindings()
 
 
 class EvidenceTable(_KeyedTable):
@@ -169,7 +181,7 @@ class EvidenceTable(_KeyedTable):
             return
         self.marked ^= {ev.uid}
         self.update_cell(ev.uid, "mark", "•" if ev.uid in self.marked else " ")
-        self.refresh_bindings()
+        self.update_bindings()
 
     def action_view(self) -> None:
         if self.current is not None:
