@@ -150,8 +150,12 @@ class MainScreen(LiveScreen):
     def on_operations_loaded(self, message: OperationsLoaded) -> None:
         if self._unchanged("operations", message.signature):
             return
-        self.query_one(OperationsTable).set_operations(message.operations)
-        self.query_one(ReceiptsTable).set_receipts(message.receipts)
+        ops = self.query_one(OperationsTable)
+        ops.set_operations(message.operations)
+        ops.border_subtitle = "" if message.operations else "none active"
+        receipts = self.query_one(ReceiptsTable)
+        receipts.set_receipts(message.receipts)
+        receipts.border_subtitle = f"{len(message.receipts)} latest" if message.receipts else "none yet"
 
     def on_item_history_loaded(self, message: ItemHistoryLoaded) -> None:
         self.query_one(ItemPreview).set_commit(message.key, message.commit)
