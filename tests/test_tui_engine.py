@@ -195,3 +195,43 @@ def test_demo_command_creates_the_root_and_opens_the_workbench_on_it(tmp_path, m
 def test_demo_command_refuses_headless(cli):
     res = cli("--headless", "demo")
     assert res.code == 2
+
+
+def test_rmtui_demo_opens_the_workbench_in_a_terminal_and_quits_on_q(tmp_path):
+    """The README's run command, end to end, in a real pseudo-terminal."""
+    import os
+    import pty
+    import select
+
+    target = tmp_path / "demo"
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the real CLI in a terminal
+        try:
+            os.environ.update({"TERM": "xterm-256color", "COLUMNS": "140", "LINES": "40"})
+            os.execv(sys.executable, [sys.executable, "-m", "rmtui", "demo", "--path", str(target)])
+        finally:
+            os._exit(127)
+    out = b""
+
+    def read_until(marker: bytes, timeout: float) -> None:
+        nonlocal out
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and marker not in out:
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:
+                try:
+                    out += os.read(fd, 65536)
+                except OSError:
+                    return
+
+    try:
+        read_until(b"waiting for approval", 30)
+        assert b"Memory graph" in out and b"waiting for approval" in out
+        os.write(fd, b"q")
+        read_until(b"demo root is kept", 15)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert b"demo root is kept at" in out
+    assert validate_root(target).ok
