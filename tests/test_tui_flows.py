@@ -182,6 +182,32 @@ async def test_open_a_receipts_diff_file_by_file(demo):
         assert app.screen is screen
 
 
+async def test_an_active_operation_is_listed_with_its_lease_and_opens_its_diff_so_far(demo):
+    from rmtui.engine import maintain
+    from rmtui.tui.widgets.tables import OperationsTable
+
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await started(app, pilot)
+        op = await run_in_thread(maintain.begin, demo)
+        wt = Path(op.worktree)
+        (wt / "MEMORY_runbook.md").write_text("# Incident runbook\n\n1. Page the on-call first.\n", encoding="utf-8")
+        (wt / "MEMORY_new.md").write_text("A new free-form note.\n", encoding="utf-8")
+        ops = screen.query_one(OperationsTable)
+        await wait_for(pilot, lambda: op.id in ops.rows_by_key, timeout=5, what="the operation to be listed")
+        row = ops.get_row(op.id)
+        assert row[1] == "maintenance" and row[2] == "running" and "maintenance, expires in 6d" in row[3]
+        ops.move_cursor(row=ops.get_row_index(op.id), animate=False)
+        ops.focus()
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen.loaded, what="the diff")
+        views = {v.diff.path: v.diff for v in app.screen.query(DiffFileView)}
+        assert set(views) == {"MEMORY_runbook.md", "MEMORY_new.md"}
+        assert "+1. Page the on-call first." in views["MEMORY_runbook.md"].lines
+        assert "+A new free-form note." in views["MEMORY_new.md"].lines
+        assert "worktree, so far" in str(app.screen.query_one("#diff-header").render())
+
+
 # -- insight -------------------------------------------------------------------------------
 
 async def test_a_new_insight_log_is_tailed_live(demo):

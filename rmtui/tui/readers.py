@@ -163,12 +163,35 @@ def read_diff(root: MemoryRoot, op_id: str) -> tuple[dict, list[DiffFile]]:
     with Supervisor(root) as sup:
         op = sup.store.get(op_id)
         text = sup.diff(op_id)
+    live = False
+    if not text and not op.final and Path(op.worktree).is_dir():
+        text, live = worktree_diff(Path(op.worktree), op.base_commit), True
     header = {
         "id": op.id, "kind": op.kind, "role": op.role, "phase": op.phase,
         "base": op.base_commit, "landed": op.landed_commit or op.candidate_commit,
-        "summary": op.summary, "error": op.error,
+        "summary": op.summary, "error": op.error, "live": live,
     }
     return header, parse_diff(text)
+
+
+def worktree_diff(worktree: Path, base: str) -> str:
+    """What a running operation has changed so far: its worktree against its base commit,
+    committed or not, new files included (read-only: nothing is staged)."""
+    import git
+
+    repo = git.Repo(worktree)
+    try:
+        text = repo.git.diff(base)
+        untracked = repo.git.ls_files("--others", "--exclude-standard", "-z").split("\0")
+        for rel in filter(None, untracked):
+            # --no-index exits 1 when the files differ, which is the point here
+            _code, out, _err = repo.git.execute(["git", "diff", "--no-index", "--", "/dev/null", rel],
+                                                with_extended_output=True, with_exceptions=False)
+            if out:
+                text += ("\n" if text else "") + out
+    finally:
+        repo.close()
+    return text
 
 
 def read_insight_logs(root: MemoryRoot) -> list[InsightLog]:

@@ -57,7 +57,7 @@ class DiffScreen(Screen):
         text = Text()
         text.append(h["id"], style="bold")
         text.append(f"  {h['kind']} · {h['role']} · {h['phase']}\n")
-        landed = h["landed"][:10] if h["landed"] else "none"
+        landed = h["landed"][:10] if h["landed"] else ("worktree, so far" if h.get("live") else "none")
         text.append(f"base {h['base'][:10]} → {landed} · {len(message.files)} files · "
                     f"+{sum(f.added for f in message.files)} −{sum(f.removed for f in message.files)}")
         if h["summary"]:
