@@ -31,6 +31,7 @@ EXTRA_DEFAULTS = {
     "diff-file": "primary",
     "kind-badge": "secondary",
     "uncertain": "warning",
+    "pane-border": ("panel-lighten-2", "panel-darken-2"),  # (dark theme, light theme)
 }
 
 
@@ -78,7 +79,10 @@ def parse_theme(name: str, text: str) -> Theme:
     if missing:
         generated = theme.to_color_system().generate()
         for key in missing:
-            variables[key] = generated[EXTRA_DEFAULTS[key]]
+            source = EXTRA_DEFAULTS[key]
+            if isinstance(source, tuple):
+                source = source[0] if theme.dark else source[1]
+            variables[key] = generated[source]
     return theme
 
 
