@@ -24,7 +24,7 @@ from textual.signal import Signal
 
 from rmtui.engine.roots import MemoryRoot
 from rmtui.engine.watch import ChangeSet
-from rmtui.tui.messages import RootChanged
+from rmtui.tui.messages import EngineFailed, RootChanged
 from rmtui.tui.screens.diff import DiffScreen
 from rmtui.tui.screens.dialogs import EvidenceScreen, PromptScreen
 from rmtui.tui.screens.insight import InsightScreen
@@ -82,7 +82,8 @@ class RmtuiApp(App):
         unknown = sorted(set(self.user_config.keys) - known)
         if unknown:
             self._startup_problems.append(f"unknown binding ids in {self.user_config.path}: {', '.join(unknown)}")
-        self.set_keymap({k: v for k, v in self.user_config.keys.items() if k in known})
+        self.keymap_overrides = {k: v for k, v in self.user_config.keys.items() if k in known}
+        self.set_keymap(self.keymap_overrides)
 
     def on_mount(self) -> None:
         self.sub_title = str(self.root.path)
@@ -116,7 +117,10 @@ class RmtuiApp(App):
         try:
             self.user_config.save_theme(name)
         except OSError as exc:
-            self.call_from_thread(self.notify, f"cannot save the theme choice: {exc}", severity="warning")
+            self.post_message(EngineFailed("theme", f"cannot save the theme choice: {exc}"))
+
+    def on_engine_failed(self, message: EngineFailed) -> None:
+        self.notify(message.text, severity="warning")
 
     # -- command palette -----------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
@@ -130,7 +134,7 @@ class RmtuiApp(App):
                 if not _is_ours(type(node)):
                     continue
                 seen.add(binding.id)
-                key = self.get_key_display(Binding(self._keymap.get(binding.id, binding.key).split(",")[0],
+                key = self.get_key_display(Binding(self.keymap_overrides.get(binding.id, binding.key).split(",")[0],
                                                    binding.action))
                 where = SCREEN_NAMES.get(self.current_mode, "") if node is screen else _owner_name(node)
                 yield SystemCommand(f"{where + ': ' if where else ''}{binding.description or binding.action}",

@@ -1,7 +1,8 @@
 """Messages between workers and the widgets that own state.
 
 Workers do I/O and only post these; handlers on the UI thread own all state. Messages
-that can arrive in bursts merge (``can_replace``) so a burst is handled once.
+that can arrive in bursts merge (``can_replace``) so a burst is handled once. Worker results
+do not bubble: the screen that started the worker is the one that owns the answer.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class GraphState:
     index: list = field(default_factory=list)  # [(item, "id title" lower-cased)] in source order
 
 
-class GraphLoaded(Message):
+class GraphLoaded(Message, bubble=False):
     def __init__(self, state: GraphState, signature: object = None) -> None:
         super().__init__()
         self.state = state
@@ -53,7 +54,7 @@ class GraphLoaded(Message):
         return isinstance(message, GraphLoaded)
 
 
-class QueueLoaded(Message):
+class QueueLoaded(Message, bubble=False):
     def __init__(self, evidence: list, counts: dict[str, int], signature: object = None) -> None:
         super().__init__()
         self.evidence = evidence
@@ -64,7 +65,7 @@ class QueueLoaded(Message):
         return isinstance(message, QueueLoaded)
 
 
-class OperationsLoaded(Message):
+class OperationsLoaded(Message, bubble=False):
     def __init__(self, operations: list, receipts: list, signature: object = None) -> None:
         super().__init__()
         self.operations = operations
@@ -82,7 +83,7 @@ class LastCommit:
     date: str
 
 
-class ItemHistoryLoaded(Message):
+class ItemHistoryLoaded(Message, bubble=False):
     """The last commit that changed an item (by its key), or None when uncommitted."""
 
     def __init__(self, key: str, commit: LastCommit | None) -> None:
@@ -91,7 +92,7 @@ class ItemHistoryLoaded(Message):
         self.commit = commit
 
 
-class EngineDone(Message):
+class EngineDone(Message, bubble=False):
     """A write through the engine finished; ``text`` is what to tell the person."""
 
     def __init__(self, text: str, *, reload: tuple[str, ...] = ()) -> None:
@@ -100,7 +101,7 @@ class EngineDone(Message):
         self.reload = reload
 
 
-class EngineFailed(Message):
+class EngineFailed(Message, bubble=False):
     """An engine call refused or failed; ``text`` says why (never a traceback)."""
 
     def __init__(self, action: str, text: str, *, rule: str | None = None) -> None:
@@ -119,12 +120,6 @@ class FollowItem(Message):
         self.push = push
 
 
-class OpenDiff(Message):
-    def __init__(self, op_id: str) -> None:
-        super().__init__()
-        self.op_id = op_id
-
-
 @dataclass
 class DiffFile:
     path: str
@@ -133,7 +128,7 @@ class DiffFile:
     removed: int = 0
 
 
-class DiffLoaded(Message):
+class DiffLoaded(Message, bubble=False):
     def __init__(self, op_id: str, header: dict, files: list[DiffFile]) -> None:
         super().__init__()
         self.op_id = op_id
@@ -147,7 +142,7 @@ class InsightLog:
     text: str
 
 
-class InsightLogsLoaded(Message):
+class InsightLogsLoaded(Message, bubble=False):
     def __init__(self, logs: list[InsightLog]) -> None:
         super().__init__()
         self.logs = logs
@@ -156,7 +151,7 @@ class InsightLogsLoaded(Message):
         return isinstance(message, InsightLogsLoaded)
 
 
-class MaintenanceLoaded(Message):
+class MaintenanceLoaded(Message, bubble=False):
     """Maintenance status (None when none is active) and the editable files."""
 
     def __init__(self, status: dict | None, files: list[str]) -> None:
@@ -168,7 +163,7 @@ class MaintenanceLoaded(Message):
         return isinstance(message, MaintenanceLoaded)
 
 
-class RetrieveAnswered(Message):
+class RetrieveAnswered(Message, bubble=False):
     def __init__(self, need: str, results: list[dict], text: str, *, status: str = "",
                  error: str | None = None) -> None:
         super().__init__()
