@@ -161,7 +161,7 @@ def main() -> None:
         dt, out, _ = cli(root.path, "after-change", "rotate the staging secret monthly", env)
         print(f"first CLI call after another one-node change (re-index included): {1000 * dt:.0f} ms; "
               f"top result {out['results'][0]['id'] if out['results'] else None}")
-        from rmtui.engine.embed_service import service_dir, stop_local_service
+        from rmtui.engine.embed_client import service_dir, stop_local_service
         from rmtui.engine.embeddings import resolve_model_path
 
         stop_local_service(service_dir(resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path")),

@@ -48,12 +48,12 @@ def test_one_node_change_reembeds_one_node(root, plain_backend):
     assert len(counting.passages) == 1 and "beagle" in counting.passages[0]
     assert out.results[0]["id"] == "carol-dog" and "beagle" in out.text
 
-    # the cache file is binary float16 keyed by text hash, and holds the live vectors
+    # the cache file is binary float32 keyed by text hash, and holds the live vectors
     info = plain_backend.info()
     cache = VectorCache.open(root.runtime / "cache", info.embedding_model)
-    assert cache.path.read_bytes()[:8] == b"RMTVEC01" and cache.matrix.dtype == np.float16
+    assert cache.path.read_bytes()[:8] == b"RMTVEC03" and cache.matrix.dtype == np.float32
     idx = dense_index(load_corpus(root.path), DEFAULT_PARAMS, root.runtime / "cache")
-    assert all(k in cache.row for k in idx.keys)
+    assert cache.rows(idx.keys)[1] == []
 
 
 def test_vector_cache_is_per_model_identity(tmp_path):
@@ -71,7 +71,8 @@ def test_vector_cache_drops_dead_rows_when_they_dominate(tmp_path):
     live = {text_key("t0"), text_key("new")}
     c.add({text_key("new"): np.ones(2, dtype=np.float32)}, live=live)
     again = VectorCache.open(tmp_path, "m@1")
-    assert set(again.row) == live
+    blob = again.keys.tobytes()
+    assert {blob[i:i + 32] for i in range(0, len(blob), 32)} == live
 
 
 def test_lexical_index_rebuilt_only_when_corpus_changes(root):

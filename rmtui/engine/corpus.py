@@ -19,9 +19,13 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rmtui.engine.errors import UsageError
-from rmtui.engine.graph import MEMORY_ROOT_FILE, Graph, Item, load_graph
+
+if TYPE_CHECKING:  # the parser is imported only when the corpus must be rebuilt
+    from rmtui.engine.graph import Graph, Item
 
 CACHE_VERSION = 3
 PASSAGE_CHARS = 1500
@@ -61,6 +65,37 @@ class Entry:
         return cls(*t)
 
 
+class EntryList(Sequence):
+    """Entries materialised on first access: a warm retrieve touches only the few it renders."""
+
+    def __init__(self, rows: list[tuple]) -> None:
+        self._rows = rows
+        self._made: dict[int, Entry] = {}
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self._rows)))]
+        if i < 0:
+            i += len(self._rows)
+        e = self._made.get(i)
+        if e is None:
+            e = self._made[i] = Entry.from_tuple(self._rows[i])
+        return e
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self._rows)))
+
+    def column(self, n: int) -> list:
+        """One field of every entry (tuple position, see :meth:`Entry.to_tuple`) without building entries."""
+        return [r[n] for r in self._rows]
+
+    def rows(self) -> list[tuple]:
+        return self._rows
+
+
 @dataclass
 class HeadingRef:
     """An ancestor heading as rendered: its exact line and its identity."""
@@ -76,7 +111,7 @@ class HeadingRef:
 class Corpus:
     root: Path
     fingerprint: str
-    entries: list[Entry]
+    entries: Sequence[Entry]
     headings: list[HeadingRef]  # every heading that is an ancestor of some entry
     files: dict[str, str]  # file name -> raw SHA-256 of what was parsed
     missing: list[str]  # referenced files that did not exist
@@ -85,6 +120,29 @@ class Corpus:
 
     def by_id(self) -> dict[str, Entry]:
         return {e.id: e for e in self.entries if e.id is not None and e.kind != "source"}
+
+    def key_hashes(self) -> dict[str, str]:
+        """Entry key -> content hash, for delivery history (no entry objects built)."""
+        if isinstance(self.entries, EntryList):
+            return dict(zip(self.entries.column(0), self.entries.column(6)))
+        return {e.key: e.hash for e in self.entries}
+
+    def neighbour_arrays(self):
+        """(prev, next, nearest heading) index arrays, -1 where none; computed once."""
+        import numpy as np
+
+        if getattr(self, "_arrays", None) is None:
+            if isinstance(self.entries, EntryList):
+                rows = self.entries.rows()
+                prev = [r[12] for r in rows]
+                nxt = [r[13] for r in rows]
+                group = [r[10][-1] if r[10] else -1 for r in rows]
+            else:
+                prev = [e.prev for e in self.entries]
+                nxt = [e.next for e in self.entries]
+                group = [e.ancestors[-1] if e.ancestors else -1 for e in self.entries]
+            self._arrays = (np.asarray(prev, np.int64), np.asarray(nxt, np.int64), np.asarray(group, np.int64))
+        return self._arrays
 
     def lines_of(self, name: str) -> list[str]:
         if name not in self.texts:
@@ -213,6 +271,8 @@ def split_passages(text: str, limit: int = PASSAGE_CHARS) -> list[str]:
 
 def build_corpus(root: Path, graph: Graph | None = None) -> Corpus:
     """Project ``graph`` (parsed from ``root`` when not given) into retrieval entries."""
+    from rmtui.engine.graph import MEMORY_ROOT_FILE, load_graph
+
     root = Path(root)
     if graph is None:
         if not (root / MEMORY_ROOT_FILE).is_file():
@@ -253,11 +313,23 @@ def build_corpus(root: Path, graph: Graph | None = None) -> Corpus:
             return item.id
         return f"{item.id or 'heading'}@{item.file}:{item.line}"
 
+    scope: dict[int, tuple[list[int], str]] = {}  # parent -> (ancestor records, context), shared
+
+    def scope_of(parent: Item | None) -> tuple[list[int], str]:
+        if parent is None:
+            return [], ""
+        got = scope.get(id(parent))
+        if got is None:
+            above, _ = scope_of(parent.parent)
+            anc = above + [heading_ref(parent)]
+            got = scope[id(parent)] = (anc, " / ".join(headings[i].title for i in anc))
+        return got
+
     by_parent: dict[int, list[int]] = {}
     for rank, item in enumerate(order):
         lines = texts.get(item.file, [])
-        anc = [heading_ref(a) for a in item.heading_path()]
-        context = " / ".join(headings[i].title for i in anc)
+        anc, context = scope_of(item.parent)
+        anc = list(anc)
         if item.kind == "node":
             own = [item.line + k for k in range(item.end_line - item.line + 1)]
             words = [node_prose(lines[item.line - 1])] + [lines[n - 1].strip() for n in own[1:]]
@@ -265,12 +337,11 @@ def build_corpus(root: Path, graph: Graph | None = None) -> Corpus:
             entry = Entry(key_for(item), item.id, "node", item.file, item.line, item.end_line, item.hash,
                           rank, text, own, anc, context, uncertain=item.uncertain)
         else:
-            spans = [s for s in child_spans.get(id(item), []) if s[0] == item.file]
-            own = []
-            for n in range(item.line, item.end_line + 1):
-                if any(a <= n <= b for _, a, b in spans):
-                    continue
-                own.append(n)
+            covered: set[int] = set()
+            for f, a, b in child_spans.get(id(item), []):
+                if f == item.file:
+                    covered.update(range(a, b + 1))
+            own = [n for n in range(item.line, item.end_line + 1) if n not in covered]
             while own and not lines[own[-1] - 1].strip():
                 own.pop()
             body = [lines[n - 1].strip() for n in own[1:] if lines[n - 1].strip()]
@@ -363,7 +434,7 @@ def _read_cache(root: Path, path: Path) -> Corpus | None:
     for name in data["missing"]:
         if os.path.lexists(root / name):
             return None
-    return Corpus(root, data["fingerprint"], [Entry.from_tuple(t) for t in data["entries"]],
+    return Corpus(root, data["fingerprint"], EntryList(data["entries"]),
                   [HeadingRef(*h) for h in data["headings"]], files, list(data["missing"]),
                   data["issues"], texts=texts)
 

@@ -82,20 +82,38 @@ def _stem_words(words: list[str]) -> list[str]:
     return _stemmer.stemWords(words)
 
 
+def _expand(tok: str) -> list[str]:
+    """The index words of one raw token (before stemming): identifiers also as their parts."""
+    tok = tok.strip("._")
+    if not tok:
+        return []
+    parts = [p for p in re.split(r"[._]+", tok) if p]
+    if len(parts) > 1:
+        return [tok] + [p for p in parts if len(p) > 1 and p not in STOPWORDS]
+    return [tok] if len(tok) > 1 and tok not in STOPWORDS else []
+
+
+def tokenize_many(texts: list[str], *, stem: bool = True) -> list[list[str]]:
+    """Tokenize many texts; each distinct raw token is expanded and stemmed once."""
+    memo: dict[str, list[str]] = {}
+    out: list[list[str]] = []
+    for text in texts:
+        toks: list[str] = []
+        for raw in _TOKEN_RE.findall(text.lower()):
+            words = memo.get(raw)
+            if words is None:
+                words = _expand(raw)
+                if stem and words:
+                    words = _stem_words(words)
+                memo[raw] = words
+            toks.extend(words)
+        out.append(toks)
+    return out
+
+
 def tokenize(text: str, *, stem: bool = True) -> list[str]:
     """Lower-case words without stop words; identifiers also split into their parts."""
-    out: list[str] = []
-    for tok in _TOKEN_RE.findall(text.lower()):
-        tok = tok.strip("._")
-        if not tok:
-            continue
-        parts = [p for p in re.split(r"[._]+", tok) if p]
-        if len(parts) > 1:
-            out.append(tok)
-            out.extend(p for p in parts if len(p) > 1 and p not in STOPWORDS)
-        elif len(tok) > 1 and tok not in STOPWORDS:
-            out.append(tok)
-    return _stem_words(out) if stem else out
+    return tokenize_many([text], stem=stem)[0]
 
 
 # -- what each entry is scored on ------------------------------------------------
@@ -169,7 +187,7 @@ class LexicalIndex:
     def build(cls, corpus: Corpus, params: RankParams, key: str) -> LexicalIndex:
         texts = [lexical_text(e, params) for e in corpus.entries]
         parts, owner = passages(texts)
-        tokens = [tokenize(p, stem=params.stem) or ["\x00empty"] for p in parts]
+        tokens = [t or ["\x00empty"] for t in tokenize_many(parts, stem=params.stem)]
         if not tokens:
             empty = np.zeros(0, dtype=np.float32)
             return cls(key, {}, empty, np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64), owner, 0)
@@ -265,8 +283,7 @@ def smooth(scores: np.ndarray, corpus: Corpus, weight: float, span: int = 1) -> 
     """Each entry borrows ``weight`` of its neighbours' scores (halved per further step)."""
     if weight <= 0 or not scores.size:
         return scores
-    prev = np.fromiter((e.prev for e in corpus.entries), dtype=np.int64, count=len(corpus.entries))
-    nxt = np.fromiter((e.next for e in corpus.entries), dtype=np.int64, count=len(corpus.entries))
+    prev, nxt, _ = corpus.neighbour_arrays()
     padded = np.append(scores, np.float32(0))  # index -1 reads the zero pad
     prev_p, next_p = np.append(prev, -1), np.append(nxt, -1)
     out = scores.copy()
@@ -281,8 +298,7 @@ def heading_boost(scores: np.ndarray, corpus: Corpus, weight: float) -> np.ndarr
     """Each entry borrows ``weight`` of the best score among entries under the same heading."""
     if weight <= 0 or not scores.size:
         return scores
-    group = np.fromiter((e.ancestors[-1] if e.ancestors else -1 for e in corpus.entries), dtype=np.int64,
-                        count=len(corpus.entries)) + 1
+    group = corpus.neighbour_arrays()[2] + 1
     best = np.zeros(int(group.max()) + 1, dtype=np.float32)
     np.maximum.at(best, group, scores)
     return scores + weight * best[group]

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 from rmtui.engine.corpus import Corpus, Entry, widen_to_fences
 from rmtui.engine.errors import UsageError
-from rmtui.engine.graph import ID_RE
 
 NO_STRONG_MATCH = "no strong match"
 SELECTION_KEYS = ("ids", "sources", "recent_candidates")
@@ -81,6 +80,8 @@ def resolve_selection(corpus: Corpus, selection, *, recent: dict[str, tuple[str,
     if not isinstance(sources, list):
         raise UsageError("selection: sources must be a list")
     recent_ids = _str_list(selection.get("recent_candidates", []), "recent_candidates")
+
+    from rmtui.engine.graph import ID_RE
 
     units: list[Unit] = []
     by_id: dict[str, Entry] = {}

@@ -26,11 +26,10 @@ import numpy as np
 
 from rmtui.engine.corpus import Corpus, current_fingerprint, load_corpus, split_passages
 from rmtui.engine.delivery import DeliveryHistory
-from rmtui.engine.embed_service import ServiceClient, ServiceError, ensure_local_service
+from rmtui.engine.embed_client import ServiceClient, ServiceError, ensure_local_service
 from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.locks import file_lock, try_lock
 from rmtui.engine.ranking import (
-    DEFAULT_PARAMS,
     RankParams,
     Ranked,
     best_per_entry,
@@ -42,7 +41,7 @@ from rmtui.engine.ranking import (
 )
 from rmtui.engine.render import NO_STRONG_MATCH, Unit, render, unit_of
 from rmtui.engine.roots import MemoryRoot
-from rmtui.engine.vectors import VectorCache, text_key
+from rmtui.engine.vectors import KEY_DTYPE, VectorCache, as_keys, text_key
 
 # Agent retrieval (rmtui.engine.agent_retrieve) serves retrieve.backend = "agent" and, when a
 # retrieve model is configured, stands in for an unreachable embedding service.
@@ -127,7 +126,7 @@ def cli_backend(root: MemoryRoot, cfg, *, wait_seconds: float | None = None):
 class DenseIndex:
     """The passages to embed for a corpus: their cache keys, owners, and (lazily) texts."""
 
-    keys: list[bytes]
+    keys: np.ndarray  # "S32" digests; never index single elements (numpy strips trailing NULs)
     owner: np.ndarray
     _corpus: Corpus | None = None
     _params: RankParams | None = None
@@ -156,19 +155,18 @@ def dense_index(corpus: Corpus, params: RankParams, cache_dir: Path | None = Non
         try:
             head = marshal.loads(path.read_bytes())
             if head.get("key") == key:
-                blob = head["keys"]
-                keys = [blob[i:i + 32] for i in range(0, len(blob), 32)]
-                return DenseIndex(keys, np.frombuffer(head["owner"], dtype=np.int64), corpus, params)
+                return DenseIndex(np.frombuffer(head["keys"], dtype=KEY_DTYPE),
+                                  np.frombuffer(head["owner"], dtype=np.int64), corpus, params)
         except (OSError, EOFError, ValueError, TypeError, KeyError, AttributeError):
             pass
     texts = [dense_text(corpus, i, params) for i in range(len(corpus.entries))]
     parts, owner = passages(texts)
-    index = DenseIndex([text_key(p) for p in parts], owner, corpus, params, parts)
+    index = DenseIndex(as_keys([text_key(p) for p in parts]), owner, corpus, params, parts)
     if path is not None:
         from rmtui.engine.fsutil import atomic_write_bytes
 
         try:
-            atomic_write_bytes(path, marshal.dumps({"key": key, "keys": b"".join(index.keys),
+            atomic_write_bytes(path, marshal.dumps({"key": key, "keys": index.keys.tobytes(),
                                                     "owner": owner.astype(np.int64).tobytes()}))
         except OSError:
             pass
@@ -177,13 +175,14 @@ def dense_index(corpus: Corpus, params: RankParams, cache_dir: Path | None = Non
 
 def fill_vectors(cache: VectorCache, index: DenseIndex, backend, *, deadline: float | None) -> int:
     """Embed what the cache lacks, in batches, until done or past ``deadline``; return how many."""
-    _, missing = cache.lookup(index.keys)
+    _, missing = cache.rows(index.keys)
+    if not missing:
+        return 0
+    blob = index.keys.tobytes()
     todo: dict[bytes, str] = {}
     for i in missing:
-        todo.setdefault(index.keys[i], index.parts[i])
-    if not todo:
-        return 0
-    live = set(index.keys)
+        todo.setdefault(blob[32 * i:32 * i + 32], index.parts[i])
+    live = [blob[i:i + 32] for i in range(0, len(blob), 32)]
     items = list(todo.items())
     done = 0
     batch = max(1, min(64, backend.info().max_batch_size))
@@ -211,13 +210,10 @@ def dense_scores(corpus: Corpus, need: str, backend, params: RankParams, cache_d
     index = dense_index(corpus, params, cache_dir)
     cache = VectorCache.open(cache_dir, info.embedding_model)
     fill_vectors(cache, index, backend, deadline=deadline)
-    mat, missing = cache.lookup(index.keys)
     q = backend.embed([need], "query")[0]
-    per_passage = mat @ q if mat.shape[1] else np.zeros(len(index.keys), np.float32)
-    if missing:
-        per_passage[missing] = 0.0
+    per_passage, missing = cache.scores(index.keys, q)
     scores = best_per_entry(per_passage, index.owner, len(corpus.entries))
-    coverage = 1.0 - (len(missing) / len(index.keys)) if index.keys else 1.0
+    coverage = 1.0 - (len(missing) / len(index.keys)) if len(index.keys) else 1.0
     return scores, coverage, index
 
 
@@ -330,6 +326,8 @@ def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = Non
     max_chars = int(cfg.get("retrieve.max_output_chars"))
     warnings: list[str] = []
     deadline = time.monotonic() + float(cfg.get("embedding.dense_budget_seconds"))
+    if indexer_running(root):
+        deadline = time.monotonic()  # the background indexer is on it: embed only the need
     chosen = None
     timings: dict = {}
     for attempt in (0, 1):
@@ -394,7 +392,7 @@ def _deliver(root: MemoryRoot, session: str, outcome: SearchOutcome, commit: str
                     status[u.key] = "new"
                 units.append(u)
         selected = {u.key for u in units} | set(skipped)
-        current = {e.key: e.hash for e in corpus.entries}
+        current = corpus.key_hashes() if prev else {}
         noticed: dict[str, str] = {}
         for key, d in sorted(prev.items()):
             if key in selected or key.startswith("recent:"):
@@ -432,6 +430,14 @@ def _deliver(root: MemoryRoot, session: str, outcome: SearchOutcome, commit: str
 
 
 # -- background indexing ------------------------------------------------------------------------
+
+def indexer_running(root: MemoryRoot) -> bool:
+    fd = try_lock(root.runtime / "cache" / "indexer.lock")
+    if fd is None:
+        return True
+    os.close(fd)
+    return False
+
 
 def spawn_indexer(root: MemoryRoot) -> bool:
     """Start a detached process that embeds the rest of the corpus, unless one runs."""

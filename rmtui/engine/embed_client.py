@@ -1,0 +1,351 @@
+"""Client side of the embedding service: the HTTP client and the local warm service launcher.
+
+Kept apart from the server (``embed_service``) so that a short CLI call imports neither
+``http.server`` nor ``http.client`` (which pulls in the ``email`` package): a warm
+``retrieve`` pays only for what it uses. See ``embed_service`` for the API.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from rmtui.engine.embeddings import ModelInfo
+from rmtui.engine.errors import ConflictError, UnavailableError, UsageError
+from rmtui.engine.locks import file_lock, try_lock
+
+MAX_TEXT_CHARS = 131072
+MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+TOKEN_ENV = "RIGHTMEMORY_EMBEDDING_API_KEY"
+
+
+class ServiceError(UnavailableError):
+    """The embedding service could not complete a valid request (exit 4)."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message, details={"status": status} if status else None)
+        self.status = status
+
+
+# -- client ------------------------------------------------------------------------------
+
+class ServiceClient:
+    """Client of any RightMemory embedding service; validates every answer."""
+
+    def __init__(self, url: str, token: str | None = None, *, timeout: float = 120.0,
+                 info: dict | None = None) -> None:
+        parts = urlsplit(url.rstrip("/"))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(f"embedding service URL {url!r} must be http(s)://host:port")
+        self.url = url.rstrip("/")
+        self._parts = parts
+        self.token = token
+        self.timeout = timeout
+        self._conn = None
+        self._info: ModelInfo | None = None
+        if info is not None:  # known from the local service's state file: saves a round trip
+            try:
+                self._info = self._parse_info(info)
+            except ServiceError:
+                self._info = None
+
+    def _connection(self):
+        if self._conn is None:
+            if self._parts.scheme == "https":
+                import http.client
+
+                self._conn = _HttpsExchange(http.client.HTTPSConnection(self._parts.hostname, self._parts.port,
+                                                                        timeout=self.timeout))
+            else:
+                self._conn = _Http11(self._parts.hostname, self._parts.port or 80, self.timeout)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def request(self, method: str, route: str, payload: dict | None = None) -> dict:
+        headers = {"Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        body = None
+        if payload is not None:
+            body = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode()
+            headers["Content-Type"] = "application/json"
+        prefix = self._parts.path or ""
+        for attempt in (0, 1):  # a kept-alive connection may have been closed by the server
+            try:
+                status, raw = self._connection().exchange(method, prefix + route, headers, body)
+                break
+            except (OSError, ValueError) as exc:
+                self.close()
+                if attempt:
+                    raise ServiceError(f"embedding service at {self.url} is unavailable: {exc}") from exc
+        if len(raw) > MAX_RESPONSE_BYTES:
+            raise ServiceError("embedding service response is too large")
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            raise ServiceError(f"embedding service returned invalid JSON (HTTP {status})") from None
+        if status != 200:
+            detail = data.get("detail") if isinstance(data, dict) else None
+            msg = f"embedding service rejected {route}: HTTP {status}" + (f": {str(detail)[:300]}" if detail else "")
+            if status == 409:
+                raise ConflictError(msg, details={"status": 409})
+            raise ServiceError(msg, status=status)
+        if not isinstance(data, dict):
+            raise ServiceError("embedding service response must be an object")
+        return data
+
+    def info(self, *, refresh: bool = False) -> ModelInfo:
+        if self._info is not None and not refresh:
+            return self._info
+        self._info = self._parse_info(self.request("GET", "/info"))
+        return self._info
+
+    @staticmethod
+    def _parse_info(d: dict) -> ModelInfo:
+        ok = (type(d.get("version")) is int and d["version"] == 1
+              and all(isinstance(d.get(k), str) and d[k] for k in ("embedding_model", "reranker_model"))
+              and all(type(d.get(k)) is int and d[k] >= 1 for k in ("dimensions", "max_batch_size", "max_candidates")))
+        if not ok:
+            raise ServiceError("embedding service returned invalid model metadata")
+        return ModelInfo(d["embedding_model"], d["reranker_model"], d["dimensions"], d["max_batch_size"],
+                         d["max_candidates"], bool(d.get("cross_encoder", True)))
+
+    def embed(self, texts: list[str], kind: str):
+        import numpy as np
+
+        info = self.info()
+        out = np.zeros((len(texts), info.dimensions), dtype=np.float32)
+        for off in range(0, len(texts), info.max_batch_size):
+            batch = texts[off:off + info.max_batch_size]
+            d = self.request("POST", "/embed", {"texts": batch, "kind": kind, "model": info.embedding_model})
+            if d.get("model") != info.embedding_model:
+                raise ConflictError("embedding model changed during retrieval; retry the request")
+            vecs = d.get("vectors")
+            if not isinstance(vecs, list) or len(vecs) != len(batch):
+                raise ServiceError("embedding service returned the wrong number of vectors")
+            out[off:off + len(batch)] = [_check_vector(v, info.dimensions) for v in vecs]
+        return out
+
+    def rerank(self, query: str, documents: list[str]) -> list[int]:
+        info = self.info()
+        d = self.request("POST", "/rerank", {"query": query, "documents": documents, "model": info.reranker_model})
+        if d.get("model") != info.reranker_model:
+            raise ConflictError("reranker model changed during retrieval; retry the request")
+        order = d.get("indices")
+        if not isinstance(order, list) or any(type(i) is not int for i in order) \
+                or sorted(order) != list(range(len(documents))):
+            raise ServiceError("reranker must return each candidate index exactly once")
+        return order
+
+
+class _Http11:
+    """A minimal HTTP/1.1 client over one kept-alive socket.
+
+    ``http.client`` drags in the ``email`` package (tens of milliseconds), paid by every
+    short CLI call; the service always answers with Content-Length, which is all this needs.
+    """
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        self.host, self.port, self.timeout = host, port, timeout
+        self.sock: socket.socket | None = None
+        self.buf = b""
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        self.buf = b""
+
+    def _recv(self) -> bytes:
+        chunk = self.sock.recv(1 << 16)
+        if not chunk:
+            raise ConnectionError("connection closed by the service")
+        return chunk
+
+    def exchange(self, method: str, path: str, headers: dict, body: bytes | None) -> tuple[int, bytes]:
+        if self.sock is None:
+            self.sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Connection: keep-alive",
+                 f"Content-Length: {len(body or b'')}"] + [f"{k}: {v}" for k, v in headers.items()]
+        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b""))
+        while b"\r\n\r\n" not in self.buf:
+            self.buf += self._recv()
+            if len(self.buf) > 65536 and b"\r\n\r\n" not in self.buf:
+                raise ValueError("response headers are too large")
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        status_line, *header_lines = head.decode("latin-1").split("\r\n")
+        parts = status_line.split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            raise ValueError(f"malformed status line {status_line[:80]!r}")
+        fields = {}
+        for line in header_lines:
+            k, _, v = line.partition(":")
+            fields[k.strip().lower()] = v.strip()
+        length = int(fields.get("content-length", "0"))
+        if length > MAX_RESPONSE_BYTES:
+            raise ValueError("response is too large")
+        while len(self.buf) < length:
+            self.buf += self._recv()
+        data, self.buf = self.buf[:length], self.buf[length:]
+        if fields.get("connection", "").lower() == "close":
+            self.close()
+        return int(parts[1]), data
+
+
+class _HttpsExchange:
+    def __init__(self, conn) -> None:
+        self.conn = conn
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def exchange(self, method: str, path: str, headers: dict, body: bytes | None) -> tuple[int, bytes]:
+        self.conn.request(method, path, body=body, headers=headers)
+        resp = self.conn.getresponse()
+        return status, resp.read(MAX_RESPONSE_BYTES + 1)
+
+
+def _check_vector(value, dim: int) -> list[float]:
+    if not isinstance(value, list) or len(value) != dim or any(type(x) not in (int, float) for x in value):
+        raise ServiceError("embedding vector has invalid dimensions or values")
+    norm = math.sqrt(sum(x * x for x in value))
+    if not math.isfinite(norm) or norm <= 0:
+        raise ServiceError("embedding vector must have a finite positive norm")
+    return [x / norm for x in value]
+
+
+# -- the local warm service --------------------------------------------------------------
+
+@dataclass
+class LocalService:
+    url: str
+    token: str
+    state_dir: Path
+    started: bool  # this call launched it
+    info: dict | None = None
+
+
+def service_dir(model_path: Path, reranker_path: str | None) -> Path:
+    """Per user and model: one warm service shared by every root that uses the same model."""
+    base = os.environ.get("RMTUI_SERVICE_DIR")
+    if base:
+        top = Path(base)
+    elif os.environ.get("XDG_RUNTIME_DIR"):
+        top = Path(os.environ["XDG_RUNTIME_DIR"]) / "rmtui" / "embedding-services"
+    else:
+        top = Path.home() / ".cache" / "rmtui" / "embedding-services"
+    key = hashlib.sha256(f"{model_path}\0{reranker_path or ''}".encode()).hexdigest()[:16]
+    return top / key
+
+
+def _read_state(state_dir: Path) -> dict | None:
+    try:
+        st = json.loads((state_dir / "state.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return st if isinstance(st, dict) and isinstance(st.get("url"), str) else None
+
+
+def _alive(state_dir: Path) -> bool:
+    fd = try_lock(state_dir / "alive.lock")
+    if fd is None:
+        return True
+    os.close(fd)
+    return False
+
+
+def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_timeout: float,
+                         wait_seconds: float) -> LocalService:
+    """The running local service for this model, started (detached) if none runs.
+
+    Waits at most ``wait_seconds`` for it to be ready; a service still loading its model
+    raises :class:`ServiceError` and keeps starting in the background for later calls.
+    """
+    state_dir = service_dir(model_path, reranker_path)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait_seconds
+    started = False
+    try:
+        with file_lock(state_dir / "launch.lock", timeout=max(wait_seconds, 0.1)):
+            st = _read_state(state_dir)
+            if st is not None and _alive(state_dir):
+                return LocalService(st["url"], st.get("token") or "", state_dir, False, st.get("info"))
+            if not _alive(state_dir):
+                (state_dir / "state.json").unlink(missing_ok=True)
+                _launch(state_dir, model_path, reranker_path, idle_timeout)
+                started = True
+            while time.monotonic() < deadline:
+                st = _read_state(state_dir)
+                if st is not None:
+                    return LocalService(st["url"], st.get("token") or "", state_dir, started, st.get("info"))
+                if not _alive(state_dir) and time.monotonic() > deadline - wait_seconds + 2.0:
+                    raise ServiceError(f"the local embedding service failed to start; see {state_dir / 'service.log'}"
+                                       + _log_tail(state_dir))
+                time.sleep(0.05)
+    except ConflictError:
+        pass  # another process is launching it and holds the launch lock past our budget
+    raise ServiceError(f"the local embedding service is still starting (waited {wait_seconds:.0f} s)")
+
+
+def _log_tail(state_dir: Path) -> str:
+    try:
+        lines = (state_dir / "service.log").read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return (": " + lines[-1][:300]) if lines else ""
+
+
+def _launch(state_dir: Path, model_path: Path, reranker_path: str | None, idle_timeout: float) -> None:
+    token = secrets.token_urlsafe(24)
+    env = dict(os.environ)
+    env[TOKEN_ENV] = token
+    argv = [sys.executable, "-m", "rmtui", "--headless", "embedding-service", "--host", "127.0.0.1", "--port", "0",
+            "--model-path", str(model_path), "--idle-timeout", str(idle_timeout), "--state-dir", str(state_dir),
+            "--token-env", TOKEN_ENV]
+    if reranker_path:
+        argv += ["--reranker-path", str(reranker_path)]
+    log = open(state_dir / "service.log", "ab")
+    try:
+        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                         start_new_session=True, close_fds=True, cwd=str(state_dir))
+    finally:
+        log.close()
+    # The child takes alive.lock first thing; give it a moment so callers see it as alive.
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 5.0 and not _alive(state_dir):
+        time.sleep(0.02)
+
+
+def stop_local_service(state_dir: Path, timeout: float = 10.0) -> bool:
+    """Ask a local service to stop (SIGTERM to its recorded pid); True if it is gone."""
+    import signal
+
+    st = _read_state(state_dir)
+    if st is None or not _alive(state_dir):
+        return True
+    try:
+        os.kill(int(st["pid"]), signal.SIGTERM)
+    except (ProcessLookupError, ValueError, TypeError):
+        return not _alive(state_dir)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if not _alive(state_dir):
+            return True
+        time.sleep(0.05)
+    return False
