@@ -280,7 +280,7 @@ def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_ti
     state_dir = service_dir(model_path, reranker_path)
     state_dir.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + wait_seconds
-    started = False
+    proc = None
     try:
         with file_lock(state_dir / "launch.lock", timeout=max(wait_seconds, 0.1)):
             st = _read_state(state_dir)
@@ -288,15 +288,16 @@ def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_ti
                 return LocalService(st["url"], st.get("token") or "", state_dir, False, st.get("info"))
             if not _alive(state_dir):
                 (state_dir / "state.json").unlink(missing_ok=True)
-                _launch(state_dir, model_path, reranker_path, idle_timeout)
-                started = True
+                proc = _launch(state_dir, model_path, reranker_path, idle_timeout)
             while time.monotonic() < deadline:
                 st = _read_state(state_dir)
                 if st is not None:
-                    return LocalService(st["url"], st.get("token") or "", state_dir, started, st.get("info"))
-                if not _alive(state_dir) and time.monotonic() > deadline - wait_seconds + 2.0:
-                    raise ServiceError(f"the local embedding service failed to start; see {state_dir / 'service.log'}"
-                                       + _log_tail(state_dir))
+                    return LocalService(st["url"], st.get("token") or "", state_dir, proc is not None, st.get("info"))
+                if proc is not None and proc.poll() is not None:
+                    raise ServiceError(f"the local embedding service failed to start (exit {proc.returncode}); "
+                                       f"see {state_dir / 'service.log'}" + _log_tail(state_dir))
+                if proc is None and not _alive(state_dir):
+                    raise ServiceError("the local embedding service stopped while starting; retry")
                 time.sleep(0.05)
     except ConflictError:
         pass  # another process is launching it and holds the launch lock past our budget
@@ -311,7 +312,9 @@ def _log_tail(state_dir: Path) -> str:
     return (": " + lines[-1][:300]) if lines else ""
 
 
-def _launch(state_dir: Path, model_path: Path, reranker_path: str | None, idle_timeout: float) -> None:
+def _launch(state_dir: Path, model_path: Path, reranker_path: str | None,
+            idle_timeout: float) -> subprocess.Popen:
+    """Start the service detached (own session: it outlives this process)."""
     token = secrets.token_urlsafe(24)
     env = dict(os.environ)
     env[TOKEN_ENV] = token
@@ -322,14 +325,10 @@ def _launch(state_dir: Path, model_path: Path, reranker_path: str | None, idle_t
         argv += ["--reranker-path", str(reranker_path)]
     log = open(state_dir / "service.log", "ab")
     try:
-        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                         start_new_session=True, close_fds=True, cwd=str(state_dir))
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                                start_new_session=True, close_fds=True, cwd=str(state_dir))
     finally:
         log.close()
-    # The child takes alive.lock first thing; give it a moment so callers see it as alive.
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < 5.0 and not _alive(state_dir):
-        time.sleep(0.02)
 
 
 def stop_local_service(state_dir: Path, timeout: float = 10.0) -> bool:

@@ -261,9 +261,10 @@ def serve(*, host: str, port: int, model: str | None, model_path: str | None, re
     else:
         sys.stderr.write(f"rmtui embedding service on {server.url} ({server.model_info.embedding_model})\n")
         sys.stderr.flush()
+    _stop_on_sigterm()
     try:
         server.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):
         pass
     finally:
         server.server_close()
@@ -278,3 +279,14 @@ def serve(*, host: str, port: int, model: str | None, model_path: str | None, re
     return 0
 
 
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM ends the service like Ctrl-C, so its state file is removed on the way out."""
+    import signal
+
+    if threading.current_thread() is threading.main_thread():
+        def stop(signum, frame):  # noqa: ARG001
+            raise SystemExit(0)
+
+        signal.signal(signal.SIGTERM, stop)
