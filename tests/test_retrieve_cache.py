@@ -117,3 +117,10 @@ def test_memory_changing_during_ranking_is_retried_once(root, plain_backend):
     out = retrieve(root, "x", "where does Alice work from", backend=Editing(plain_backend), top=1)
     assert Editing.edits == 1
     assert "Porto" in out.text  # rendered from the corpus after the change, never a mix
+
+
+def test_empty_memory_is_no_strong_match_without_starting_a_model(root, monkeypatch, tmp_path):
+    monkeypatch.setenv("RMTUI_SERVICE_DIR", str(tmp_path / "services"))
+    out = retrieve(root, "e", "anything at all")
+    assert out.text == "no strong match" and out.results == []
+    assert not (tmp_path / "services").exists()

@@ -329,13 +329,15 @@ def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = Non
     if indexer_running(root):
         deadline = time.monotonic()  # the background indexer is on it: embed only the need
     chosen = None
+    tried = False
     timings: dict = {}
-    for attempt in (0, 1):
+    for _attempt in (0, 1):
         with file_lock(root.lock_path, shared=True):
             corpus = load_corpus(root.path)
             commit = head_commit_fast(root.path)
         timings["corpus"] = time.monotonic() - t0
-        if attempt == 0:
+        if not tried and len(corpus.entries):  # an empty memory needs no model
+            tried = True
             try:
                 chosen = _choose_backend(root, cfg, backend, warnings)
             except _UseAgent as exc:
