@@ -91,6 +91,7 @@ class RmtuiApp(App):
         for problem in self._startup_problems:
             self.notify(problem, severity="warning", timeout=10)
         if self.live:
+            self.recover_operations()
             self.watch_root()
 
     def on_unmount(self) -> None:
@@ -103,6 +104,22 @@ class RmtuiApp(App):
 
         for changes in watch_root(self.root, stop_event=self._stop_watch):
             self.post_message(RootChanged(changes))
+
+    @work(thread=True, exclusive=True, group="recover", exit_on_error=False)
+    def recover_operations(self) -> None:
+        """Engine start: settle operations a crashed writer left unfinished."""
+        from rmtui.engine.errors import EngineError
+        from rmtui.engine.supervisor import Supervisor
+
+        try:
+            with Supervisor(self.root) as sup:
+                done = sup.recover()
+        except EngineError as exc:
+            self.post_message(EngineFailed("recover", f"recovery: {exc.message}"))
+            return
+        settled = [f"{k} {len(v)}" for k, v in done.items() if v and k != "cleaned"]
+        if settled:
+            self.post_message(EngineFailed("recover", "recovered unfinished operations: " + ", ".join(settled)))
 
     def on_root_changed(self, message: RootChanged) -> None:
         self.root_changed.publish(message.changes)
