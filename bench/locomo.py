@@ -155,7 +155,11 @@ def run(data_dir: Path, work: Path, sample: int, explore: bool) -> None:
                          "bm25": [corpus.entries[r.index].id for r in lex.ranked],
                          "dense": [corpus.entries[r.index].id for r in den.ranked]})
     n = len(rows)
-    print(f"\n{n} questions (categories 1-4)")
+    print(f"\n{n} questions (categories 1-4). How measured: recall through rmtui.engine.retrieve.retrieve(), the "
+          "function behind `rmtui --headless retrieve --json --top 10`, with the same local warm embedding "
+          "service over HTTP, one fresh session per question (delivery history not recorded); BM25-only and "
+          "dense-only are the same engine search with the other signal switched off, in the same run; latency "
+          "of the real CLI on a sample below.")
     print("| method | R@1 | R@5 | R@10 |\n|---|---|---|---|")
     for key, label in (("hybrid", "rmtui retrieve (default)"), ("bm25", "BM25 only (same engine)"),
                        ("dense", "dense only (same engine)")):
