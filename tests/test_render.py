@@ -139,6 +139,16 @@ def test_recent_candidates_render_after_memory(mem):
     assert "the flaky test is in test_io.py" in text
 
 
+def test_heading_with_its_children_is_shown_once(mem):
+    c = load_corpus(mem.path)
+    text = render(c, resolve_selection(c, {"ids": ["tooling", "pytest-x"]}), max_chars=10_000).text
+    assert text.count("## Tooling {#tooling}") == 1
+    assert text.count("### Incident notes {M#incidents}") == 1 and text.count("### Release checklist") == 1
+    assert text.index("### Incident notes") < text.index("Source: `M#incidents`") < text.index("# Incidents")
+    assert text.startswith("# Memory\n\n## Tooling {#tooling} → [rel:deploy]\n\nHow we build and test this project.")
+    assert text.index("How we build") < text.index("- `pytest-x`") < text.index("### Deploy {F#deploy}")
+
+
 def test_output_over_limit_is_an_error_not_a_truncation(mem):
     c = load_corpus(mem.path)
     units = resolve_selection(c, {"ids": ["tooling"]})

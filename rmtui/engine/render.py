@@ -53,8 +53,10 @@ class Unit:
 
 
 def unit_of(entry: Entry, score: float | None = None) -> Unit:
+    # a free-form source follows its owning heading (they share the heading's rank)
+    rank = float(entry.rank) + (0.5 if entry.kind == "source" else 0.0)
     return Unit(entry.key, entry.id, entry.kind, entry.file, list(entry.lines), list(entry.ancestors),
-                float(entry.rank), entry.hash, entry.label, score=score)
+                rank, entry.hash, entry.label, score=score)
 
 
 # -- selection schema (agent retrieval) --------------------------------------------------
@@ -172,7 +174,7 @@ def _resolve_source(corpus: Corpus, src, n: int) -> list[Unit]:
         a, b = widen_to_fences(lines, a, b)
         text = "\n".join(lines[a - 1:b])
         out.append(Unit(f"{sid}:{a}-{b}", owner, "source", name, list(range(a, b + 1)), list(anc),
-                        rank + a / 1e6, hashlib.sha256(text.encode()).hexdigest(), label=sid))
+                        rank + 0.5 + a / 1e6, hashlib.sha256(text.encode()).hexdigest(), label=sid))
     return out
 
 
@@ -195,6 +197,7 @@ def render(corpus: Corpus, units: list[Unit], *, max_chars: int, notices: list[s
            empty_text: str = NO_STRONG_MATCH) -> Rendered:
     """Source text of ``units`` in source order under their headings; error if too long."""
     ordered = sorted(units, key=lambda u: (u.rank, u.start_line))
+    record_at = {(h.file, h.line): i for i, h in enumerate(corpus.headings)}
     blocks: list[str] = []
     path: list[int] = []  # heading records already shown for the current position
     current: list[str] = []
@@ -225,6 +228,8 @@ def render(corpus: Corpus, units: list[Unit], *, max_chars: int, notices: list[s
         if u.kind != "node":
             blocks.append("\n".join(current))
             current = []
+        if u.kind == "heading" and (u.file, u.start_line) in record_at:
+            path = list(anc) + [record_at[(u.file, u.start_line)]]  # its children need not repeat it
         last_kind = u.kind
     if current:
         blocks.append("\n".join(current))
