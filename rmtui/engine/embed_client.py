@@ -279,6 +279,7 @@ def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_ti
     """
     state_dir = service_dir(model_path, reranker_path)
     state_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(state_dir, 0o700)  # its state file holds the service's bearer token
     deadline = time.monotonic() + wait_seconds
     proc = None
     try:
