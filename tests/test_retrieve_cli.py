@@ -153,3 +153,31 @@ def test_cli_process_never_imports_torch(small, service):
                           env={**os.environ, **ENV}, timeout=120)
     assert proc.stdout.split()[3] == "False"
     assert json.loads  # keep the import used
+
+
+def test_dense_index_completes_in_the_background(cli, small):
+    """A call with no time to embed ranks lexically now and leaves an indexer to finish the job."""
+    import time
+
+    from rmtui.engine.locks import try_lock
+
+    set_config_value(small.path, "embedding.dense_budget_seconds", 0)
+    first = ask(cli, small, "bg1", "who owns billing", "--top", "1")
+    assert first.code == 0 and first.json()["dense_coverage"] == 0.0
+    assert "dense index incomplete" in first.stderr
+    lock = small.runtime / "cache" / "indexer.lock"
+    deadline = time.monotonic() + 60
+    polls = 0
+    while time.monotonic() < deadline:
+        polls += 1
+        fd = try_lock(lock)
+        if fd is not None:
+            import os
+
+            os.close(fd)
+            out = ask(cli, small, f"bg2-{polls}", "does anyone have a dog", "--top", "1").json()
+            if out["dense_coverage"] == 1.0:
+                break
+        time.sleep(0.2)
+    assert out["dense_coverage"] == 1.0 and out["mode"] == "hybrid"
+    assert out["results"][0]["id"] == "carol-dog"
