@@ -6,6 +6,7 @@ the retrieval backend warm between calls.
 from __future__ import annotations
 
 import json
+import threading
 
 from rmtui.engine.errors import EngineError
 from rmtui.engine.roots import MemoryRoot
@@ -34,6 +35,9 @@ def build_server(root: MemoryRoot):
             return retrieve(root, session_id, need).text  # a configured service stays the model host
         if "backend" not in warm:  # the model stays loaded in this long-lived process
             warm["backend"] = InProcessBackend.from_config(cfg)
+            # embed what the vector cache lacks in the background, with the same warm model,
+            # so later calls only embed the need
+            threading.Thread(target=_index_quietly, args=(root, warm["backend"]), daemon=True).start()
         return retrieve(root, session_id, need, backend=warm["backend"]).text
 
     @server.tool(name="rightmemory_retrieve", description="Retrieve the memory that matters for a need, as exact source text.")
@@ -68,6 +72,15 @@ def build_server(root: MemoryRoot):
         return _call(lambda: json.dumps(root_status(root)))
 
     return server
+
+
+def _index_quietly(root: MemoryRoot, backend) -> None:
+    from rmtui.engine.retrieve import index_root
+
+    try:
+        index_root(root, backend)
+    except Exception:  # indexing is an optimisation; retrieval works (lexically) without it
+        pass
 
 
 def _call(fn) -> str:
