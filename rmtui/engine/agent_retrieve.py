@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from rmtui.engine.corpus import Corpus, current_fingerprint, load_corpus
-from rmtui.engine.delivery import DeliveryHistory
+from rmtui.engine.delivery import DeliveryHistory, already_delivered_text, filter_delivered
 from rmtui.engine.errors import ConflictError, EngineError, OperationFailed, UsageError
 from rmtui.engine.executors.base import AbortTurn, ToolError, ToolSpec
 from rmtui.engine.fsutil import atomic_write_text
@@ -157,33 +157,14 @@ def build_context(root: MemoryRoot, session: str, need: str, corpus: Corpus, com
     return "\n\n".join(parts)
 
 
-def _filter_delivered(units: list[Unit], delivered: dict, include_returned: bool) -> tuple[list[Unit], list[str], dict]:
-    kept, skipped, status = [], [], {}
-    for u in units:
-        d = delivered.get(u.key)
-        if d is not None and d.hash == u.hash and u.kind != "recent":
-            if not include_returned:
-                skipped.append(u.key)
-                continue
-            status[u.key] = "returned"
-        elif d is not None:
-            u.notice = "its content changed"
-            status[u.key] = "changed"
-        else:
-            status[u.key] = "new"
-        kept.append(u)
-    return kept, skipped, status
-
-
 def _render_selection(corpus: Corpus, raw: dict, recent: dict, delivered: dict, include_returned: bool,
                       max_chars: int) -> tuple[str, list[Unit], list[str], dict]:
     units = resolve_selection(corpus, raw, recent=recent)
-    kept, skipped, status = _filter_delivered(units, delivered, include_returned)
+    kept, skipped, status = filter_delivered(units, delivered, include_returned)
     if kept:
         text = render(corpus, kept, max_chars=max_chars).text
     elif skipped:
-        text = (f"no new match: {len(skipped)} selected item(s) were already delivered in this session "
-                f"({', '.join(skipped)}); use --include-returned to send them again")
+        text = already_delivered_text(skipped)
     else:
         text = NO_STRONG_MATCH
     return text, kept, skipped, status

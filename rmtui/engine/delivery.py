@@ -94,3 +94,29 @@ class DeliveryHistory:
             cur = self.conn.execute("DELETE FROM retrieve_delivery WHERE session = ?", (session,))
             self.conn.execute("DELETE FROM retrieve_session WHERE session = ?", (session,))
         return cur.rowcount
+
+
+def filter_delivered(units: list, delivered: dict[str, Delivered], include_returned: bool) -> tuple[list, list[str], dict[str, str]]:
+    """One rule for every retrieval path: unchanged delivered items are skipped (unless
+    ``include_returned``), changed ones come again with a notice. Returns (kept, skipped keys,
+    status by key: new | returned | changed)."""
+    kept, skipped, status = [], [], {}
+    for u in units:
+        d = delivered.get(u.key)
+        if d is not None and d.hash == u.hash and u.kind != "recent":
+            if not include_returned:
+                skipped.append(u.key)
+                continue
+            status[u.key] = "returned"
+        elif d is not None and u.kind != "recent":
+            u.notice = "its content changed"
+            status[u.key] = "changed"
+        else:
+            status[u.key] = "new"
+        kept.append(u)
+    return kept, skipped, status
+
+
+def already_delivered_text(skipped: list[str]) -> str:
+    return (f"no new match: {len(skipped)} matching item(s) were already delivered in this session "
+            f"({', '.join(skipped)}); use --include-returned to send them again")

@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from rmtui.engine.corpus import Corpus, current_fingerprint, load_corpus, split_passages
-from rmtui.engine.delivery import DeliveryHistory
+from rmtui.engine.delivery import DeliveryHistory, already_delivered_text, filter_delivered
 from rmtui.engine.embed_client import ServiceClient, ServiceError, ensure_local_service
 from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.locks import file_lock, try_lock
@@ -378,21 +378,10 @@ def _deliver(root: MemoryRoot, session: str, outcome: SearchOutcome, commit: str
     with DeliveryHistory(root.runtime) as hist:
         prev = hist.delivered(session)
         if outcome.matched:
-            for r in outcome.ranked:
-                u = unit_of(corpus.entries[r.index], r.score)
-                d = prev.get(u.key)
-                if d is not None and d.hash == u.hash:
-                    if not include_returned:
-                        skipped.append(u.key)
-                        continue
-                    status[u.key] = "returned"
-                elif d is not None:
-                    u.notice = "its content changed"
-                    status[u.key] = "changed"
-                    notices.append({"id": u.id, "key": u.key, "change": "changed", "selected": True})
-                else:
-                    status[u.key] = "new"
-                units.append(u)
+            ranked = [unit_of(corpus.entries[r.index], r.score) for r in outcome.ranked]
+            units, skipped, status = filter_delivered(ranked, prev, include_returned)
+            notices += [{"id": u.id, "key": u.key, "change": "changed", "selected": True}
+                        for u in units if status[u.key] == "changed"]
         selected = {u.key for u in units} | set(skipped)
         current = corpus.key_hashes() if prev else {}
         noticed: dict[str, str] = {}
@@ -413,8 +402,7 @@ def _deliver(root: MemoryRoot, session: str, outcome: SearchOutcome, commit: str
             rendered = render(corpus, units, max_chars=max_chars, notices=notice_lines)
             text = rendered.text
         elif skipped:
-            text = (f"no new match: {len(skipped)} matching item(s) were already delivered in this session "
-                    f"({', '.join(skipped)}); use --include-returned to send them again")
+            text = already_delivered_text(skipped)
             if notice_lines:
                 text += "\n\n" + "\n".join(notice_lines)
         else:
