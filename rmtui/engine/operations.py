@@ -152,6 +152,12 @@ class OperationStore:
     def close(self) -> None:
         self.conn.close()
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def save(self, op: Operation) -> Operation:
         if op.phase not in PHASES:
             raise ValueError(f"unknown phase {op.phase}")

@@ -106,6 +106,12 @@ class EvidenceQueue:
     def close(self) -> None:
         self.conn.close()
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def submit(self, session: str, data: bytes, *, request: str | None = None, kind: str = "update") -> dict:
         """Save evidence durably; answers ``saved`` or ``duplicate`` (conflict on reuse)."""
         check_identifier(session, "session id")

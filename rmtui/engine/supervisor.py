@@ -499,11 +499,8 @@ def _release_evidence(sup: Supervisor, op: Operation) -> None:
         return
     from rmtui.engine.queue import EvidenceQueue
 
-    q = EvidenceQueue(sup.root)
-    try:
+    with EvidenceQueue(sup.root) as q:
         q.release(op.candidate_uids, op.batch_id)
-    finally:
-        q.close()
 
 
 @effect("evidence_consumed")
@@ -512,11 +509,8 @@ def _evidence_consumed(sup: Supervisor, op: Operation) -> None:
         return
     from rmtui.engine.queue import EvidenceQueue
 
-    q = EvidenceQueue(sup.root)
-    try:
+    with EvidenceQueue(sup.root) as q:
         q.consume(op.candidate_uids, op.batch_id)
-    finally:
-        q.close()
 
 
 @effect("update_record")

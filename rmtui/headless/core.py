@@ -140,11 +140,8 @@ def cmd_submit(args) -> Result:
 
     root = root_of(args)
     data = read_evidence_input(args.file, max_bytes=root.config().get("update.max_evidence_bytes"))
-    q = EvidenceQueue(root)
-    try:
+    with EvidenceQueue(root) as q:
         out = q.submit(args.session, data, request=args.request)
-    finally:
-        q.close()
     # The answer is JSON for agents either way: it is the protocol of submit.
     return Result(out, json.dumps(out))
 
@@ -156,11 +153,8 @@ def _age(ts: float) -> str:
 def cmd_evidence_list(args) -> Result:
     from rmtui.engine.queue import EvidenceQueue
 
-    q = EvidenceQueue(root_of(args))
-    try:
+    with EvidenceQueue(root_of(args)) as q:
         items = q.list(state=args.state, session=args.session)
-    finally:
-        q.close()
     text = "\n".join(f"{e.uid}  {e.state:9} {e.session:20} {_age(e.created_at)}  {e.first_line[:60]}" for e in items)
     return Result([e.to_json() for e in items], text or "no evidence")
 
@@ -168,11 +162,8 @@ def cmd_evidence_list(args) -> Result:
 def cmd_evidence_show(args) -> Result:
     from rmtui.engine.queue import EvidenceQueue
 
-    q = EvidenceQueue(root_of(args))
-    try:
+    with EvidenceQueue(root_of(args)) as q:
         e = q.get(args.uid)
-    finally:
-        q.close()
     head = [f"uid: {e.uid}", f"state: {e.state}", f"session: {e.session}", f"request: {e.request or '-'}",
             f"submitted: {_age(e.created_at)}"]
     if e.reason:
@@ -183,27 +174,21 @@ def cmd_evidence_show(args) -> Result:
 def cmd_evidence_approve(args) -> Result:
     from rmtui.engine.queue import EvidenceQueue
 
-    q = EvidenceQueue(root_of(args))
-    try:
+    with EvidenceQueue(root_of(args)) as q:
         uids = list(args.uids)
         if args.all:
             uids += [e.uid for e in q.list(state="inbox")]
         if not uids:
             raise UsageError("name evidence uids to approve, or --all")
         done = q.approve(uids)
-    finally:
-        q.close()
     return Result([e.to_json() for e in done], "\n".join(f"approved {e.uid}" for e in done))
 
 
 def cmd_evidence_reject(args) -> Result:
     from rmtui.engine.queue import EvidenceQueue
 
-    q = EvidenceQueue(root_of(args))
-    try:
+    with EvidenceQueue(root_of(args)) as q:
         done = q.reject(args.uids, args.reason)
-    finally:
-        q.close()
     return Result([e.to_json() for e in done], "\n".join(f"rejected {e.uid}: {e.reason}" for e in done))
 
 

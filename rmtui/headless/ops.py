@@ -55,21 +55,15 @@ def _store(args):
 
 
 def cmd_ops_list(args) -> Result:
-    st = _store(args)
-    try:
+    with _store(args) as st:
         ops = st.list(unfinished=args.unfinished)
-    finally:
-        st.close()
     text = "\n".join(f"{o.id}  {o.phase:9} {o.role:12} {_ts(o.updated_at)}  {o.error or ''}" for o in ops)
     return Result([o.to_json() for o in ops], text or "no operations")
 
 
 def cmd_ops_show(args) -> Result:
-    st = _store(args)
-    try:
+    with _store(args) as st:
         op = st.get(args.id)
-    finally:
-        st.close()
     d = op.to_json()
     text = "\n".join(f"{k}: {v}" for k, v in d.items())
     return Result(d, text)
@@ -86,22 +80,16 @@ def _receipt_text(r) -> str:
 
 
 def cmd_receipts_list(args) -> Result:
-    st = _store(args)
-    try:
+    with _store(args) as st:
         rs = st.receipts(args.limit)
-    finally:
-        st.close()
     text = "\n".join(f"{r.operation_id}  {r.phase:9} {(r.landed_commit or '-')[:10]}  {', '.join(r.changed_paths)}"
                      for r in rs)
     return Result([r.to_json() for r in rs], text or "no receipts")
 
 
 def cmd_receipts_show(args) -> Result:
-    st = _store(args)
-    try:
+    with _store(args) as st:
         r = st.receipt(args.id)
-    finally:
-        st.close()
     return Result(r.to_json(), _receipt_text(r))
 
 
