@@ -72,6 +72,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("rmtui: interrupted\n")
         return 130
+    except OSError as exc:  # a path the user gave cannot be used: say which, no traceback
+        where = f": {exc.filename}" if exc.filename else ""
+        sys.stderr.write(f"rmtui: {exc.strerror or exc}{where}\n")
+        if args.json:
+            sys.stdout.write(json.dumps({"error": "bad_input", "message": f"{exc.strerror or exc}{where}"}) + "\n")
+        return 2
     _emit(result, args.json)
     return result.exit_code
 

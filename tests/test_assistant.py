@@ -144,8 +144,13 @@ def test_forbidden_path_is_refused(host, cli):
 def test_no_change_path_is_validated(host):
     host.submit3()
     task = host("assistant", "update", "begin")
-    receipt = host("assistant", "update", "complete", "--task", task["task_id"])
+    # the argv a host is handed runs as given: an absolute program path, not a bare `rmtui`
+    assert Path(task["complete"][0]).is_absolute() and Path(task["complete"][0]).exists()
+    done = subprocess.run(task["complete"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    receipt = json.loads(done.stdout)
     assert receipt["phase"] == "no_change" and receipt["landed_commit"] is None
+    assert receipt["summary"] == "no change"
 
 
 def test_expired_lease_never_discards_edits(host):

@@ -117,3 +117,44 @@ def test_refused_landing_shows_the_reason_and_keeps_the_worktree(mroot, cli):
     r = cli("--headless", "maintain", "land", "--root", str(rp))
     assert r.code == 0, r.stderr
     assert "dep:old" in (rp / "MEMORY.md").read_text() and not wt.exists()
+
+
+def test_a_refused_landing_does_not_keep_its_commit(mroot, cli):
+    """A symlink refused once must not block later landings after the person removes it."""
+    rp = mroot.path
+    wt, captured = begin(cli, rp)
+    (wt / "MEMORY.md").write_text(add_memory_node(MEMORY, "manual"))
+    (wt / "MEMORY_link.md").symlink_to("MEMORY.md")
+    r = cli("--headless", "maintain", "land", "--root", str(rp))
+    assert r.code == 1 and "symlink" in r.stderr
+    assert git(wt, "rev-parse", "HEAD") == captured  # the edits are back to uncommitted
+    st = cli("--headless", "maintain", "status", "--root", str(rp), "--json").json()
+    assert sorted(st["dirty"]) == ["MEMORY.md", "MEMORY_link.md"]
+    (wt / "MEMORY_link.md").unlink()
+    r = cli("--headless", "maintain", "land", "--root", str(rp))
+    assert r.code == 0, r.stderr
+    assert "`manual`" in (rp / "MEMORY.md").read_text() and not (rp / "MEMORY_link.md").exists()
+
+
+def test_a_vanished_worktree_is_reported_not_a_traceback(mroot, cli):
+    import shutil
+
+    rp = mroot.path
+    wt, _ = begin(cli, rp)
+    shutil.rmtree(wt)
+    for verb in ("status", "land"):
+        r = cli("--headless", "maintain", verb, "--root", str(rp))
+        assert r.code == 3 and "is gone" in r.stderr and "Traceback" not in r.stderr
+    assert cli("--headless", "maintain", "abort", "--root", str(rp)).code == 0
+
+
+def test_racing_begins_give_exactly_one_maintenance(mroot):
+    import subprocess
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-m", "rmtui", "--headless", "maintain", "begin", "--root",
+                               str(mroot.path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(4)]
+    codes = sorted(p.wait(timeout=120) for p in procs)
+    assert codes == [0, 3, 3, 3]
+    with Supervisor(mroot) as sup:
+        assert len([o for o in sup.store.list(kind="maintenance") if not o.final]) == 1

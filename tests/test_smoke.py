@@ -11,3 +11,29 @@ def test_init_validate_status_roundtrip(tmp_path, cli):
     r = cli("--headless", "status", "--root", str(target), "--json")
     assert r.code == 0
     assert r.json()["root"] == str(target.resolve())
+
+
+def test_os_errors_are_one_line_not_a_traceback(tmp_path, cli):
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    r = cli("--headless", "init", str(blocker / "sub"))
+    assert r.code == 2 and "Traceback" not in r.stderr and str(blocker) in r.stderr
+    r = cli("--headless", "skills", "install", "--target", "/proc/nope")
+    assert r.code == 2 and "Traceback" not in r.stderr
+
+
+def test_init_refuses_an_empty_path(cli, isolated_home):
+    r = cli("--headless", "init", "")
+    assert r.code == 2 and "empty" in r.stderr
+    assert not (isolated_home / ".rightmemory").exists()
+
+
+def test_approve_all_on_an_empty_inbox_is_fine(root, cli):
+    r = cli("--headless", "evidence", "approve", "--all", "--root", str(root.path), "--json")
+    assert r.code == 0 and r.json() == []
+
+
+def test_status_reports_malformed_config(root, cli):
+    (root.path / "rightmemory.toml").write_text("[update\napproval = ", encoding="utf-8")
+    r = cli("--headless", "status", "--root", str(root.path))
+    assert r.code == 2 and "malformed TOML" in r.stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,8 +41,14 @@ def _task_dir(root: MemoryRoot, task_id: str) -> Path:
     return root.runtime / "assistant" / "tasks" / task_id
 
 
+def rmtui_argv() -> list[str]:
+    """How a host runs this very rmtui: the installed script beside the interpreter, or ``-m``."""
+    script = Path(sys.executable).parent / "rmtui"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "rmtui"]
+
+
 def _complete_argv(root: MemoryRoot, task_id: str) -> list[str]:
-    return ["rmtui", "--headless", "assistant", "update", "complete", "--task", task_id, "--root", str(root.path)]
+    return [*rmtui_argv(), "--headless", "assistant", "update", "complete", "--task", task_id, "--root", str(root.path)]
 
 
 def task_view(root: MemoryRoot, op: Operation) -> dict:
@@ -110,7 +117,7 @@ def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
         if existing and not retry:
             return {"claimed": False, **task_view(root, existing[-1])}
         for op in existing:
-            sup.abandon(op, "replaced by `assistant update begin --retry`; its edits are fenced")
+            sup.abandon(op, "replaced by `assistant update begin --retry`")
         release_orphaned_claims(sup)
         q = EvidenceQueue(root)
         try:
@@ -134,7 +141,7 @@ def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
         header = (f"# Update task {op.id}\n\nWorktree: {op.worktree}\nBase commit: {op.base_commit}\n"
                   f"Candidates: {d / 'candidates.json'}\n\nEdit memory files only inside the worktree, commit there "
                   "(one or more commits; or no commit when nothing should change), validate with "
-                  f"`rmtui --headless validate --path {op.worktree}`, then report back. The main agent runs "
+                  f"`{' '.join(rmtui_argv())} --headless validate --path {op.worktree}`, then report back. The main agent runs "
                   f"`{' '.join(_complete_argv(root, op.id))}`; only its receipt means published.\n\n")
         atomic_write_text(d / "instructions.md", header + role_instructions("update"))
         return {"claimed": True, **task_view(root, op)}
@@ -183,7 +190,9 @@ def complete(root: MemoryRoot, task_id: str) -> dict:
             branch = wt.git.rev_parse("--abbrev-ref", "HEAD")
             if op.phase == "running" and branch != op.branch:
                 raise ConflictError(f"worktree is on {branch!r}, not the task branch {op.branch!r}")
-            summary = wt.head.commit.message.strip().splitlines()[0] if wt.head.is_valid() else ""
+            tip = wt.head.commit.hexsha
+            # the child's own commit names the change; no commit means no change to summarise
+            summary = wt.head.commit.message.strip().splitlines()[0] if tip != op.base_commit else "no change"
         finally:
             wt.close()
         receipt = sup.finish(op, summary=summary)

@@ -13,6 +13,7 @@ import git
 from rmtui.engine.admission import dirty_paths
 from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.graph import Issue
+from rmtui.engine.locks import file_lock
 from rmtui.engine.operations import Operation, Receipt
 from rmtui.engine.roots import MemoryRoot
 from rmtui.engine.supervisor import IDENTITY, Supervisor
@@ -44,15 +45,19 @@ def active(sup: Supervisor) -> Operation | None:
     return ops[-1] if ops else None
 
 
-def _require(sup: Supervisor) -> Operation:
+def _require(sup: Supervisor, *, worktree: bool = True) -> Operation:
     op = active(sup)
     if op is None:
         raise UsageError("no maintenance in progress (start one with `maintain begin`)")
+    if worktree and not Path(op.worktree).is_dir():
+        raise ConflictError(f"the worktree of maintenance {op.id} is gone ({op.worktree}); "
+                            "run `maintain abort` and begin again")
     return op
 
 
 def begin(root: MemoryRoot) -> Operation:
-    with Supervisor(root) as sup:
+    # one maintenance at a time, also when several `begin` race
+    with file_lock(root.runtime / "maintenance.lock"), Supervisor(root) as sup:
         op = active(sup)
         if op is not None:
             raise ConflictError(f"maintenance {op.id} is already in progress at {op.worktree}",
@@ -63,9 +68,9 @@ def begin(root: MemoryRoot) -> Operation:
 
 def status(root: MemoryRoot) -> MaintenanceStatus | None:
     with Supervisor(root) as sup:
-        op = active(sup)
-        if op is None:
+        if active(sup) is None:
             return None
+        op = _require(sup)
         wt = git.Repo(op.worktree)
         try:
             dirty = dirty_paths(wt)
@@ -87,25 +92,36 @@ def land(root: MemoryRoot, message: str = "maintain: manual edit") -> Receipt:
     with Supervisor(root) as sup:
         op = _require(sup)
         wt = git.Repo(op.worktree)
+        auto_committed = None  # the commit land made of the person's edits, undone on refusal
         try:
             if wt.is_dirty(untracked_files=True):
+                before = wt.head.commit.hexsha
                 wt.git.add("-A")
                 wt.git.commit("-q", "-m", message, env=IDENTITY)
+                auto_committed = before
             tip = wt.head.commit.hexsha
+            head = sup.head()
+            try:
+                if not _landable(sup, op, head, tip):
+                    raise ConflictError(
+                        f"the memory root moved since maintenance began (captured {op.base_commit[:10]}, now "
+                        f"{head[:10]}); nothing was landed. Abort and begin again, or rebase the worktree onto "
+                        "the new head", details={"captured_head": op.base_commit, "head": head})
+                return sup.finish(op, summary=message, message=message)
+            except Exception:
+                # a refused landing leaves the edits as they were (uncommitted), so fixing the
+                # worktree and landing again is enough; the refused commit must not linger
+                if auto_committed is not None and sup.store.get(op.id).phase == "running":
+                    wt.git.reset("-q", "--soft", auto_committed)
+                    wt.git.reset("-q")
+                raise
         finally:
             wt.close()
-        head = sup.head()
-        if not _landable(sup, op, head, tip):
-            raise ConflictError(
-                f"the memory root moved since maintenance began (captured {op.base_commit[:10]}, now "
-                f"{head[:10]}); nothing was landed. Abort and begin again, or rebase the worktree onto the new head",
-                details={"captured_head": op.base_commit, "head": head})
-        return sup.finish(op, summary=message, message=message)
 
 
 def abort(root: MemoryRoot) -> Receipt:
     with Supervisor(root) as sup:
-        return sup.abandon(_require(sup), "maintenance aborted")
+        return sup.abandon(_require(sup, worktree=False), "maintenance aborted")
 
 
 def worktree_path(root: MemoryRoot) -> Path | None:

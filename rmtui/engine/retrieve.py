@@ -242,7 +242,7 @@ def search(root: MemoryRoot, need: str, *, top: int, corpus: Corpus, backend, cf
     if backend is not None and ranked and cfg.get("embedding.reranker_path") and not params.lexical_only:
         ranked = _rerank(corpus, need, ranked, backend, params, int(cfg.get("embedding.rerank_top")))
     min_score = float(cfg.get("retrieve.min_score"))
-    ranked = [r for r in ranked if r.score >= min_score][:top]
+    ranked = [r for r in ranked if r.score > min_score][:top]  # a zero score is no match at all
     return SearchOutcome(corpus, ranked, mode, warnings, coverage, matched and bool(ranked))
 
 

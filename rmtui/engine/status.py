@@ -9,6 +9,7 @@ from rmtui.engine.validation import validate_root
 
 
 def root_status(root: MemoryRoot) -> dict:
+    root.config()  # a malformed rightmemory.toml is reported, not hidden behind "valid"
     report = validate_root(root.path)
     queue = EvidenceQueue(root)
     try:

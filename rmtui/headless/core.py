@@ -83,6 +83,8 @@ def cmd_init(args) -> Result:
     from rmtui.engine.gitutil import head_commit
     from rmtui.engine.roots import init_root, resolve_root_path
 
+    if args.path is not None and not args.path.strip():
+        raise UsageError("the root path is empty")
     path = args.path or resolve_root_path(args.root, args.profile)[0]
     root = init_root(path, force=args.force)
     data = {"root": str(root.path), "head": head_commit(root.path)}
@@ -178,6 +180,8 @@ def cmd_evidence_approve(args) -> Result:
         uids = list(args.uids)
         if args.all:
             uids += [e.uid for e in q.list(state="inbox")]
+            if not uids:
+                return Result([], "the inbox is empty")
         if not uids:
             raise UsageError("name evidence uids to approve, or --all")
         done = q.approve(uids)
