@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from typing import Sequence
 
@@ -62,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_tui(args)
     if getattr(args, "needs_headless", True) and not args.headless and not getattr(args, "front_ok", False):
         parser.error(f"`{args.command}` is a headless command: run `rmtui --headless {args.command} ...`")
+    # A headless call does a few small vector operations: starting OpenBLAS's thread pool
+    # would cost more (~70 ms on import) than it could ever save. The user's setting wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         result = handler(args)
     except EngineError as exc:
