@@ -52,11 +52,22 @@ def test_retrieve_starts_one_warm_service_reuses_it_and_it_exits_when_idle(root,
     assert state["pid"] == pids[0] and state["url"].startswith("http://127.0.0.1:")
     assert (state_dir / "state.json").stat().st_mode & 0o777 == 0o600  # holds the token
 
-    # a later call reuses the warm service
-    p = subprocess.run(argv + ["--session", "s3", "does anyone have a dog"], capture_output=True, text=True,
-                       env=env, timeout=60)
-    assert p.returncode == 0 and json.loads(p.stdout)["results"][0]["id"] == "carol-dog"
+    # a later call reuses the warm service, which runs the retrieval itself: the CLI
+    # process then imports neither numpy nor the corpus, and the answer is the engine's own
+    probe = ("import sys, runpy; sys.argv = ['rmtui'] + sys.argv[1:]\n"
+             "try:\n    runpy.run_module('rmtui', run_name='__main__')\n"
+             "except SystemExit as e:\n    code = e.code\n"
+             "sys.stderr.write('NUMPY=%s' % ('numpy' in sys.modules))\nsys.exit(code)\n")
+    p = subprocess.run([sys.executable, "-c", probe, *argv[3:], "--session", "s3", "does anyone have a dog"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    assert data["results"][0]["id"] == "carol-dog" and data["via"] == "local-service"
+    assert "NUMPY=False" in p.stderr
     assert _services(services) == pids
+    # errors travel back with their exit code: an empty need is bad input (2)
+    bad = subprocess.run(argv + ["--session", "s3", " "], capture_output=True, text=True, env=env, timeout=60)
+    assert bad.returncode == 2 and "need must not be empty" in bad.stderr
 
     # idle: it exits by itself and clears its state
     deadline = time.monotonic() + 30

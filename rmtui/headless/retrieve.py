@@ -41,15 +41,32 @@ def register(sub, common) -> None:
 
 
 def cmd_retrieve(args) -> Result:
-    from rmtui.engine.retrieve import retrieve
+    from rmtui.engine.errors import EngineError
+    from rmtui.engine.service_state import delegate_retrieve
     from rmtui.headless.core import root_of
 
     root = root_of(args)
-    res = retrieve(root, args.session, " ".join(args.need), top=args.top, include_returned=args.include_returned)
-    for w in res.warnings:
+    need = " ".join(args.need)
+    answer = delegate_retrieve(root.path, root.config(), args.session, need, top=args.top,
+                               include_returned=args.include_returned)
+    if answer is not None and not answer["ok"]:
+        err = answer["error"]
+        exc = EngineError(err.get("message", "retrieval failed"), details=err.get("details"))
+        exc.exit_code, exc.kind = int(answer["exit_code"]), err.get("error", "failed")
+        raise exc
+    if answer is not None:
+        data, text = answer["data"], answer["text"]
+        data["via"] = "local-service"
+    else:  # no warm service yet: retrieve here (this starts one for the next call)
+        from rmtui.engine.retrieve import retrieve
+
+        res = retrieve(root, args.session, need, top=args.top, include_returned=args.include_returned)
+        data, text = res.to_json(), res.text
+        data["via"] = "cli"
+    for w in data.get("warnings", []):
         sys.stderr.write(f"rmtui: warning: {w}\n")
     sys.stderr.flush()
-    return Result(res.to_json(), res.text)
+    return Result(data, text)
 
 
 def _config_or_none(args):

