@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmtui.engine.errors import OperationFailed, UnavailableError
 from rmtui.engine.executors.base import (
     ApiExecutor,
     ExecutorSettings,
@@ -12,8 +11,6 @@ from rmtui.engine.executors.base import (
     ToolCall,
     ToolSpec,
     parse_arguments,
-    require_key,
-    split_kwargs,
 )
 
 DEFAULT_MAX_TOKENS = 8192
@@ -50,37 +47,23 @@ def to_messages(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class AnthropicExecutor(ApiExecutor):
+    provider = "Anthropic"
+
     def __init__(self, settings: ExecutorSettings) -> None:
         super().__init__(settings)
         import anthropic
 
         self._sdk = anthropic
-        self.client = anthropic.Anthropic(
-            api_key=require_key(settings, "ANTHROPIC_API_KEY"),
-            base_url=settings.api_base or None,
-            timeout=settings.timeout_seconds,
-            max_retries=int(settings.kwargs.get("max_retries", 2)),
-        )
+        self.client = anthropic.Anthropic(**self.client_options("ANTHROPIC_API_KEY"))
 
     def request(self, system: str, transcript: list[dict[str, Any]], tools: list[ToolSpec]) -> ModelReply:
-        sdk = self._sdk
-        params = {k: v for k, v in self.settings.kwargs.items() if k != "max_retries"}
+        params = dict(self.settings.kwargs)
         params.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
         if tools:
             params["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
                                for t in tools]
-        try:
-            msg = self.client.messages.create(model=self.settings.model, system=system,
-                                              messages=to_messages(transcript), **split_kwargs(self.client.messages.create, params))
-        except sdk.APIConnectionError as exc:
-            raise UnavailableError(f"{self.settings.role}: cannot reach Anthropic API at "
-                                   f"{self.settings.api_base or 'the default endpoint'}: {exc}") from exc
-        except sdk.AuthenticationError as exc:
-            raise UnavailableError(f"{self.settings.role}: Anthropic API refused the key: {exc.message}") from exc
-        except sdk.APIStatusError as exc:
-            raise OperationFailed(f"{self.settings.role}: Anthropic API error {exc.status_code}: {exc.message}") from exc
-        except sdk.APIError as exc:
-            raise OperationFailed(f"{self.settings.role}: Anthropic API error: {exc}") from exc
+        msg = self.call_sdk(self._sdk, self.client.messages.create, params, model=self.settings.model,
+                            system=system, messages=to_messages(transcript))
         texts: list[str] = []
         calls: list[ToolCall] = []
         for block in msg.content:

@@ -123,8 +123,36 @@ class Executor(ABC):
 class ApiExecutor(Executor):
     """Base of the SDK executors: subclasses convert transcripts and call their SDK."""
 
+    #: Provider name in messages ("Anthropic", "OpenAI"); subclasses set it.
+    provider = "model"
+
     def __init__(self, settings: ExecutorSettings) -> None:
         self.settings = settings
+
+    def client_options(self, key_env: str) -> dict[str, Any]:
+        """What both SDK clients take: key from the environment, endpoint, timeout, retries."""
+        s = self.settings
+        return {"api_key": require_key(s, key_env), "base_url": s.api_base or None,
+                "timeout": s.timeout_seconds, "max_retries": int(s.kwargs.get("max_retries", 2))}
+
+    def call_sdk(self, sdk: Any, fn: Callable[..., Any], params: dict[str, Any], **fixed: Any) -> Any:
+        """Call one SDK method with the role's kwargs; map the SDK's errors to engine errors.
+
+        Both official SDKs share these exception names, so the mapping is one rule here.
+        """
+        s = self.settings
+        extra = {k: v for k, v in params.items() if k != "max_retries"}
+        try:
+            return fn(**fixed, **split_kwargs(fn, extra))
+        except sdk.APIConnectionError as exc:
+            raise UnavailableError(f"{s.role}: cannot reach {self.provider} API at "
+                                   f"{s.api_base or 'the default endpoint'}: {exc}") from exc
+        except sdk.AuthenticationError as exc:
+            raise UnavailableError(f"{s.role}: {self.provider} API refused the key: {exc.message}") from exc
+        except sdk.APIStatusError as exc:
+            raise OperationFailed(f"{s.role}: {self.provider} API error {exc.status_code}: {exc.message}") from exc
+        except sdk.APIError as exc:
+            raise OperationFailed(f"{s.role}: {self.provider} API error: {exc}") from exc
 
     @abstractmethod
     def request(self, system: str, transcript: list[dict[str, Any]], tools: list[ToolSpec]) -> ModelReply:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rmtui.engine.errors import OperationFailed, UnavailableError
+from rmtui.engine.errors import OperationFailed
 from rmtui.engine.executors.base import (
     ApiExecutor,
     ExecutorSettings,
@@ -17,8 +17,6 @@ from rmtui.engine.executors.base import (
     ToolCall,
     ToolSpec,
     parse_arguments,
-    require_key,
-    split_kwargs,
 )
 
 
@@ -48,37 +46,23 @@ def to_messages(system: str, transcript: list[dict[str, Any]]) -> list[dict[str,
 
 
 class OpenAIExecutor(ApiExecutor):
+    provider = "OpenAI"
+
     def __init__(self, settings: ExecutorSettings) -> None:
         super().__init__(settings)
         import openai
 
         self._sdk = openai
-        self.client = openai.OpenAI(
-            api_key=require_key(settings, "OPENAI_API_KEY"),
-            base_url=settings.api_base or None,
-            timeout=settings.timeout_seconds,
-            max_retries=int(settings.kwargs.get("max_retries", 2)),
-        )
+        self.client = openai.OpenAI(**self.client_options("OPENAI_API_KEY"))
 
     def request(self, system: str, transcript: list[dict[str, Any]], tools: list[ToolSpec]) -> ModelReply:
-        sdk = self._sdk
-        params = {k: v for k, v in self.settings.kwargs.items() if k != "max_retries"}
+        params = dict(self.settings.kwargs)
         if tools:
             params["tools"] = [{"type": "function",
                                 "function": {"name": t.name, "description": t.description,
                                              "parameters": t.parameters}} for t in tools]
-        try:
-            resp = self.client.chat.completions.create(model=self.settings.model,
-                                                       messages=to_messages(system, transcript), **split_kwargs(self.client.chat.completions.create, params))
-        except sdk.APIConnectionError as exc:
-            raise UnavailableError(f"{self.settings.role}: cannot reach OpenAI API at "
-                                   f"{self.settings.api_base or 'the default endpoint'}: {exc}") from exc
-        except sdk.AuthenticationError as exc:
-            raise UnavailableError(f"{self.settings.role}: OpenAI API refused the key: {exc.message}") from exc
-        except sdk.APIStatusError as exc:
-            raise OperationFailed(f"{self.settings.role}: OpenAI API error {exc.status_code}: {exc.message}") from exc
-        except sdk.APIError as exc:
-            raise OperationFailed(f"{self.settings.role}: OpenAI API error: {exc}") from exc
+        resp = self.call_sdk(self._sdk, self.client.chat.completions.create, params, model=self.settings.model,
+                             messages=to_messages(system, transcript))
         if not resp.choices:
             raise OperationFailed(f"{self.settings.role}: OpenAI API answered no choices")
         choice = resp.choices[0]
