@@ -197,14 +197,10 @@ class _Handler(BaseHTTPRequestHandler):
         if body["kind"] not in ("query", "passage"):
             raise _ApiError(422, "kind must be 'query' or 'passage'")
         info = self.server.model_info
-        if not isinstance(body["model"], str):
-            raise _ApiError(422, "model must be a string")
-        if body["model"] != info.embedding_model:
-            raise _ApiError(409, f"embedding model is {info.embedding_model}, not {body['model']}; retry retrieval")
+        _check_model(body["model"], info.embedding_model, "embedding")
         if len(texts) > info.max_batch_size:
             raise _ApiError(422, f"embedding batch of {len(texts)} exceeds the limit of {info.max_batch_size}")
-        with self.server.model_lock:
-            vecs = self.server.backend.embed(texts, body["kind"])
+        vecs = _LockedBackend(self.server).embed(texts, body["kind"])
         return {"model": info.embedding_model, "vectors": np.round(vecs.astype(np.float64), 7).tolist()}
 
     def _retrieve(self, body) -> dict:
@@ -229,15 +225,19 @@ class _Handler(BaseHTTPRequestHandler):
             raise _ApiError(422, "query must be a non-blank string")
         docs = _texts(body["documents"], "documents")
         info = self.server.model_info
-        if not isinstance(body["model"], str):
-            raise _ApiError(422, "model must be a string")
-        if body["model"] != info.reranker_model:
-            raise _ApiError(409, f"reranker model is {info.reranker_model}, not {body['model']}; retry retrieval")
+        _check_model(body["model"], info.reranker_model, "reranker")
         if len(docs) > info.max_candidates:
             raise _ApiError(422, f"{len(docs)} candidates exceed the limit of {info.max_candidates}")
-        with self.server.model_lock:
-            order = self.server.backend.rerank(body["query"], docs)
+        order = _LockedBackend(self.server).rerank(body["query"], docs)
         return {"model": info.reranker_model, "indices": [int(i) for i in order]}
+
+
+def _check_model(asked, served: str, what: str) -> None:
+    """422 for a malformed model field, 409 when the caller expects another model identity."""
+    if not isinstance(asked, str):
+        raise _ApiError(422, "model must be a string")
+    if asked != served:
+        raise _ApiError(409, f"{what} model is {served}, not {asked}; retry retrieval")
 
 
 class _LockedBackend:

@@ -141,22 +141,13 @@ class Receipt:
         return asdict(self)
 
 
-class OperationStore:
+class OperationStore(store.StoreHandle):
     """Durable operation records and receipts for one root."""
 
     def __init__(self, root: MemoryRoot) -> None:
         self.root = root
         self.conn = store.connect(root.ensure_runtime())
         store._retry(lambda: self.conn.executescript(SCHEMA))
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def save(self, op: Operation) -> Operation:
         if op.phase not in PHASES:

@@ -96,21 +96,12 @@ def candidate_uid(session: str, request: str | None) -> str:
     return hashlib.sha256(f"{session}\0{request}".encode()).hexdigest()[:32]
 
 
-class EvidenceQueue:
+class EvidenceQueue(store.StoreHandle):
     """The engine's evidence store for one root; safe across processes."""
 
     def __init__(self, root: MemoryRoot) -> None:
         self.root = root
         self.conn = store.connect(root.ensure_runtime())
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def submit(self, session: str, data: bytes, *, request: str | None = None, kind: str = "update") -> dict:
         """Save evidence durably; answers ``saved`` or ``duplicate`` (conflict on reuse)."""
