@@ -43,21 +43,11 @@ class Delivered:
     noticed_hash: str | None
 
 
-class DeliveryHistory:
+class DeliveryHistory(store.StoreHandle):
     """Delivery records of one root; one short SQLite connection per use."""
 
     def __init__(self, runtime) -> None:
-        self.conn = store.connect(runtime)
-        store._retry(lambda: self.conn.executescript(SCHEMA))
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def __enter__(self) -> DeliveryHistory:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        self.conn = store.connect(runtime, SCHEMA)
 
     def delivered(self, session: str) -> dict[str, Delivered]:
         check_identifier(session, "session id")

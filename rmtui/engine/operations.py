@@ -146,8 +146,7 @@ class OperationStore(store.StoreHandle):
 
     def __init__(self, root: MemoryRoot) -> None:
         self.root = root
-        self.conn = store.connect(root.ensure_runtime())
-        store._retry(lambda: self.conn.executescript(SCHEMA))
+        self.conn = store.connect(root.ensure_runtime(), SCHEMA)
 
     def save(self, op: Operation) -> Operation:
         if op.phase not in PHASES:

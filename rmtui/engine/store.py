@@ -35,7 +35,8 @@ CREATE INDEX IF NOT EXISTS evidence_session ON evidence(session, seq);
 """
 
 
-def connect(runtime: Path) -> sqlite3.Connection:
+def connect(runtime: Path, schema: str | None = None) -> sqlite3.Connection:
+    """Open the runtime database; ``schema`` adds a module's own tables (idempotent DDL)."""
     runtime.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(runtime / DB_NAME, timeout=60.0, isolation_level=None, check_same_thread=False)
     conn.row_factory = sqlite3.Row
@@ -45,6 +46,8 @@ def connect(runtime: Path) -> sqlite3.Connection:
         _retry(lambda: conn.execute("PRAGMA journal_mode=WAL"))
     conn.execute("PRAGMA synchronous=FULL")
     _retry(lambda: conn.executescript(SCHEMA))
+    if schema:
+        _retry(lambda: conn.executescript(schema))
     return conn
 
 

@@ -79,15 +79,11 @@ class BatchRecord:
         return dict(self.__dict__)
 
 
-class BatchStore:
+class BatchStore(store.StoreHandle):
     """The driver's own table in the runtime database: one row per batch and its attempts."""
 
     def __init__(self, root: MemoryRoot) -> None:
-        self.conn = store.connect(root.ensure_runtime())
-        store._retry(lambda: self.conn.executescript(SCHEMA))
-
-    def close(self) -> None:
-        self.conn.close()
+        self.conn = store.connect(root.ensure_runtime(), SCHEMA)
 
     def get(self, batch_id: str) -> BatchRecord | None:
         row = self.conn.execute("SELECT * FROM update_batches WHERE batch_id=?", (batch_id,)).fetchone()
