@@ -6,6 +6,7 @@ the retrieval backend warm between calls.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 
 from rmtui.engine.errors import EngineError
@@ -79,8 +80,8 @@ def _index_quietly(root: MemoryRoot, backend) -> None:
 
     try:
         index_root(root, backend)
-    except Exception:  # indexing is an optimisation; retrieval works (lexically) without it
-        pass
+    except Exception as exc:  # indexing is an optimisation; retrieval works (lexically) without it
+        sys.stderr.write(f"rmtui mcp: background indexing stopped: {exc}\n")
 
 
 def _call(fn) -> str:

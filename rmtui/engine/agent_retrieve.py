@@ -175,7 +175,8 @@ def agent_retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None
     """Run the retrieve role for ``need`` and return the rendered selection (a RetrieveResult)."""
     from rmtui.engine.executors import DebugTrace, make_executor
     from rmtui.engine.prompts import role_instructions
-    from rmtui.engine.retrieve import RetrieveResult, head_commit_fast
+    from rmtui.engine.gitutil import head_commit
+    from rmtui.engine.retrieve import RetrieveResult
     from rmtui.engine.tools import RoleTools
 
     check_identifier(session, "session id")
@@ -187,7 +188,7 @@ def agent_retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None
     max_attempts = int(cfg.get("retrieve.max_selection_attempts"))
     with file_lock(root.lock_path, shared=True):
         corpus = load_corpus(root.path)
-        commit = head_commit_fast(root.path)
+        commit = head_commit(root.path)
     recent = pending_evidence(root, session)
     with DeliveryHistory(root.runtime) as hist:
         delivered = hist.delivered(session)
@@ -240,7 +241,7 @@ def agent_retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None
         with file_lock(root.lock_path, shared=True):
             if attempt == 1:
                 corpus = load_corpus(root.path)
-                commit = head_commit_fast(root.path)
+                commit = head_commit(root.path)
             elif not current_fingerprint(root.path, corpus):
                 continue
             try:

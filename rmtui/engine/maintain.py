@@ -122,9 +122,3 @@ def land(root: MemoryRoot, message: str = "maintain: manual edit") -> Receipt:
 def abort(root: MemoryRoot) -> Receipt:
     with Supervisor(root) as sup:
         return sup.abandon(_require(sup, worktree=False), "maintenance aborted")
-
-
-def worktree_path(root: MemoryRoot) -> Path | None:
-    with Supervisor(root) as sup:
-        op = active(sup)
-        return Path(op.worktree) if op else None

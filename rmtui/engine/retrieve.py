@@ -27,6 +27,7 @@ import numpy as np
 from rmtui.engine.corpus import Corpus, current_fingerprint, load_corpus, split_passages
 from rmtui.engine.delivery import DeliveryHistory, already_delivered_text, filter_delivered
 from rmtui.engine.embed_client import ServiceClient, ServiceError, ensure_local_service
+from rmtui.engine.gitutil import head_commit
 from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.locks import file_lock, try_lock
 from rmtui.engine.ranking import (
@@ -258,38 +259,6 @@ def _rerank(corpus: Corpus, need: str, ranked: list[Ranked], backend, params: Ra
 
 # -- retrieve --------------------------------------------------------------------------------
 
-def head_commit_fast(path: Path) -> str | None:
-    """HEAD's commit without GitPython (a warm retrieve must not pay its import)."""
-    git = path / ".git"
-    try:
-        if git.is_file():
-            git = (path / git.read_text().split("gitdir:", 1)[1].strip()).resolve()
-        head = (git / "HEAD").read_text().strip()
-        if not head.startswith("ref:"):
-            return head or None
-        ref = head[4:].strip()
-        common = git
-        if (git / "commondir").exists():
-            common = (git / (git / "commondir").read_text().strip()).resolve()
-        for base in (git, common):
-            f = base / ref
-            if f.exists():
-                return f.read_text().strip() or None
-        packed = common / "packed-refs"
-        if packed.exists():
-            for line in packed.read_text().splitlines():
-                if line.endswith(" " + ref):
-                    return line.split()[0]
-        return None
-    except (OSError, IndexError):
-        from rmtui.engine.gitutil import head_commit
-
-        try:
-            return head_commit(path)
-        except Exception:
-            return None
-
-
 def _choose_backend(root: MemoryRoot, cfg, backend, warnings: list[str]):
     """Resolve the model host; degrade to BM25 with a warning when none can be had."""
     if backend is not None:
@@ -334,7 +303,7 @@ def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = Non
     for _attempt in (0, 1):
         with file_lock(root.lock_path, shared=True):
             corpus = load_corpus(root.path)
-            commit = head_commit_fast(root.path)
+            commit = head_commit(root.path)
         timings["corpus"] = time.monotonic() - t0
         if not tried and len(corpus.entries):  # an empty memory needs no model
             tried = True
