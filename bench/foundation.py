@@ -14,10 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from rmtui.engine.graph import load_graph
-from rmtui.engine.queue import EvidenceQueue
-from rmtui.engine.roots import init_root
-from rmtui.engine.validation import validate_root
+from rmtui.engine.evidence.queue import EvidenceQueue
+from rmtui.engine.memory.graph import load_graph
+from rmtui.engine.memory.roots import init_root
+from rmtui.engine.memory.validation import validate_root
 
 EDGE_TYPES = ("dep", "rel", "ext", "doc", "loc", "cfg", "run", "ver")
 WORDS = ("cache invalidation queue worker retries deploy schema migration index parser token "

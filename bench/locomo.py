@@ -4,7 +4,7 @@ For each conversation a memory root is built exactly as the bench README lays ou
 (MEMORY.md with one F# heading per session, one node per turn in MEMORY_c<conv>-s<N>.md,
 PURSUITS.md with an empty Focus). Every category 1-4 question is then asked:
 
-- recall: through ``rmtui.engine.retrieve.retrieve`` -- the function the headless
+- recall: through ``rmtui.engine.retrieval.retrieve.retrieve`` -- the function the headless
   ``retrieve --json --top 10`` command calls -- with the same model host the CLI uses
   (the local warm embedding service, over HTTP), one fresh session per question;
 - BM25-only and dense-only: the same engine search with one signal switched off, same run;
@@ -31,10 +31,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from rmtui.engine.corpus import load_corpus  # noqa: E402
-from rmtui.engine.ranking import RankParams  # noqa: E402
-from rmtui.engine.retrieve import cli_backend, params_from_config, retrieve, search  # noqa: E402
-from rmtui.engine.roots import MemoryRoot, init_root  # noqa: E402
+from rmtui.engine.memory.roots import MemoryRoot, init_root  # noqa: E402
+from rmtui.engine.retrieval.corpus import load_corpus  # noqa: E402
+from rmtui.engine.retrieval.ranking import RankParams  # noqa: E402
+from rmtui.engine.retrieval.retrieve import cli_backend, params_from_config, retrieve, search  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "bench" / "locomo"
 KS = (1, 5, 10)
@@ -63,7 +63,7 @@ def build_root(conv_file: Path, dest: Path) -> MemoryRoot:
     if keep is not None:
         keep.rename(root.runtime / "cache")
     memory = [f"# LoCoMo conversation {c} {{#conv-{c}}}", ""]
-    sessions = sorted((int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k))))
+    sessions = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)))
     for n in sessions:
         turns = conv.get(f"session_{n}") or []
         if not turns:
@@ -155,7 +155,7 @@ def run(data_dir: Path, work: Path, sample: int, explore: bool) -> None:
                          "bm25": [corpus.entries[r.index].id for r in lex.ranked],
                          "dense": [corpus.entries[r.index].id for r in den.ranked]})
     n = len(rows)
-    print(f"\n{n} questions (categories 1-4). How measured: recall through rmtui.engine.retrieve.retrieve(), the "
+    print(f"\n{n} questions (categories 1-4). How measured: recall through rmtui.engine.retrieval.retrieve.retrieve(), the "
           "function behind `rmtui --headless retrieve --json --top 10`, with the same local warm embedding "
           "service over HTTP, one fresh session per question (delivery history not recorded); BM25-only and "
           "dense-only are the same engine search with the other signal switched off, in the same run; latency "

@@ -23,7 +23,7 @@ from mcp.client.stdio import StdioServerParameters
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from foundation import WORDS, build_root  # noqa: E402
 
-from rmtui.engine.roots import init_root  # noqa: E402
+from rmtui.engine.memory.roots import init_root  # noqa: E402
 
 
 async def run(root: Path, calls: int) -> None:

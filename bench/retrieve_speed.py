@@ -33,11 +33,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from rmtui.engine.corpus import load_corpus  # noqa: E402
-from rmtui.engine.ranking import load_lexical  # noqa: E402
-from rmtui.engine.retrieve import cli_backend, dense_index, fill_vectors, params_from_config  # noqa: E402
-from rmtui.engine.roots import MemoryRoot, init_root  # noqa: E402
-from rmtui.engine.vectors import VectorCache  # noqa: E402
+from rmtui.engine.memory.roots import MemoryRoot, init_root  # noqa: E402
+from rmtui.engine.retrieval.corpus import load_corpus  # noqa: E402
+from rmtui.engine.retrieval.ranking import load_lexical  # noqa: E402
+from rmtui.engine.retrieval.retrieve import cli_backend, dense_index, fill_vectors, params_from_config  # noqa: E402
+from rmtui.engine.retrieval.vectors import VectorCache  # noqa: E402
 
 TOPICS = ["build", "tests", "deploy", "database", "auth", "billing", "search", "frontend", "infra", "people"]
 WORDS = ("cache index parser retry token lock branch commit queue worker build deploy config schema model "
@@ -161,8 +161,8 @@ def main() -> None:
         dt, out, _ = cli(root.path, "after-change", "rotate the staging secret monthly", env)
         print(f"first CLI call after another one-node change (re-index included): {1000 * dt:.0f} ms; "
               f"top result {out['results'][0]['id'] if out['results'] else None}")
-        from rmtui.engine.embed_client import service_dir, stop_local_service
-        from rmtui.engine.embeddings import resolve_model_path
+        from rmtui.engine.retrieval.embed_client import service_dir, stop_local_service
+        from rmtui.engine.retrieval.embeddings import resolve_model_path
 
         stop_local_service(service_dir(resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path")),
                                        cfg.get("embedding.reranker_path")))

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from foundation import build_root  # noqa: E402
 
-from rmtui.engine.roots import init_root  # noqa: E402
-from rmtui.engine.supervisor import Supervisor  # noqa: E402
+from rmtui.engine.memory.roots import init_root  # noqa: E402
+from rmtui.engine.writes.supervisor import Supervisor  # noqa: E402
 
 ENV = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
        "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost"}

@@ -30,9 +30,9 @@ def build_root(path: Path, nodes: int, *, per_file: int = 20, evidence: int = 60
     """A root of ``nodes`` nodes: topic headings (F#) in domains, each backed by a node file."""
     import git
 
-    from rmtui.engine.config import set_config_value
-    from rmtui.engine.queue import EvidenceQueue
-    from rmtui.engine.roots import init_root
+    from rmtui.engine.evidence.queue import EvidenceQueue
+    from rmtui.engine.memory.config import set_config_value
+    from rmtui.engine.memory.roots import init_root
 
     rng = random.Random(seed)
     root = init_root(path)
@@ -74,7 +74,7 @@ def build_root(path: Path, nodes: int, *, per_file: int = 20, evidence: int = 60
 CHILD = r"""
 import asyncio, sys, time
 t0 = time.perf_counter()
-from rmtui.engine.roots import open_root
+from rmtui.engine.memory.roots import open_root
 from rmtui.tui.app import RmtuiApp
 t_import = time.perf_counter() - t0
 async def main():
@@ -115,9 +115,9 @@ def cold_start(root: Path) -> dict:
 async def in_app(root: Path, keystrokes: str) -> dict:
     from textual import events
 
-    from rmtui.engine import maintain
-    from rmtui.engine.demo import land_insight_log
-    from rmtui.engine.roots import open_root
+    from rmtui.engine.host.demo import land_insight_log
+    from rmtui.engine.memory.roots import open_root
+    from rmtui.engine.writes import maintain
     from rmtui.tui.app import RmtuiApp
     from rmtui.tui.widgets.memory_tree import MemoryTree
 

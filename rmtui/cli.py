@@ -1,4 +1,4 @@
-"""One argument parser for both fronts (DESIGN.md section 1).
+"""One argument parser for both fronts (docs/architecture.md, "Fronts and entry points").
 
 ``rmtui`` opens the workbench; ``rmtui --headless <command>`` runs an engine command and
 prints its result (text, or JSON with ``--json``) on stdout, diagnostics on stderr.
@@ -13,10 +13,11 @@ import importlib
 import json
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
+from rmtui.commands import COMMAND_MODULES, Result
+from rmtui.engine.display import json_text, printable
 from rmtui.engine.errors import EngineError
-from rmtui.headless import COMMAND_MODULES, Result
 
 
 def _common_parser() -> argparse.ArgumentParser:
@@ -44,12 +45,58 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _json_line(data) -> str:
+    return json_text(json.dumps(data, indent=None, ensure_ascii=False, default=str)) + "\n"
+
+
 def _emit(result: Result, as_json: bool) -> None:
+    # The boundary: stored text (evidence, memory) may hold terminal controls; show them escaped.
     if as_json:
-        sys.stdout.write(json.dumps(result.data, indent=None, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.write(_json_line(result.data))
     elif result.text:
-        sys.stdout.write(result.text if result.text.endswith("\n") else result.text + "\n")
+        text = printable(result.text)
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
     sys.stdout.flush()
+
+
+def _fail(message: str, code: int, as_json: bool, payload: dict | None = None) -> int:
+    if as_json:
+        sys.stdout.write(_json_line(payload or {"error": "failed", "message": message}))
+        sys.stdout.flush()
+    sys.stderr.write(f"rmtui: {printable(message)}\n")
+    return code
+
+
+#: Arguments that name files or folders: on POSIX a path may hold any bytes (Python hands
+#: them over surrogate-escaped), so only these may carry what is not UTF-8.
+_PATH_ARGS = frozenset({"root", "path", "file", "target", "model", "model_path", "reranker_path", "state_dir"})
+_POSITIONAL = frozenset({"need", "name", "uid", "uids", "key", "value", "id", "batch"})
+
+
+def _undecodable_argument(args: argparse.Namespace) -> str | None:
+    """The first text argument that is not valid UTF-8 (invalid bytes in argv), as its option."""
+    for dest, value in vars(args).items():
+        if dest in _PATH_ARGS or callable(value):
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return ("--" + dest.replace("_", "-")) if dest not in _POSITIONAL else dest
+    return None
+
+
+def _engine_error_in(exc: BaseException) -> EngineError | None:
+    """The engine's own refusal behind a failure during cleanup (``During handling…``)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, EngineError):
+            return cur
+        cur = cur.__cause__ or cur.__context__
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,35 +113,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A headless call does a few small vector operations: starting OpenBLAS's thread pool
     # would cost more (~70 ms on import) than it could ever save. The user's setting wins.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    bad = _undecodable_argument(args)
+    if bad is not None:  # refused before any operation starts
+        msg = f"{bad} is not valid UTF-8 text; pass it UTF-8 encoded"
+        return _fail(msg, 2, args.json, {"error": "bad_input", "message": msg})
     try:
         result = handler(args)
     except EngineError as exc:
-        if args.json:
-            sys.stdout.write(json.dumps(exc.to_json(), ensure_ascii=False) + "\n")
-        sys.stderr.write(f"rmtui: {exc.message}\n")
-        return exc.exit_code
+        return _fail(exc.message, exc.exit_code, args.json, exc.to_json())
     except KeyboardInterrupt:
         sys.stderr.write("rmtui: interrupted\n")
         return 130
     except OSError as exc:  # a path the user gave cannot be used: say which, no traceback
         where = f": {exc.filename}" if exc.filename else ""
-        sys.stderr.write(f"rmtui: {exc.strerror or exc}{where}\n")
-        if args.json:
-            sys.stdout.write(json.dumps({"error": "bad_input", "message": f"{exc.strerror or exc}{where}"}) + "\n")
-        return 2
+        msg = f"{exc.strerror or exc}{where}"
+        return _fail(msg, 2, args.json, {"error": "bad_input", "message": msg})
+    except Exception as exc:  # one line, never a traceback (RMTUI_DEBUG=1 shows it)
+        if os.environ.get("RMTUI_DEBUG"):
+            raise
+        cause = _engine_error_in(exc)
+        failure = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        if cause is not None:  # the refusal is what the user must read; the cleanup failure follows it
+            msg = f"{cause.message} (cleaning up afterwards failed: {failure[:300]})"
+            return _fail(msg, cause.exit_code, args.json, {**cause.to_json(), "message": msg})
+        msg = f"internal error: {failure[:500]} (set RMTUI_DEBUG=1 for the traceback)"
+        return _fail(msg, 1, args.json, {"error": "failed", "message": msg})
     _emit(result, args.json)
     return result.exit_code
 
 
 def _run_tui(args: argparse.Namespace) -> int:
-    from rmtui.engine.roots import resolve_root
+    from rmtui.engine.memory.roots import resolve_root
 
     try:
         if getattr(args, "tui_entry", None) is not None:
             return args.tui_entry(args)
         root = resolve_root(args.root, args.profile)
     except EngineError as exc:
-        sys.stderr.write(f"rmtui: {exc.message}\n")
+        sys.stderr.write(f"rmtui: {printable(exc.message)}\n")
         return exc.exit_code
     from rmtui.tui.app import run_app
 

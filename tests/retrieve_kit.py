@@ -54,10 +54,10 @@ def build_tiny_cross_encoder(dest: Path) -> Path:
 class ServerThread:
     """An EmbeddingServer on a free port in a thread of the test process (real HTTP)."""
 
-    def __init__(self, backend, token: str | None) -> None:
-        from rmtui.engine.embed_service import EmbeddingServer
+    def __init__(self, backend, token: str | None, *, host: str = "127.0.0.1", ssl_context=None) -> None:
+        from rmtui.engine.retrieval.embed_service import EmbeddingServer
 
-        self.server = EmbeddingServer(("127.0.0.1", 0), backend, token=token)
+        self.server = EmbeddingServer((host, 0), backend, token=token, ssl_context=ssl_context)
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
@@ -78,7 +78,7 @@ def tiny_reranker(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def backend(tiny_reranker):
     """MiniLM plus the tiny cross-encoder, loaded once for the whole test session."""
-    from rmtui.engine.embeddings import InProcessBackend
+    from rmtui.engine.retrieval.embeddings import InProcessBackend
 
     return InProcessBackend(reranker_path=str(tiny_reranker))
 
@@ -86,7 +86,7 @@ def backend(tiny_reranker):
 @pytest.fixture(scope="session")
 def plain_backend(backend):
     """MiniLM without a cross-encoder (reuses the loaded model)."""
-    from rmtui.engine.embeddings import DenseReranker, InProcessBackend
+    from rmtui.engine.retrieval.embeddings import DenseReranker, InProcessBackend
 
     b = InProcessBackend.__new__(InProcessBackend)
     b.embedder = backend.embedder

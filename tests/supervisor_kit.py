@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from rmtui.engine.roots import MemoryRoot
+from rmtui.engine.memory.roots import MemoryRoot
 
 MEMORY = """\
 # Memory

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from rmtui.engine.errors import EngineError
-from rmtui.engine.roots import open_root
-from rmtui.engine.supervisor import Supervisor
+from rmtui.engine.memory.roots import open_root
+from rmtui.engine.writes.supervisor import Supervisor
 
 
 def _wait_for(go: str | None, ready: str | None) -> None:
@@ -54,7 +54,7 @@ def main() -> int:
             else:
                 uids = [u for u in args.uids.split(",") if u]
                 op = sup.begin("update", "update", batch_id=args.batch, candidate_uids=uids,
-                               effects=("evidence_consumed", "update_record"))
+                               effects=("evidence_consumed",))
                 mem = Path(op.worktree) / "MEMORY.md"
                 mem.write_text(mem.read_text().rstrip("\n") + f"\n- `{args.node}` Learned from {args.batch}. → []\n")
                 subprocess.run(["git", "commit", "-q", "-am", f"update: {args.node}"], cwd=op.worktree, check=True)

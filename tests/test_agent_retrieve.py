@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import git
 import pytest
-
 from fake_provider import FakeProvider, Turn, call
-from rmtui.engine.config import set_config_value
+
 from rmtui.engine.errors import OperationFailed, UnavailableError
-from rmtui.engine.queue import EvidenceQueue
-from rmtui.engine.retrieve import retrieve
+from rmtui.engine.evidence.queue import EvidenceQueue
+from rmtui.engine.memory.config import set_config_value
+from rmtui.engine.retrieval.retrieve import retrieve
 
 APIS = ["anthropic", "openai"]
 MEMORY = """# Memory
 
-## Build {# build}
+## Build {#build}
 
 - `hatch` Wheels are built with hatchling → [cfg:pyproject]
 - `pyproject` pyproject.toml is the one source of metadata → []
 
-## Testing {# testing}
+## Testing {#testing}
 
 - `pytest-x` Run the suite with pytest -x before committing → []
 """
@@ -52,7 +52,7 @@ def test_valid_selection_is_rendered_from_the_files(api, provider, root):
     provider.push(call("grep", pattern="hatch"), call("submit_selection", **SEL))
     res = retrieve(root, "sess-1", "how are wheels built?")
     assert res.mode == "agent"
-    assert res.text == "# Memory\n\n## Build {# build}\n\n- `hatch` Wheels are built with hatchling → [cfg:pyproject]"
+    assert res.text == "# Memory\n\n## Build {#build}\n\n- `hatch` Wheels are built with hatchling → [cfg:pyproject]"
     assert [r["id"] for r in res.results] == ["hatch"] and res.results[0]["status"] == "new"
     first = provider.seen[0]
     assert "submit_selection" in first.tool_names and "edit" not in first.tool_names
@@ -72,7 +72,7 @@ def test_invalid_then_valid_selection(api, provider, root):
     provider.push(call("submit_selection", ids=["no-such-id"], sources=[], recent_candidates=[]),
                   call("submit_selection", ids=["testing"], sources=[], recent_candidates=[]))
     res = retrieve(root, "s", "how do I test?")
-    assert "- `pytest-x` Run the suite with pytest -x" in res.text and "## Testing {# testing}" in res.text
+    assert "- `pytest-x` Run the suite with pytest -x" in res.text and "## Testing {#testing}" in res.text
     assert "hatch" not in res.text
     refused = provider.seen[1].tool_results()[0]
     assert refused["is_error"] and "unknown ids: no-such-id" in refused["content"]
@@ -145,7 +145,7 @@ def test_unreachable_embedding_service_falls_back_to_agent(provider, root):
 
 def test_free_form_source_ranges_render_and_raise_no_false_notices(provider, root):
     setup_root(root, "openai", provider)
-    (root.path / "MEMORY.md").write_text(MEMORY + "\n## Notes {M# notes}\n")
+    (root.path / "MEMORY.md").write_text(MEMORY + "\n## Notes {M#notes}\n")
     (root.path / "MEMORY_notes.md").write_text("Release steps:\n1. tag\n2. build\n3. upload\n")
     repo = git.Repo(root.path)
     repo.index.add(["MEMORY.md", "MEMORY_notes.md"])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import git
 import pytest
+from compat_checker import check_root
 
 
 def _git(cwd, *args):
@@ -23,7 +24,7 @@ def _commit_edit(worktree: str, rel: str, text: str, message: str = "update: not
     _git(worktree, "commit", "-q", "-m", message)
 
 
-MEMORY_WITH_NODE = "# Memory\n\n## Tooling {# tooling}\n\n- `use-pytest` tests run with pytest -q → []\n"
+MEMORY_WITH_NODE = "# Memory\n\n## Tooling {#tooling}\n\n- `use-pytest` tests run with pytest -q → []\n"
 
 
 @pytest.fixture
@@ -79,10 +80,11 @@ def test_full_host_lifecycle(host):
     assert receipt["changed_paths"] == ["MEMORY.md"]
     repo = git.Repo(root.path)
     landed = repo.commit(receipt["landed_commit"])
-    assert f"RightMemory-Operation: {task['task_id']}" in landed.message
+    assert f"RightMemory-Operation: {task['batch_id']}" in landed.message
     assert "use-pytest" in (root.path / "MEMORY.md").read_text()
     assert host("validate", "--json")["valid"] is True
-    assert (root.path / "update_records" / f"{task['task_id']}.json").is_file()
+    assert f"update_records/{task['batch_id']}.json" in landed.stats.files  # same commit as the change
+    assert check_root(root.path) == []
     ev = host("evidence", "list", "--json")
     assert sorted(e["state"] for e in ev) == ["consumed"] * 3
     assert not Path(task["worktree"]).exists()
@@ -109,7 +111,7 @@ def test_stale_base_keeps_worktree_for_correction(host, cli):
     # the child brings its edits onto the current memory, and completes again
     wt = task["worktree"]
     _git(wt, "reset", "-q", "--hard", git.Repo(root.path).head.commit.hexsha)
-    _commit_edit(wt, "MEMORY.md", "# Memory\n\nManual note.\n\n## Tooling {# tooling}\n\n- `use-pytest` pytest -q → []\n")
+    _commit_edit(wt, "MEMORY.md", "# Memory\n\nManual note.\n\n## Tooling {#tooling}\n\n- `use-pytest` pytest -q → []\n")
     receipt = host("assistant", "update", "complete", "--task", task["task_id"])
     assert receipt["phase"] == "committed"
     text = (root.path / "MEMORY.md").read_text()
@@ -149,8 +151,11 @@ def test_no_change_path_is_validated(host):
     done = subprocess.run(task["complete"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     receipt = json.loads(done.stdout)
-    assert receipt["phase"] == "no_change" and receipt["landed_commit"] is None
+    assert receipt["phase"] == "no_change" and receipt["changed_paths"] == []
     assert receipt["summary"] == "no change"
+    # the batch still lands its update record, alone, as the original's no-change batches do
+    landed = git.Repo(host.root.path).commit(receipt["landed_commit"])
+    assert list(landed.stats.files) == [f"update_records/{task['batch_id']}.json"]
 
 
 def test_expired_lease_never_discards_edits(host):

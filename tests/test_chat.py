@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import git
 import pytest
+from fake_provider import FakeProvider, Turn, call
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from fake_provider import FakeProvider, Turn, call
-from rmtui.chat import run_chat
-from rmtui.engine.config import set_config_value
+from rmtui.commands.chat import run_chat
+from rmtui.engine.memory.config import set_config_value
 
 
 @pytest.fixture

@@ -16,12 +16,12 @@ import textwrap
 import git
 import pytest
 
-from rmtui.engine.config import load_config, set_config_value
 from rmtui.engine.errors import OperationFailed, UnavailableError
-from rmtui.engine.executors import make_executor
-from rmtui.engine.queue import EvidenceQueue
-from rmtui.engine.retrieve import retrieve
-from rmtui.engine.update_driver import UpdateDriver
+from rmtui.engine.evidence.queue import EvidenceQueue
+from rmtui.engine.memory.config import load_config, set_config_value
+from rmtui.engine.retrieval.retrieve import retrieve
+from rmtui.engine.roles.executors import make_executor
+from rmtui.engine.roles.update_driver import UpdateDriver
 
 STANDIN = textwrap.dedent('''\
     #!{python}

@@ -9,9 +9,9 @@ import urllib.request
 import numpy as np
 import pytest
 
-from rmtui.engine.embed_service import ServiceClient, ServiceError
 from rmtui.engine.errors import ConflictError
-from tests.retrieve_kit import TOKEN, ServerThread, backend, plain_backend, service, tiny_reranker  # noqa: F401
+from rmtui.engine.retrieval.embed_service import ServiceClient, ServiceError
+from tests.retrieve_kit import TOKEN, ServerThread
 
 
 def call(url: str, route: str, payload=None, token: str | None = TOKEN, raw: bytes | None = None):

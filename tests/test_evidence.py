@@ -1,4 +1,5 @@
-"""Evidence intake (DESIGN.md section 4) through the real CLI, plus concurrency and crash safety.
+"""Evidence intake through the real CLI, plus concurrency and crash safety
+(docs/architecture.md, "Evidence: from submit to receipt").
 
 A submit is an agent's delivery to the queue: it answers JSON, is durable when it answers,
 is idempotent per (session, request), and refuses bad input without storing anything.
@@ -18,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from rmtui.engine.queue import EvidenceQueue
-from rmtui.engine.roots import open_root
+from rmtui.engine.evidence.queue import EvidenceQueue
+from rmtui.engine.memory.roots import open_root
 from rmtui.engine.store import DB_NAME
 
 
@@ -240,8 +241,8 @@ def test_root_that_is_not_a_git_repository_is_refused(tmp_path, cli):
 
 WORKER = textwrap.dedent("""
     import sys
-    from rmtui.engine.queue import EvidenceQueue
-    from rmtui.engine.roots import open_root
+    from rmtui.engine.evidence.queue import EvidenceQueue
+    from rmtui.engine.memory.roots import open_root
     root, worker, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     q = EvidenceQueue(open_root(root))
     states = {}
@@ -284,8 +285,8 @@ def test_eight_processes_submitting_at_once(root):
 
 CRASHER = textwrap.dedent("""
     import sys
-    from rmtui.engine.queue import EvidenceQueue
-    from rmtui.engine.roots import open_root
+    from rmtui.engine.evidence.queue import EvidenceQueue
+    from rmtui.engine.memory.roots import open_root
     q = EvidenceQueue(open_root(sys.argv[1]))
     with open(sys.argv[2], "a", encoding="utf-8") as log:
         k = 0

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from fake_provider import FakeProvider, Turn, call
-from rmtui.engine.config import load_config, set_config_value
+
 from rmtui.engine.errors import OperationFailed, UnavailableError, UsageError
-from rmtui.engine.executors import (
+from rmtui.engine.memory.config import load_config, set_config_value
+from rmtui.engine.roles.executors import (
     DebugTrace,
     ExecutorSettings,
     ToolSpec,
@@ -17,7 +17,7 @@ from rmtui.engine.executors import (
     make_executor,
     resolve_role_executor,
 )
-from rmtui.engine.tools import RoleTools
+from rmtui.engine.roles.tools import RoleTools
 
 APIS = ["anthropic", "openai"]
 
@@ -148,17 +148,18 @@ def test_provider_error_is_an_operation_failure(api, provider):
 
 # -- configuration -----------------------------------------------------------------------
 
-def test_role_borrows_from_first_configured_writer_but_retrieve_never(root, monkeypatch):
+def test_role_borrows_from_first_configured_role_but_retrieve_never(root, monkeypatch):
+    """The original's order: update, dreamer, insight, reviewer, pruner, sync-reconciler, ..."""
     monkeypatch.setenv("MY_KEY", "secret-1")
-    set_config_value(root.path, "pruner.model.model_id", "openai:gpt-5")
-    set_config_value(root.path, "pruner.model.api_key_env", "MY_KEY")
-    set_config_value(root.path, "insight.model.model_id", "anthropic:claude-sonnet-4-5")
+    set_config_value(root.path, "insight.model.model_id", "openai:gpt-5")
+    set_config_value(root.path, "insight.model.api_key_env", "MY_KEY")  # rmtui.toml
+    set_config_value(root.path, "pruner.model.model_id", "anthropic:claude-sonnet-4-5")
     cfg = load_config(root.path)
     hist = resolve_role_executor(cfg, "historian")
-    assert hist.borrowed and hist.source_role == "pruner"
+    assert hist.borrowed and hist.source_role == "insight"  # insight comes before pruner
     assert (hist.settings.provider, hist.settings.model, hist.settings.api_key) == ("openai", "gpt-5", "secret-1")
     assert hist.settings.role == "historian"
-    assert resolve_role_executor(cfg, "insight").source_role == "insight"
+    assert resolve_role_executor(cfg, "pruner").source_role == "pruner"
     assert resolve_role_executor(cfg, "retrieve") is None
     with pytest.raises(UnavailableError, match="no model is configured for role 'retrieve'"):
         make_executor(cfg, "retrieve")
@@ -191,7 +192,7 @@ def test_engine_import_does_not_load_sdks_or_torch():
     import subprocess
     import sys
 
-    code = ("import sys, rmtui.engine.executors, rmtui.engine.tools, rmtui.engine.roles; "
+    code = ("import sys, rmtui.engine.roles.executors, rmtui.engine.roles.tools, rmtui.engine.memory.role_table; "
             "bad = [m for m in ('anthropic','openai','torch','textual','prompt_toolkit') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -1,5 +1,5 @@
 """The engine and the headless CLI stay light: no Textual, prompt_toolkit, torch or
-sentence-transformers unless a model actually runs in-process (DESIGN.md section 1).
+sentence-transformers unless a model actually runs in-process (docs/architecture.md, "Layering").
 
 Each check runs in a fresh interpreter so modules imported by other tests do not hide a leak.
 """
@@ -14,12 +14,12 @@ HEAVY = ("textual", "prompt_toolkit", "torch", "sentence_transformers")
 
 ENGINE_MODULES = (
     "rmtui.engine",
-    "rmtui.engine.graph",
-    "rmtui.engine.validation",
-    "rmtui.engine.queue",
-    "rmtui.engine.config",
-    "rmtui.engine.roots",
-    "rmtui.engine.status",
+    "rmtui.engine.memory.graph",
+    "rmtui.engine.memory.validation",
+    "rmtui.engine.evidence.queue",
+    "rmtui.engine.memory.config",
+    "rmtui.engine.memory.roots",
+    "rmtui.engine.host.status",
 )
 
 
@@ -60,7 +60,7 @@ def test_headless_validate_loads_no_heavy_module(root):
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["code"] == 0
     assert proc.stdout.splitlines()[0] == "valid: 0 headings, 1 nodes in 2 files"
-    assert "rmtui.engine.validation" in result["modules"]
+    assert "rmtui.engine.memory.validation" in result["modules"]
     assert _loaded_heavy(result["modules"]) == []
 
 
@@ -71,5 +71,5 @@ def test_python_m_rmtui_validate_importtime_has_no_heavy_module(root):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
                 if line.startswith("import time:") and "|" in line]
-    assert "rmtui.engine.validation" in imported
+    assert "rmtui.engine.memory.validation" in imported
     assert _loaded_heavy(imported) == []

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from rmtui.engine.executors import ExecutorSettings, ToolSpec, build_executor
+from rmtui.engine.roles.executors import ExecutorSettings, ToolSpec, build_executor
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""Manual maintenance through the real CLI (DESIGN.md section 8): begin on a captured head,
+"""Manual maintenance through the real CLI (docs/architecture.md, "Manual maintenance"): begin on a captured head,
 edit, land only while that head is current, abort; refusals keep the worktree."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from rmtui.engine.supervisor import PIN_PREFIX, Supervisor
 from supervisor_kit import MEMORY, add_memory_node, commit, git, porcelain, seed, snapshot, trailer_of
+
+from rmtui.engine.writes.supervisor import PIN_PREFIX, Supervisor
 
 
 @pytest.fixture

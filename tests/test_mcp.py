@@ -10,7 +10,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from rmtui.engine.queue import EvidenceQueue
+from rmtui.engine.evidence.queue import EvidenceQueue
 
 
 def _params(root) -> StdioServerParameters:
@@ -26,7 +26,7 @@ def _text(result) -> str:
 @pytest.fixture
 def memory_root(root):
     (root.path / "MEMORY.md").write_text(
-        "# Memory\n\n## Testing {# testing}\n\n- `pytest-quiet` the project runs its tests with pytest -q → []\n"
+        "# Memory\n\n## Testing {#testing}\n\n- `pytest-quiet` the project runs its tests with pytest -q → []\n"
         "- `ruff-first` run ruff before every commit → [rel:pytest-quiet]\n", encoding="utf-8")
     import git
 
@@ -45,23 +45,34 @@ async def test_mcp_tools_over_stdio(memory_root):
         status = json.loads(_text(await client.call_tool("rmtui_status", {})))
         assert status["items"]["nodes"] == 2 and status["valid"] is True
 
-        out = json.loads(_text(await client.call_tool(
-            "rightmemory_submit_update", {"session_id": "mcp-1", "evidence": "ruff must run before pytest\n"})))
-        assert out["state"] == "saved"
-        q = EvidenceQueue(memory_root)
-        try:
-            saved = q.get(out["uid"])
-        finally:
-            q.close()
-        assert saved.session == "mcp-1" and saved.text == "ruff must run before pytest\n"
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        for name, args in (("rightmemory_retrieve", ["session_id", "need"]),
+                           ("rightmemory_submit_update", ["session_id", "evidence"]),
+                           ("rightmemory_capture_guidance", ["session_id", "evidence"])):
+            schema = listed[name].input_schema
+            assert sorted(schema["required"]) == sorted(args) and listed[name].description
+            for arg in args:
+                prop = schema["properties"][arg]
+                assert prop["type"] == "string" and prop["minLength"] == 1 and prop["description"]
+
+        saved = await client.call_tool(
+            "rightmemory_submit_update", {"session_id": " mcp-1 ", "evidence": "ruff must run before pytest\n"})
+        assert not saved.is_error and saved.content == []  # success is an empty result, as the original
+        with EvidenceQueue(memory_root) as q:
+            (item,) = q.list()
+        assert item.session == "mcp-1" and item.text == "ruff must run before pytest\n"
 
         bad = await client.call_tool("rightmemory_submit_update", {"session_id": "a/b", "evidence": "x"})
         assert bad.is_error and "path separators" in _text(bad)
+        for args in ({"session_id": "two\nlines", "evidence": "x"}, {"session_id": "s", "evidence": "  "},
+                     {"session_id": "", "evidence": "x"}):
+            refused = await client.call_tool("rightmemory_submit_update", args)
+            assert refused.is_error, args
 
         text = _text(await client.call_tool("rightmemory_retrieve", {"session_id": "mcp-1", "need": "how are tests run"}))
         assert "`pytest-quiet` the project runs its tests with pytest -q" in text
 
-        guided = json.loads(_text(await client.call_tool(
-            "rightmemory_capture_guidance", {"session_id": "mcp-1", "evidence": "Prefer small commits."})))
-        assert guided["state"] == "captured"
+        guided = await client.call_tool(
+            "rightmemory_capture_guidance", {"session_id": "mcp-1", "evidence": "Prefer small commits."})
+        assert not guided.is_error and guided.content == []
     assert "Prefer small commits." in (memory_root.path / "AGENT_GUIDANCE_INBOX.md").read_text()

@@ -41,7 +41,7 @@ def test_wheel_contains_prompts_skills_and_themes(wheel):
         inside = {n.removeprefix(f"rmtui/_data/{data}/") for n in names if n.startswith(f"rmtui/_data/{data}/")}
         assert inside, f"no {data} in the wheel"
         assert inside == _shipped(data), data
-    assert "rmtui/cli.py" in names and "rmtui/engine/graph.py" in names
+    assert "rmtui/cli.py" in names and "rmtui/engine/memory/graph.py" in names
     assert not any(n.startswith(("tests/", ".venv/")) or "__pycache__" in n for n in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "rmtui = rmtui.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

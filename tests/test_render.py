@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rmtui.engine.corpus import build_corpus, load_corpus
 from rmtui.engine.errors import UsageError
-from rmtui.engine.render import NO_STRONG_MATCH, OutputTooLarge, render, resolve_selection, unit_of
+from rmtui.engine.retrieval.corpus import build_corpus, load_corpus
+from rmtui.engine.retrieval.render import NO_STRONG_MATCH, OutputTooLarge, render, resolve_selection, unit_of
 
 MEMORY = """\
 # Memory

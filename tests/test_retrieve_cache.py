@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from rmtui.engine.corpus import load_corpus
-from rmtui.engine.ranking import DEFAULT_PARAMS, LexicalIndex, lexical_key
-from rmtui.engine.retrieve import dense_index, retrieve
-from rmtui.engine.vectors import VectorCache, text_key
-from tests.retrieve_kit import PEOPLE, backend, plain_backend, tiny_reranker, write_small_root  # noqa: F401
+from rmtui.engine.retrieval.corpus import load_corpus
+from rmtui.engine.retrieval.ranking import DEFAULT_PARAMS, LexicalIndex, lexical_key
+from rmtui.engine.retrieval.retrieve import dense_index, retrieve
+from rmtui.engine.retrieval.vectors import VectorCache, text_key
+from tests.retrieve_kit import PEOPLE, write_small_root
 
 
 class Counting:
@@ -76,7 +76,7 @@ def test_vector_cache_drops_dead_rows_when_they_dominate(tmp_path):
 
 
 def test_lexical_index_rebuilt_only_when_corpus_changes(root):
-    from rmtui.engine.config import set_config_value
+    from rmtui.engine.memory.config import set_config_value
 
     write_small_root(root)
     set_config_value(root.path, "embedding.local_service", False)  # no model host: BM25 alone
@@ -94,7 +94,7 @@ def test_lexical_index_rebuilt_only_when_corpus_changes(root):
 
 def test_reranker_reorders_the_head(root, backend):
     write_small_root(root)
-    from rmtui.engine.config import set_config_value
+    from rmtui.engine.memory.config import set_config_value
 
     set_config_value(root.path, "embedding.reranker_path", "/configured/by/test")
     counting = Counting(backend)

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from rmtui.engine.config import set_config_value
-from tests.retrieve_kit import (  # noqa: F401
+from rmtui.engine.memory.config import set_config_value
+from tests.retrieve_kit import (
     PEOPLE,
     TOKEN,
-    backend,
-    plain_backend,
-    service,
-    tiny_reranker,
     write_small_root,
 )
 

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from rmtui.engine.config import set_config_value
+from rmtui.engine.memory.config import set_config_value
 from tests.retrieve_kit import write_small_root
 
 
@@ -40,7 +40,7 @@ def test_retrieve_starts_one_warm_service_reuses_it_and_it_exits_when_idle(root,
     procs = [subprocess.Popen(argv + ["--session", f"s{i}", "who owns billing"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, env=env, text=True) for i in range(2)]
     outs = [p.communicate(timeout=180) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
         data = json.loads(out)
         assert data["mode"] == "hybrid", data["warnings"]

@@ -1,14 +1,22 @@
-"""Memory roots (init, resolution, profiles) and rightmemory.toml (DESIGN.md section 2)."""
+"""Memory roots (init, resolution, profiles) and rightmemory.toml (docs/architecture.md, "The memory root")."""
 
 from __future__ import annotations
 
 import json
+
 import git
 import pytest
 
-from rmtui.engine.config import CONFIG_FILE, DEFAULT_TEXT, load_config, set_config_value
 from rmtui.engine.errors import UsageError
-from rmtui.engine.roots import GITIGNORE, init_root
+from rmtui.engine.memory.config import (
+    CONFIG_FILE,
+    DEFAULT_TEXT,
+    LOCAL_DEFAULT_TEXT,
+    LOCAL_FILE,
+    load_config,
+    set_config_value,
+)
+from rmtui.engine.memory.roots import GITIGNORE, init_root
 
 ROOT_FILES = {".gitignore", "MEMORY.md", "PURSUITS.md", "rightmemory.toml"}
 
@@ -36,6 +44,9 @@ def test_init_creates_a_committed_root(tmp_path, cli):
     config_text = (target / CONFIG_FILE).read_text(encoding="utf-8")
     assert config_text == DEFAULT_TEXT
     assert sum(1 for line in config_text.splitlines() if line.startswith("#")) >= 10  # a commented file
+    # rmtui-only settings: written beside it, ignored by Git (never committed or synced)
+    assert (target / LOCAL_FILE).read_text(encoding="utf-8") == LOCAL_DEFAULT_TEXT
+    assert repo.ignored(LOCAL_FILE) == [LOCAL_FILE]
 
     assert cli("--headless", "validate", "--root", str(target)).code == 0
 
@@ -200,40 +211,50 @@ def test_bad_config_is_refused_with_the_key_named(root, cli, text, message):
 def test_config_get_returns_values_and_defaults(root, cli):
     assert cli("--headless", "config", "get", "retrieve.top_k", "--root", str(root.path)).stdout.strip() == "8"
     j = cli("--headless", "config", "get", "update.async.debounce_seconds", "--root", str(root.path), "--json")
-    assert j.json() == {"key": "update.async.debounce_seconds", "value": 3600}
+    assert j.json() == {"key": "update.async.debounce_seconds", "value": 3600, "file": LOCAL_FILE}
+    j = cli("--headless", "config", "get", "update.async.max_wait_seconds", "--root", str(root.path), "--json")
+    assert j.json() == {"key": "update.async.max_wait_seconds", "value": 86400, "file": CONFIG_FILE}
+    j = cli("--headless", "config", "get", "pruner.generation_commits", "--root", str(root.path), "--json")
+    assert j.json() == {"key": "pruner.generation_commits", "value": 70, "file": None}  # the default
     r = cli("--headless", "config", "get", "retrieve.nope", "--root", str(root.path))
     assert r.code == 2 and "unknown key 'retrieve.nope'" in r.stderr
 
 
 def test_config_set_keeps_comments_and_layout(root, cli):
-    path = root.path / CONFIG_FILE
+    path = root.path / LOCAL_FILE  # retrieve.top_k is rmtui's own
     before = path.read_text(encoding="utf-8").splitlines()
     r = cli("--headless", "config", "set", "retrieve.top_k", "12", "--root", str(root.path))
     assert r.code == 0, r.stderr
     after = path.read_text(encoding="utf-8").splitlines()
     assert len(after) == len(before)
-    changed = [(a, b) for a, b in zip(before, after) if a != b]
+    changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
     assert changed == [("top_k = 8", "top_k = 12")]
     assert cli("--headless", "config", "get", "retrieve.top_k", "--root", str(root.path)).stdout.strip() == "12"
 
     # a key in a table the file does not have yet is added, and every comment survives
+    shared = root.path / CONFIG_FILE
+    comments = [line for line in shared.read_text(encoding="utf-8").splitlines() if line.startswith("#")]
     r = cli("--headless", "config", "set", "update.model.model_id", "anthropic:claude-x", "--root", str(root.path))
     assert r.code == 0, r.stderr
-    text = path.read_text(encoding="utf-8")
-    assert all(line in text.splitlines() for line in after if line.startswith("#"))
+    assert "(in rightmemory.toml" in r.stdout
+    text = shared.read_text(encoding="utf-8")
+    assert all(line in text.splitlines() for line in comments)
     assert load_config(root.path).get("update.model.model_id") == "anthropic:claude-x"
+    assert path.read_text(encoding="utf-8").splitlines() == after  # rmtui.toml untouched
 
 
 def test_config_set_refuses_unknown_keys_and_wrong_types(root, cli):
-    path = root.path / CONFIG_FILE
-    before = path.read_bytes()
+    path, local = root.path / CONFIG_FILE, root.path / LOCAL_FILE
+    before, local_before = path.read_bytes(), local.read_bytes()
     r = cli("--headless", "config", "set", "retrieve.colour", "blue", "--root", str(root.path))
     assert r.code == 2 and "unknown key 'retrieve.colour'" in r.stderr
     r = cli("--headless", "config", "set", "retrieve.top_k", "many", "--root", str(root.path))
     assert r.code == 2 and "'retrieve.top_k' must be int, got str" in r.stderr
     r = cli("--headless", "config", "set", "update.approval", "maybe", "--root", str(root.path))
     assert r.code == 2 and "'update.approval'" in r.stderr
-    assert path.read_bytes() == before
+    r = cli("--headless", "config", "set", "retrieve.embedding.result_count", "50", "--root", str(root.path))
+    assert r.code == 2 and "url" in r.stderr  # the original needs the service URL first
+    assert path.read_bytes() == before and local.read_bytes() == local_before
 
 
 def test_config_changes_are_seen_at_once_in_the_same_process(root):
@@ -241,7 +262,7 @@ def test_config_changes_are_seen_at_once_in_the_same_process(root):
     assert load_config(root.path).get("update.approval") == "auto"
     set_config_value(root.path, "update.approval", "required")
     assert load_config(root.path).get("update.approval") == "required"
-    path = root.path / CONFIG_FILE
+    path = root.path / LOCAL_FILE
     # an in-place rewrite of the same size, as an editor might do within one clock tick
     path.write_text(path.read_text(encoding="utf-8").replace('"required"', '"auto"    '), encoding="utf-8")
     assert load_config(root.path).get("update.approval") == "auto"

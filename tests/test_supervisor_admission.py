@@ -1,4 +1,4 @@
-"""Admission (DESIGN.md section 5, steps 1-4): a writer commits something forbidden in its
+"""Admission (docs/architecture.md, "Admission and publication", steps 1-4): a writer commits something forbidden in its
 worktree and the supervisor refuses it by rule name, leaving the active root byte-identical."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from rmtui.engine.admission import AdmissionRefused, StaleBase
-from rmtui.engine.supervisor import Supervisor, pin_ref
 from supervisor_kit import MEMORY, PURSUITS, add_memory_node, commit, git, porcelain, seed, snapshot, write
+
+from rmtui.engine.writes.admission import AdmissionRefused, StaleBase
+from rmtui.engine.writes.supervisor import Supervisor, pin_ref
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Publication (DESIGN.md sections 4-5): squash with trailer, rebase over non-semantic
+"""Publication (docs/architecture.md, "Admission and publication"): squash with trailer, rebase over non-semantic
 moves, stale refusal for semantic races, protected dirty paths, receipts and the CLI."""
 
 from __future__ import annotations
@@ -10,11 +10,14 @@ import time
 from pathlib import Path
 
 import pytest
+from compat_checker import check_root
+from supervisor_kit import MEMORY, add_memory_node, commit, git, porcelain, seed, trailer_of, write
 
-from rmtui.engine.admission import DirtyActiveRoot
-from rmtui.engine.queue import EvidenceQueue
-from rmtui.engine.supervisor import PIN_PREFIX, Supervisor
-from supervisor_kit import MEMORY, add_memory_node, commit, git, porcelain, seed, trailer_of
+from rmtui.engine.errors import OperationFailed
+from rmtui.engine.evidence.batching import batch_id
+from rmtui.engine.evidence.queue import EvidenceQueue
+from rmtui.engine.writes.admission import DirtyActiveRoot
+from rmtui.engine.writes.supervisor import PIN_PREFIX, Supervisor
 
 WRITER = Path(__file__).with_name("supervisor_writer.py")
 
@@ -108,22 +111,48 @@ def test_protected_dirty_path_in_the_active_root_refuses_publication_until_clean
     assert "`x`" in (root / "MEMORY.md").read_text()
 
 
-def test_effects_record_and_consume_evidence(sup):
+def test_an_update_batch_lands_its_record_in_the_same_commit(sup):
     root = sup.root
     q = EvidenceQueue(root)
     uid = q.submit("s1", b"remember x")["uid"]
-    q.claim([uid], "batch-1")
-    op = sup.begin("update", "update", batch_id="batch-1", candidate_uids=[uid],
-                   effects=("evidence_consumed", "update_record"))
+    bid = batch_id([q.get(uid)])
+    q.claim([uid], bid)
+    op = sup.begin("update", "update", batch_id=bid, candidate_uids=[uid], effects=("evidence_consumed",))
     commit(op.worktree, {"MEMORY.md": add_memory_node(MEMORY, "x")})
     receipt = sup.finish(op)
     assert q.get(uid).state == "consumed"
-    rec = f"update_records/{op.id}.json"
-    assert git(root.path, "log", "-1", "--format=%s", "HEAD") == f"update: record {op.id}"
-    assert receipt.landed_commit == git(root.path, "rev-parse", "HEAD~1")
-    assert f'"landed_commit": "{receipt.landed_commit}"' in (root.path / rec).read_text()
-    assert porcelain(root.path) == ""
-    assert all(e.state == "done" for e in sup.store.get(op.id).effects)
+    assert receipt.landed_commit == git(root.path, "rev-parse", "HEAD") and receipt.changed_paths == ["MEMORY.md"]
+    assert sorted(git(root.path, "show", "--format=", "--name-only", "HEAD").split()) == [
+        "MEMORY.md", f"update_records/{bid}.json"]
+    assert git(root.path, "log", "-1", "--format=%(trailers:key=RightMemory-Operation,valueonly)").strip() == bid
+    assert json.loads((root.path / "update_records" / f"{bid}.json").read_text())["candidates"] == [
+        q.get(uid).candidate()]
+    assert porcelain(root.path) == "" and check_root(root.path) == []
+    q.close()
+
+
+def test_an_update_batch_without_change_lands_a_record_only_commit(sup):
+    root = sup.root
+    q = EvidenceQueue(root)
+    uid = q.submit("s1", b"nothing new here")["uid"]
+    bid = batch_id([q.get(uid)])
+    q.claim([uid], bid)
+    op = sup.begin("update", "update", batch_id=bid, candidate_uids=[uid], effects=("evidence_consumed",))
+    receipt = sup.finish(op)
+    assert receipt.phase == "no_change" and receipt.landed_commit == git(root.path, "rev-parse", "HEAD")
+    assert git(root.path, "show", "--format=", "--name-only", "HEAD").split() == [f"update_records/{bid}.json"]
+    assert check_root(root.path) == [] and q.get(uid).state == "consumed"
+    q.close()
+
+
+def test_a_batch_whose_id_does_not_match_its_candidates_is_refused(sup):
+    q = EvidenceQueue(sup.root)
+    uid = q.submit("s1", b"remember y")["uid"]
+    q.claim([uid], "update-batch-" + "0" * 64)
+    op = sup.begin("update", "update", batch_id="update-batch-" + "0" * 64, candidate_uids=[uid])
+    commit(op.worktree, {"MEMORY.md": add_memory_node(MEMORY, "y")})
+    with pytest.raises(OperationFailed, match="does not match its candidates"):
+        sup.finish(op)
     q.close()
 
 
@@ -227,7 +256,7 @@ def test_the_same_operation_finished_twice_at_once_lands_once(sup, tmp_path):
 def test_two_semantic_operations_racing_in_threads_exactly_one_lands(sup):
     import threading
 
-    from rmtui.engine.admission import StaleBase
+    from rmtui.engine.writes.admission import StaleBase
 
     root = sup.root
     base = git(root.path, "rev-parse", "HEAD")
@@ -253,3 +282,25 @@ def test_two_semantic_operations_racing_in_threads_exactly_one_lands(sup):
     phases = sorted(v if isinstance(v, str) else "stale" for v in outcome.values())
     assert phases == ["committed", "stale"], outcome
     assert git(root.path, "rev-parse", "HEAD~1") == base and porcelain(root.path) == ""
+
+
+def test_cli_diff_shows_a_running_operations_uncommitted_worktree(sup, cli):
+    root = sup.root.path
+    op = sup.begin("update", "update")
+    write(op.worktree, {"MEMORY.md": add_memory_node(MEMORY, "live-fact"), "MEMORY_draft.md": "A draft note.\n"})
+    r = cli("--headless", "diff", op.id, "--root", str(root), "--json")
+    assert r.code == 0, r.stderr
+    d = r.json()
+    assert d["live"] is True and d["phase"] == "running" and d["final"] is False
+    assert d["landed"] is None and d["candidate"] is None
+    files = {f["path"]: f for f in d["files"]}
+    assert set(files) == {"MEMORY.md", "MEMORY_draft.md"}
+    assert "+- `live-fact` A new fact. → []" in files["MEMORY.md"]["lines"]
+    assert files["MEMORY_draft.md"]["added"] == 1 and "+A draft note." in d["diff"]
+    r = cli("--headless", "diff", op.id, "--root", str(root))
+    assert r.code == 0, r.stderr
+    assert "+A draft note." in r.stdout and "not committed yet" in r.stderr
+    assert porcelain(op.worktree) != "" and git(op.worktree, "diff", "--cached", "--name-only") == ""  # nothing staged
+    sup.fail(op, "test over")
+    r = cli("--headless", "diff", op.id, "--root", str(root), "--json")
+    assert r.json()["live"] is False and r.json()["files"] == []

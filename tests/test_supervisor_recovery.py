@@ -1,4 +1,4 @@
-"""Recovery (DESIGN.md section 4): kill -9 at every phase boundary of an operation that
+"""Recovery (docs/architecture.md, "Operations and receipts"): kill -9 at every phase boundary of an operation that
 carries evidence, restart with `recover`, and nothing is half-published or lost."""
 
 from __future__ import annotations
@@ -11,18 +11,20 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from rmtui.engine import supervisor as supmod
-from rmtui.engine.operations import FINAL_PHASES
-from rmtui.engine.queue import EvidenceQueue
-from rmtui.engine.roots import MemoryRoot, init_root, open_root
-from rmtui.engine.supervisor import PIN_PREFIX, Supervisor, pin_ref
 from supervisor_kit import MEMORY, add_memory_node, commit, git, porcelain, seed
 
+from rmtui.engine.evidence.batching import batch_id
+from rmtui.engine.evidence.queue import EvidenceQueue
+from rmtui.engine.memory.roots import MemoryRoot, init_root, open_root
+from rmtui.engine.writes import supervisor as supmod
+from rmtui.engine.writes.operations import FINAL_PHASES
+from rmtui.engine.writes.supervisor import PIN_PREFIX, Supervisor, pin_ref
+
 WRITER = Path(__file__).with_name("supervisor_writer.py")
-CRASHPOINTS = ("after-running", "after-worktree", "after-prepared", "after-worktree-sync", "after-publish",
-               "after-final")
-PUBLISHED_BY_THEN = {"after-prepared": False, "after-worktree-sync": False, "after-publish": True, "after-final": True}
+CRASHPOINTS = ("after-running", "after-worktree", "after-prepared", "before-cas", "after-cas", "after-worktree-sync",
+               "after-publish", "after-final")
+PUBLISHED_BY_THEN = {"after-prepared": False, "before-cas": False, "after-cas": True, "after-worktree-sync": True,
+                     "after-publish": True, "after-final": True}
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +58,10 @@ def test_kill_at_each_phase_boundary_then_recover(template, tmp_path, cli, point
     old_head = git(rp, "rev-parse", "HEAD")
     q = EvidenceQueue(root)
     uids = [q.submit("sess", f"fact {i}".encode())["uid"] for i in range(2)]
-    q.claim(uids, "batch-crash")
+    bid = batch_id([q.get(u) for u in uids])
+    q.claim(uids, bid)
 
-    proc = subprocess.run([sys.executable, str(WRITER), str(rp), "update", "--batch", "batch-crash",
+    proc = subprocess.run([sys.executable, str(WRITER), str(rp), "update", "--batch", bid,
                            "--uids", ",".join(uids), "--node", "crashy"],
                           env={**os.environ, "RMTUI_CRASHPOINT": point}, capture_output=True)
     assert proc.returncode == -9, proc.stderr.decode()
@@ -70,9 +73,11 @@ def test_kill_at_each_phase_boundary_then_recover(template, tmp_path, cli, point
         assert candidate and git(rp, "cat-file", "-t", candidate) == "commit"
         if PUBLISHED_BY_THEN[point]:
             assert git(rp, "rev-parse", "HEAD") == candidate
-    if point == "after-worktree-sync":  # killed between read-tree and update-ref
-        assert git(rp, "rev-parse", "HEAD") == old_head
-        assert git(rp, "diff", "--cached", "--name-only") == "MEMORY.md"
+    if point == "before-cas":  # nothing moved yet: the work tree is never synced before the ref
+        assert git(rp, "rev-parse", "HEAD") == old_head and porcelain(rp) == ""
+    if point == "after-cas":  # killed between update-ref and the work-tree sync: behind the ref, never ahead
+        assert git(rp, "diff", "--cached", "--name-only").split() == ["MEMORY.md", f"update_records/{bid}.json"]
+        assert "`crashy`" not in (rp / "MEMORY.md").read_text()
 
     r = cli("--headless", "recover", "--root", str(rp), "--json")
     assert r.code == 0, r.stderr
@@ -92,8 +97,8 @@ def test_kill_at_each_phase_boundary_then_recover(template, tmp_path, cli, point
     else:
         assert op.phase == "committed"
         assert receipt.landed_commit == candidate  # published as prepared, nothing re-run
-        assert git(rp, "rev-parse", "HEAD~1") == candidate  # plus its update record
-        assert f"update_records/{op.id}.json" in git(rp, "ls-tree", "-r", "--name-only", head)
+        assert head == candidate  # the update record is part of the one landed commit
+        assert f"update_records/{bid}.json" in git(rp, "ls-tree", "-r", "--name-only", head)
         assert "`crashy`" in git(rp, "show", f"{head}:MEMORY.md")
         assert git(rp, "log", "--format=%H", f"{old_head}..{candidate}") == candidate  # one commit, complete
         assert set(states.values()) == {"consumed"}
@@ -113,9 +118,10 @@ def seeded(template, tmp_path) -> MemoryRoot:
 def test_running_op_of_a_dead_process_is_abandoned_and_its_evidence_released(seeded):
     q = EvidenceQueue(seeded)
     uid = q.submit("s", b"evidence")["uid"]
-    q.claim([uid], "b1")
+    b1 = batch_id([q.get(uid)])
+    q.claim([uid], b1)
     with Supervisor(seeded) as sup:
-        op = sup.begin("update", "update", batch_id="b1", candidate_uids=[uid], lease=dead_lease())
+        op = sup.begin("update", "update", batch_id=b1, candidate_uids=[uid], lease=dead_lease())
         alive = sup.begin("update", "update")  # ours: this process is alive, it is left alone
         out = sup.recover()
         assert out["abandoned"] == [op.id]
@@ -129,9 +135,10 @@ def test_running_op_of_a_dead_process_is_abandoned_and_its_evidence_released(see
 def test_prepared_op_gone_stale_fails_in_recovery_and_releases_evidence(seeded):
     q = EvidenceQueue(seeded)
     uid = q.submit("s", b"evidence")["uid"]
-    q.claim([uid], "b2")
+    b2 = batch_id([q.get(uid)])
+    q.claim([uid], b2)
     with Supervisor(seeded) as sup:
-        op = sup.begin("update", "update", batch_id="b2", candidate_uids=[uid])
+        op = sup.begin("update", "update", batch_id=b2, candidate_uids=[uid])
         commit(op.worktree, {"MEMORY.md": add_memory_node(MEMORY, "late")})
         sup.prepare(sup.store.get(op.id))
         other = sup.begin("update", "update")
@@ -183,22 +190,27 @@ def test_failed_effects_are_retried_by_recover(seeded, monkeypatch):
         assert sup.store.list(unfinished=True) == []
 
 
-def test_stale_worktrees_branches_and_pins_without_a_record_are_cleaned(seeded):
+def test_our_stale_worktrees_and_branches_are_cleaned_foreign_folders_never(seeded):
     rp = seeded.path
-    wt = seeded.runtime / "worktrees" / "update-orphan"
+    wt = seeded.runtime / "worktrees" / "update-orphan"  # ours: on our branch namespace, record lost
     git(rp, "worktree", "add", "-q", "-b", "rmtui/op/update-orphan", str(wt), "HEAD")
     git(rp, "branch", "rmtui/op/update-ghost")
-    git(rp, "update-ref", pin_ref("update-ghost"), "HEAD")
-    (seeded.runtime / "worktrees" / "half-made").mkdir()
+    git(rp, "update-ref", pin_ref("update-ghost"), "HEAD")  # a pin we have no record of: left alone
+    (seeded.runtime / "worktrees" / "half-made").mkdir()  # not ours: never touched
+    foreign = seeded.runtime / "worktrees" / "guidance-0123abcd"  # the original's, with uncommitted edits
+    git(rp, "worktree", "add", "-q", "--detach", str(foreign), "HEAD")
+    (foreign / "MEMORY.md").write_text("# Memory\n\nwork in progress\n")
     with Supervisor(seeded) as sup:
         live = sup.begin("update", "update")
         out = sup.recover()
         assert str(wt) in out["cleaned"] and "rmtui/op/update-ghost" in out["cleaned"]
-        assert pin_ref("update-ghost") in out["cleaned"]
+        assert pin_ref("update-ghost") not in out["cleaned"]
+        assert str(foreign) not in out["cleaned"]
         assert Path(live.worktree).is_dir() and sup.store.get(live.id).phase == "running"
     left = leftovers(rp)
-    assert left["worktrees"] == 1 and left["dirs"] == [live.id]
-    assert left["branches"].strip() == f"rmtui/op/{live.id}" and left["pins"] == ""
+    assert sorted(left["dirs"]) == sorted([live.id, "half-made", "guidance-0123abcd"])
+    assert left["branches"].strip() == f"rmtui/op/{live.id}"
+    assert (foreign / "MEMORY.md").read_text() == "# Memory\n\nwork in progress\n"
 
 
 def test_recover_cli_reports_nothing_to_do_on_a_clean_root(seeded, cli):

@@ -7,8 +7,8 @@ import os
 import git
 import pytest
 
-from rmtui.engine.executors import ToolError
-from rmtui.engine.tools import RoleTools
+from rmtui.engine.roles.executors import ToolError
+from rmtui.engine.roles.tools import RoleTools
 
 
 def tools_by_name(root_path, role):
@@ -90,13 +90,13 @@ def test_write_paths_follow_admission_rules(root):
 
 
 def test_grep_glob_outline(root):
-    (root.path / "MEMORY.md").write_text("# Memory\n\n## Build {# build}\n\n- `hatch` Builds use hatchling → []\n")
+    (root.path / "MEMORY.md").write_text("# Memory\n\n## Build {#build}\n\n- `hatch` Builds use hatchling → []\n")
     _, t = tools_by_name(root.path, "retrieve")
     assert t["glob"]({"pattern": "*.md"}).splitlines() == ["MEMORY.md", "PURSUITS.md"]
     assert "MEMORY.md:5: - `hatch` Builds use hatchling" in t["grep"]({"pattern": "hatchling"})
     assert t["grep"]({"pattern": "HATCH", "ignore_case": True}).count("MEMORY.md") == 1
     outline = t["outline"]({})
-    assert "## Build {# build}" in outline and "- `hatch` Builds use hatchling" in outline
+    assert "## Build {#build}" in outline and "- `hatch` Builds use hatchling" in outline
     with pytest.raises(ToolError, match="bad regular expression"):
         t["grep"]({"pattern": "("})
 

@@ -3,6 +3,7 @@ themes and the ``rmtui demo`` command registration."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -12,13 +13,12 @@ from pathlib import Path
 import git
 import pytest
 
-from rmtui.engine.demo import EVIDENCE, create_demo_root, land_insight_log
 from rmtui.engine.errors import UsageError
-from rmtui.engine.operations import OperationStore
-from rmtui.engine.queue import EvidenceQueue
-from rmtui.engine.validation import validate_root
-from rmtui.engine.watch import GRAPH, HEAD, INSIGHT, STATE, WORKTREE, ChangeSet, classify, watch_root
-
+from rmtui.engine.evidence.queue import EvidenceQueue
+from rmtui.engine.host.demo import EVIDENCE, create_demo_root, land_insight_log
+from rmtui.engine.host.watch import GRAPH, HEAD, INSIGHT, STATE, WORKTREE, ChangeSet, classify, watch_root
+from rmtui.engine.memory.validation import validate_root
+from rmtui.engine.writes.operations import OperationStore
 
 # -- demo root ---------------------------------------------------------------------------
 
@@ -225,8 +225,8 @@ def test_rmtui_demo_opens_the_workbench_in_a_terminal_and_quits_on_q(tmp_path):
                     return
 
     try:
-        read_until(b"waiting for approval", 30)
-        assert b"Memory graph" in out and b"waiting for approval" in out
+        read_until(b"wait for your approval", 30)
+        assert b"Memory graph" in out and b"wait for your approval" in out
         os.write(fd, b"q")
         read_until(b"demo root is kept", 15)
         _, status = os.waitpid(pid, 0)
@@ -235,3 +235,113 @@ def test_rmtui_demo_opens_the_workbench_in_a_terminal_and_quits_on_q(tmp_path):
     assert os.waitstatus_to_exitcode(status) == 0
     assert b"demo root is kept at" in out
     assert validate_root(target).ok
+
+
+# -- why queued evidence waits (engine: rmtui.engine.host.waiting) ----------------------------
+
+def _queued(root):
+    q = EvidenceQueue(root)
+    try:
+        return q.list(state="queued")
+    finally:
+        q.close()
+
+
+def test_queue_waiting_names_what_queued_evidence_waits_for_and_what_moves_it(tmp_path):
+    from rmtui.engine.host import assistant
+    from rmtui.engine.host.waiting import RUN_NOW, queue_waiting
+    from rmtui.engine.locks import try_lock
+    from rmtui.engine.memory.config import set_config_value
+    from rmtui.engine.roles.update_driver import DAEMON_LOCK, BatchStore
+
+    root = create_demo_root(tmp_path / "demo")
+    (queued,) = _queued(root)
+    w = queue_waiting(root)
+    assert (w.state, w.move, w.queued) == ("no_runner", "configure", 1)
+    assert w.reason == "no Update model is configured and no host task is open"
+    assert "[update.model]" in w.command and "assistant update begin" in w.command
+
+    set_config_value(root.path, "update.model.model_id", "openai:some-model")
+    w = queue_waiting(root)
+    assert (w.state, w.move, w.command) == ("no_driver", "run_now", RUN_NOW)
+
+    fd = try_lock(root.runtime / DAEMON_LOCK)  # a daemon runs
+    try:
+        w = queue_waiting(root, now=queued.created_at + 10)
+        assert w.state == "debounce" and w.until == queued.created_at + 3600
+        assert "waiting for the debounce until" in w.reason and w.move == "run_now"
+        assert queue_waiting(root, now=queued.created_at + 3601).state == "ready"
+    finally:
+        os.close(fd)
+
+    batches = BatchStore(root)
+    try:
+        batches.upsert("batch-1", [queued.uid], [queued.session], "forced")
+        batches.update("batch-1", state="needs_manual_recovery", attempts=3, last_error="model: refused")
+    finally:
+        batches.close()
+    w = queue_waiting(root)
+    assert (w.state, w.move) == ("held", "retry") and "failed 3 times: model: refused" in w.reason
+    batches = BatchStore(root)
+    try:
+        batches.update("batch-1", state="superseded")
+    finally:
+        batches.close()
+
+    hosted = create_demo_root(tmp_path / "hosted")  # no model: a host agent takes the batch
+    task = assistant.begin(hosted, retry=True)
+    assert task["claimed"]
+    w = queue_waiting(hosted)
+    assert (w.state, w.claimed, w.queued) == ("claimed", 1, 0)
+    assert task["task_id"] in w.reason and "lease until" in w.reason and w.move is None
+
+
+def test_queue_waiting_is_none_when_nothing_is_queued(tmp_path):
+    from rmtui.engine.host.waiting import queue_waiting
+
+    root = create_demo_root(tmp_path / "demo")
+    q = EvidenceQueue(root)
+    try:
+        q.reject([e.uid for e in q.list(state="queued")], "not needed")
+    finally:
+        q.close()
+    assert queue_waiting(root) is None
+
+
+def test_evidence_decisions_can_be_undone_until_claimed(tmp_path):
+    from rmtui.engine.errors import ConflictError
+
+    root = create_demo_root(tmp_path / "demo")
+    q = EvidenceQueue(root)
+    try:
+        first, second, _ = [e.uid for e in q.list(state="inbox")]
+        q.approve([first])
+        assert [e.state for e in q.unapprove([first])] == ["inbox"]
+        q.reject([first], "no")
+        undone = q.unreject([first])[0]
+        assert (undone.state, undone.reason) == ("inbox", None)
+        q.approve([second])
+        q.reject([second], "no")
+        assert q.unreject([second], to="queued")[0].state == "queued"
+        q.claim([second], "batch-x")
+        with pytest.raises(ConflictError, match="claimed"):
+            q.unapprove([second])
+        with pytest.raises(UsageError):
+            q.unreject([first], to="claimed")
+    finally:
+        q.close()
+
+
+def test_progress_reports_reach_only_the_listener_of_this_call():
+    from rmtui.engine import progress
+
+    seen: list = []
+    progress.report("nobody listens")
+    with progress.reporting(seen.append):
+        progress.report("embedding memory passages", 3, 10)
+        other: list = []
+        t = threading.Thread(target=lambda: other.append(progress._listener.get()))
+        t.start()
+        t.join()
+    progress.report("after")
+    assert seen == [progress.Progress("embedding memory passages", 3, 10)] and other == [None]

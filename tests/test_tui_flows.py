@@ -1,31 +1,38 @@
 """Pilot tests of the workbench flows, on real demo roots with real workers and file events.
 
-Each test drives the app with keys as a person would and checks what a person would
-notice: state on disk, commits, what the screen shows.
+Each test drives the app with the keys a person would press (never by setting widget state)
+and checks what a person would notice: state on disk, commits, what the screen shows.
 """
 
 from __future__ import annotations
 
 import sys
-import textwrap
+from datetime import UTC
 from pathlib import Path
 
 import git
 import pytest
-from textual.widgets import Input, Markdown
+from test_tui_support import (
+    evidence_states,
+    main_loaded,
+    option_to,
+    row_to,
+    run_in_thread,
+    tab_to,
+    type_text,
+    wait_for,
+)
+from textual.widgets import Markdown
 
-from rmtui.engine.config import set_config_value
-from rmtui.engine.demo import EVIDENCE, create_demo_root, land_insight_log
-from rmtui.engine.queue import EvidenceQueue
+from rmtui.engine.host.demo import EVIDENCE, create_demo_root, land_insight_log
+from rmtui.engine.memory.config import set_config_value
 from rmtui.tui.app import RmtuiApp
+from rmtui.tui.screens.dialogs import ConfirmScreen, EvidenceScreen, PromptScreen
 from rmtui.tui.screens.diff import DiffScreen
-from rmtui.tui.screens.dialogs import EvidenceScreen, PromptScreen
 from rmtui.tui.widgets.diff_view import DiffFileView
 from rmtui.tui.widgets.memory_tree import MemoryTree
 from rmtui.tui.widgets.preview import EdgeList, ItemPreview
 from rmtui.tui.widgets.tables import EvidenceTable, ReceiptsTable
-
-from test_tui_support import evidence_states, main_loaded, run_in_thread, wait_for
 
 SIZE = (140, 44)
 
@@ -34,6 +41,12 @@ SIZE = (140, 44)
 def demo(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     return create_demo_root(tmp_path / "demo")
+
+
+def footer_keys(app) -> dict[str, str]:
+    """What the footer offers now: key -> description (only enabled, shown bindings)."""
+    return {key: b.binding.description for key, b in app.screen.active_bindings.items()
+            if b.binding.show and b.enabled}
 
 
 async def started(app, pilot):
@@ -45,9 +58,11 @@ def inbox_uids(root) -> list[str]:
     return [uid for uid, (state, _) in evidence_states(root).items() if state == "inbox"]
 
 
-def select_row(table: EvidenceTable, uid: str) -> None:
-    table.move_cursor(row=table.get_row_index(uid), animate=False)
-    table.focus()
+async def select_row(pilot, table: EvidenceTable, uid: str) -> None:
+    """Focus the evidence pane (``e``) and walk its cursor to ``uid`` with the arrow keys."""
+    if pilot.app.focused is not table:
+        await pilot.press("e")
+    await row_to(pilot, table, uid)
 
 
 # -- evidence ------------------------------------------------------------------------------
@@ -58,25 +73,25 @@ async def test_approve_and_reject_evidence_change_state_on_disk(demo):
         screen = await started(app, pilot)
         table = screen.query_one(EvidenceTable)
         first, second, third = inbox_uids(demo)
-        select_row(table, first)
+        await select_row(pilot, table, first)
         await pilot.press("a")
         await wait_for(pilot, lambda: evidence_states(demo)[first][0] == "queued", what="approval on disk")
         await wait_for(pilot, lambda: table.rows_by_key[first].state == "queued", what="the table to refresh")
         # approve does not apply to queued evidence: disabled, and pressing it changes nothing
-        select_row(table, first)
+        await select_row(pilot, table, first)
         await pilot.pause()
         assert table.check_action("approve", ()) is None
         await pilot.press("a")
         await pilot.pause(0.2)
         assert evidence_states(demo)[first][0] == "queued"
 
-        select_row(table, second)
+        await select_row(pilot, table, second)
         await pilot.press("x")
         await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the reason prompt")
         await pilot.press("enter")  # an empty reason is refused, the dialog stays
         assert isinstance(app.screen, PromptScreen)
         assert "needs a reason" in str(app.screen.query_one(".dialog-error").render())
-        app.screen.query_one(Input).value = "already in memory as tw-config"
+        await type_text(pilot, "already in memory as tw-config")
         await pilot.press("enter")
         await wait_for(pilot, lambda: evidence_states(demo)[second][0] == "rejected", what="rejection on disk")
         assert evidence_states(demo)[second] == ("rejected", "already in memory as tw-config")
@@ -89,15 +104,15 @@ async def test_bulk_approve_marked_then_view_and_approve_the_rest(demo):
         screen = await started(app, pilot)
         table = screen.query_one(EvidenceTable)
         first, second, third = inbox_uids(demo)
-        select_row(table, first)
+        await select_row(pilot, table, first)
         await pilot.press("m")
-        select_row(table, third)
+        await select_row(pilot, table, third)
         await pilot.press("m")
         await pilot.press("A")
         await wait_for(pilot, lambda: [evidence_states(demo)[u][0] for u in (first, second, third)]
                        == ["queued", "inbox", "queued"], what="the marked evidence to be approved")
         await wait_for(pilot, lambda: table.rows_by_key[third].state == "queued", what="the table to refresh")
-        select_row(table, second)
+        await select_row(pilot, table, second)
         await pilot.press("v")
         await wait_for(pilot, lambda: isinstance(app.screen, EvidenceScreen), what="the evidence view")
         text = EVIDENCE[[e[1] for e in EVIDENCE].index("req-format")][2]
@@ -120,24 +135,55 @@ async def test_follow_an_edge_and_go_back(demo):
         tree = screen.query_one(MemoryTree)
         await pilot.press("g")
         await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the go-to prompt")
-        app.screen.query_one(Input).value = "ing-poll"
+        await type_text(pilot, "ing-poll")
         await pilot.press("enter")
         await wait_for(pilot, lambda: preview.current_key == "ing-poll", what="ing-poll in the preview")
-        assert tree.cursor_node.data.key == "ing-poll"
+        assert tree.cursor_node.data.key == "ing-poll" and app.focused is tree
         await wait_for(pilot, lambda: "demo: seed" in preview.commit_text, what="the last commit of ing-poll")
-        edges = screen.query_one(EdgeList)
-        edges.focus()
-        edges.highlighted = 0  # → dep ing-queue
+        # ing-poll has one edge (→ dep ing-queue): the footer offers enter to follow it, and enter does
+        assert footer_keys(app).get("enter") == "Follow edge"
         await pilot.press("enter")
         await wait_for(pilot, lambda: preview.current_key == "ing-queue", what="the followed edge")
         assert tree.cursor_node.data.key == "ing-queue"
-        # ing-queue is pointed at by ing-poll, ing-dedupe and fi-batch (incoming edges are links too)
-        incoming = [o.id for o in screen.query_one(EdgeList)._options if o.id.startswith("in:")]
+        assert preview.border_title == "Preview · ing-poll › ing-queue"  # the breadcrumb
+        # ing-queue has several (incoming edges are links too): enter opens its edge list
+        edges = screen.query_one(EdgeList)
+        incoming = [o.id for o in edges._options if o.id.startswith("in:")]
         assert {"in:dep:ing-poll", "in:dep:ing-dedupe", "in:dep:fi-batch"} <= set(incoming)
+        await wait_for(pilot, lambda: footer_keys(app).get("enter") == "Edges", what="enter to offer the edges")
+        await pilot.press("enter")
+        assert app.focused is edges and edges.highlighted == 0
+        await option_to(pilot, edges, "in:dep:ing-dedupe")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: preview.current_key == "ing-dedupe", what="the incoming edge followed")
+        assert preview.border_title == "Preview · ing-poll › ing-queue › ing-dedupe"
+        # escape in the edge list goes back to the tree without following
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.focused is screen.query_one(EdgeList), what="the edge list")
+        await pilot.press("escape")
+        assert app.focused is tree and preview.current_key == "ing-dedupe"
         await pilot.press("left_square_bracket")
-        await wait_for(pilot, lambda: preview.current_key == "ing-poll", what="going back")
-        assert tree.cursor_node.data.key == "ing-poll"
-        assert screen.check_action("back", ()) is None  # history is empty again
+        await wait_for(pilot, lambda: preview.current_key == "ing-queue", what="going back")
+        await pilot.press("left_square_bracket")
+        await wait_for(pilot, lambda: preview.current_key == "ing-poll", what="going back again")
+        assert tree.cursor_node.data.key == "ing-poll" and preview.border_title == "Preview"
+        assert "left_square_bracket" not in footer_keys(app)  # history is empty again: [ is not offered
+
+
+async def test_enter_on_a_node_without_edges_opens_and_closes_it(demo):
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await started(app, pilot)
+        tree = screen.query_one(MemoryTree)
+        await pilot.press("g")
+        await type_text(pilot, "conventions")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: tree.cursor_node.data.key == "conventions", what="the heading")
+        assert not tree.cursor_node.is_expanded and "enter" not in footer_keys(app)
+        await pilot.press("enter")
+        assert tree.cursor_node.is_expanded
+        await pilot.press("enter")
+        assert not tree.cursor_node.is_expanded
 
 
 async def test_filter_narrows_the_tree_and_escape_restores_it(demo):
@@ -165,14 +211,14 @@ async def test_open_a_receipts_diff_file_by_file(demo):
         screen = await started(app, pilot)
         receipts = screen.query_one(ReceiptsTable)
         maint = next(k for k, r in receipts.rows_by_key.items() if r.kind == "maintenance")
-        receipts.move_cursor(row=receipts.get_row_index(maint), animate=False)
-        receipts.focus()
+        await tab_to(pilot, receipts)
+        await row_to(pilot, receipts, maint)
         await pilot.press("d")
         await wait_for(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen.loaded, what="the diff")
         views = list(app.screen.query(DiffFileView))
         assert [v.diff.path for v in views] == sorted(
             ["MEMORY.md", "MEMORY_SKILL_release.md", "MEMORY_ingestion.md", "MEMORY_runbook.md", "PURSUITS.md",
-             "PURSUIT_faster-ingestion.md", "rightmemory.toml"])
+             "PURSUIT_faster-ingestion.md"])
         ingestion = next(v for v in views if v.diff.path == "MEMORY_ingestion.md")
         assert any(line.startswith("+- `ing-poll`") for line in ingestion.diff.lines) and ingestion.diff.added == 5
         assert maint in str(app.screen.query_one("#diff-header").render())
@@ -183,7 +229,7 @@ async def test_open_a_receipts_diff_file_by_file(demo):
 
 
 async def test_an_active_operation_is_listed_with_its_lease_and_opens_its_diff_so_far(demo):
-    from rmtui.engine import maintain
+    from rmtui.engine.writes import maintain
     from rmtui.tui.widgets.tables import OperationsTable
 
     app = RmtuiApp(demo)
@@ -197,8 +243,8 @@ async def test_an_active_operation_is_listed_with_its_lease_and_opens_its_diff_s
         await wait_for(pilot, lambda: op.id in ops.rows_by_key, timeout=5, what="the operation to be listed")
         row = ops.get_row(op.id)
         assert row[1] == "maintenance" and row[2] == "running" and "maintenance, expires in 6d" in row[3]
-        ops.move_cursor(row=ops.get_row_index(op.id), animate=False)
-        ops.focus()
+        await tab_to(pilot, ops)
+        await row_to(pilot, ops, op.id)
         await pilot.press("d")
         await wait_for(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen.loaded, what="the diff")
         views = {v.diff.path: v.diff for v in app.screen.query(DiffFileView)}
@@ -211,7 +257,7 @@ async def test_an_active_operation_is_listed_with_its_lease_and_opens_its_diff_s
 # -- insight -------------------------------------------------------------------------------
 
 async def test_a_new_insight_log_is_tailed_live(demo):
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     app = RmtuiApp(demo)
     async with app.run_test(size=SIZE) as pilot:
@@ -219,7 +265,7 @@ async def test_a_new_insight_log_is_tailed_live(demo):
         await pilot.press("2")
         insight = app.screen
         await wait_for(pilot, lambda: insight.loaded and len(insight.logs) == 1, what="the insight screen")
-        when = datetime.now(timezone.utc) + timedelta(days=1)
+        when = datetime.now(UTC) + timedelta(days=1)
         path = await run_in_thread(lambda: land_insight_log(
             demo, "# Insight\n\n## The retry loop\n\nThree agents hit the same flaky test.\n", when=when))
         await wait_for(pilot, lambda: insight.shown == path.name, timeout=5, what="the new log to be shown")
@@ -262,7 +308,8 @@ async def test_land_a_maintenance_edit_and_see_a_refused_landing(demo, tmp_path,
         await pilot.press("b")
         await wait_for(pilot, lambda: maint.status is not None and maint.files, what="a maintenance worktree")
         files = maint.query_one("#maint-files")
-        files.highlighted = maint.files.index("MEMORY_ingestion.md")
+        await tab_to(pilot, files)
+        await option_to(pilot, files, "MEMORY_ingestion.md")
         monkeypatch.setenv("EDITOR", editor(tmp_path, "good", "- `ing-retry` Retries use jittered backoff. → [dep:ing-poll]"))
         await pilot.press("e")
         await wait_for(pilot, lambda: maint.status["dirty"] == ["MEMORY_ingestion.md"] and maint.status["valid"],
@@ -270,7 +317,8 @@ async def test_land_a_maintenance_edit_and_see_a_refused_landing(demo, tmp_path,
         head = repo.head.commit.hexsha
         await pilot.press("l")
         await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the land prompt")
-        app.screen.query_one(Input).value = "maintain: record jittered retries"
+        await pilot.press("ctrl+a", "ctrl+k")  # clear the suggested message
+        await type_text(pilot, "maintain: record jittered retries")
         await pilot.press("enter")
         await wait_for(pilot, lambda: repo.head.commit.hexsha != head, what="the landing")
         assert repo.head.commit.message.startswith("maintain: record jittered retries")
@@ -280,7 +328,8 @@ async def test_land_a_maintenance_edit_and_see_a_refused_landing(demo, tmp_path,
         # a second maintenance whose edit breaks the graph: errors show live, landing is refused
         await pilot.press("b")
         await wait_for(pilot, lambda: maint.status is not None and maint.files, what="the second worktree")
-        files.highlighted = maint.files.index("MEMORY_ingestion.md")
+        await tab_to(pilot, files)
+        await option_to(pilot, files, "MEMORY_ingestion.md")
         monkeypatch.setenv("EDITOR", editor(tmp_path, "bad", "- `ing-broken` Points nowhere. → [dep:no-such-item]"))
         await pilot.press("e")
         await wait_for(pilot, lambda: maint.status and not maint.status["valid"], what="the live validation error")
@@ -295,8 +344,23 @@ async def test_land_a_maintenance_edit_and_see_a_refused_landing(demo, tmp_path,
         assert repo.head.commit.hexsha == head
         assert "ing-broken" not in (demo.path / "MEMORY_ingestion.md").read_text(encoding="utf-8")
         assert maint.status is not None  # the worktree is kept for correction
+        # aborting a worktree with changes asks first; no keeps it, yes discards it
         await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the abort confirmation")
+        assert "MEMORY_ingestion.md" in str(app.screen.query_one("#confirm-question").render())
+        await pilot.press("n")
+        await pilot.pause(0.3)
+        assert app.screen is maint and maint.status is not None
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation again")
+        await pilot.press("y")
         await wait_for(pilot, lambda: maint.status is None, what="the abort")
+        # a worktree without changes is aborted at once: nothing would be lost
+        await pilot.press("b")
+        await wait_for(pilot, lambda: maint.status is not None, what="a third worktree")
+        await pilot.press("a")
+        await wait_for(pilot, lambda: maint.status is None, what="the abort without a question")
+        assert not isinstance(app.screen, ConfirmScreen)
 
 
 async def test_landing_is_refused_when_the_root_moved(demo, tmp_path, monkeypatch):
@@ -357,7 +421,7 @@ async def test_bindings_are_remapped_from_the_user_config(demo, tmp_path):
         assert any("no.such.binding" in n.message for n in app._notifications)
         table = screen.query_one(EvidenceTable)
         first = inbox_uids(demo)[0]
-        select_row(table, first)
+        await select_row(pilot, table, first)
         await pilot.press("a")
         await pilot.pause(0.3)
         assert evidence_states(demo)[first][0] == "inbox"
@@ -373,7 +437,7 @@ async def test_command_palette_lists_every_action_and_runs_one(demo):
         screen = await started(app, pilot)
         table = screen.query_one(EvidenceTable)
         first = inbox_uids(demo)[0]
-        select_row(table, first)
+        await select_row(pilot, table, first)
         helps = [c.help for c in app.get_system_commands(screen)]
         listed = {h.rsplit("binding id ", 1)[-1] for h in helps if "binding id" in h}
         main_ids = {i for i in binding_ids() if i.split(".")[0] in ("app", "main", "evidence", "operations",
@@ -402,7 +466,7 @@ async def test_changes_from_other_processes_show_up_live(demo, cli, monkeypatch)
         assert any(e.session == "agent-9" and e.state == "inbox" for e in table.rows_by_key.values())
 
         def land_node() -> None:
-            from rmtui.engine import maintain
+            from rmtui.engine.writes import maintain
 
             op = maintain.begin(demo)
             p = Path(op.worktree) / "MEMORY_ingestion.md"
@@ -427,8 +491,8 @@ async def test_retrieve_playground_shows_ranked_results_and_the_agents_text(demo
         await started(app, pilot)
         await pilot.press("4")
         screen = app.screen
-        screen.query_one("#need", Input).value = "how are duplicate gauge readings dropped"
-        screen.query_one("#need", Input).focus()
+        assert app.focused is screen.query_one("#need")
+        await type_text(pilot, "how are duplicate gauge readings dropped")
         await pilot.press("enter")
         await wait_for(pilot, lambda: screen.answer is not None, timeout=30, what="the retrieval")
         assert screen.answer.error is None, screen.answer.error

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import socket
 
-from rmtui.engine.operations import OperationStore
-from rmtui.engine.supervisor import Supervisor
+from rmtui.engine.writes.operations import OperationStore
+from rmtui.engine.writes.supervisor import Supervisor
 from rmtui.tui.app import RmtuiApp
 from tests.test_tui_support import wait_for
 

@@ -1,7 +1,9 @@
-"""Snapshots of the workbench screens on a frozen demo root (fixed size, dates, ids, ages).
+"""Snapshots of every workbench screen and dialog on a frozen demo root (fixed sizes, dates,
+ids, ages): the main screen at three sizes and in each theme, the other screens, the dialogs.
 
 Update after an intended visual change with
-``.venv/bin/python -m pytest tests/test_tui_snapshots.py --snapshot-update``.
+``.venv/bin/python -m pytest tests/test_tui_snapshots.py --snapshot-update``. The README's
+screenshot ``docs/main-screen.svg`` is a copy of ``test_main_screen_sizes[readme]``.
 """
 
 from __future__ import annotations
@@ -10,44 +12,110 @@ import os
 from pathlib import Path
 
 import pytest
+from test_tui_support import FROZEN_TS, frozen_demo_root, main_loaded, row_to, type_text, wait_for
 
+from rmtui.engine.retrieval import retrieve as retrieve_module
+from rmtui.engine.retrieval.result import RetrieveResult
+from rmtui.tui import readers
 from rmtui.tui.app import RmtuiApp
+from rmtui.tui.screens.dialogs import ConfirmScreen, ErrorScreen, EvidenceScreen, HelpScreen, PromptScreen
 from rmtui.tui.screens.diff import DiffScreen
 from rmtui.tui.widgets.preview import ItemPreview
-
-from test_tui_support import FROZEN_TS, frozen_demo_root, main_loaded, wait_for
+from rmtui.tui.widgets.tables import EvidenceTable
 
 SIZE = (140, 44)
+SIZES = {"80x24": (80, 24), "readme": (140, 42), "200x50": (200, 50)}
+THEMES = ("rmtui-dark", "rmtui-light", "rmtui-tidepool")
 
 
 @pytest.fixture
-def frozen(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    # under HOME, so every screen shows it as ~/demo whatever the temporary folder is
-    return frozen_demo_root(Path(os.environ["HOME"]) / "demo", monkeypatch)
+def frozen(monkeypatch):
+    home = Path(os.environ["HOME"])
+    # under HOME, so every screen shows them as ~/demo and ~/.config/rmtui/config.toml
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    return frozen_demo_root(home / "demo", monkeypatch)
 
 
-def app_for(root) -> RmtuiApp:
-    return RmtuiApp(root, clock=lambda: FROZEN_TS, live=False)
+@pytest.fixture
+def app(frozen) -> RmtuiApp:
+    return RmtuiApp(frozen, clock=lambda: FROZEN_TS, live=False)
 
 
-def test_main_screen(snap_compare, frozen):
-    app = app_for(frozen)
+async def loaded(app, pilot) -> None:
+    await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
 
+
+async def show_item(app, pilot, item_id: str) -> None:
+    """Go to an item with g, as a person would, and wait for its last commit."""
+    await pilot.press("g")
+    await type_text(pilot, item_id)
+    await pilot.press("enter")
+    preview = app.screen.query_one(ItemPreview)
+    await wait_for(pilot, lambda: preview.current_key == item_id and "demo: seed" in preview.commit_text,
+                   what="the preview")
+
+
+async def settle(app, pilot) -> None:
+    app.clear_notifications()
+    await pilot.pause(0.2)
+
+
+# -- the main screen -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("size", list(SIZES), ids=list(SIZES))
+def test_main_screen_sizes(snap_compare, app, size):
     async def run_before(pilot) -> None:
-        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
-        app.screen.go_to("ing-poll")
-        preview = app.screen.query_one(ItemPreview)
-        await wait_for(pilot, lambda: "demo: seed" in preview.commit_text, what="the preview")
+        await loaded(app, pilot)
+        await show_item(app, pilot, "ing-poll")
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=run_before)
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_main_screen_themes(snap_compare, app, theme):
+    async def run_before(pilot) -> None:
+        await loaded(app, pilot)
+        await pilot.press("ctrl+t")
+        await pilot.pause(0.2)
+        await type_text(pilot, theme)
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.theme == theme, what="the theme")
+        await show_item(app, pilot, "ing-queue")
+        await pilot.press("e")  # the evidence pane focused: its keys in the footer
+        await settle(app, pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
-def test_diff_screen(snap_compare, frozen):
-    app = app_for(frozen)
-
+def test_main_screen_edge_list_and_breadcrumb(snap_compare, app):
     async def run_before(pilot) -> None:
-        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
+        await loaded(app, pilot)
+        await show_item(app, pilot, "ing-poll")
+        await pilot.press("enter")  # its only edge: to ing-queue
+        preview = app.screen.query_one(ItemPreview)
+        await wait_for(pilot, lambda: preview.current_key == "ing-queue", what="the followed edge")
+        await pilot.press("enter")  # several: the edge list opens
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_main_screen_compact_with_the_receipts_pane(snap_compare, app):
+    async def run_before(pilot) -> None:
+        await loaded(app, pilot)
+        await pilot.press("o", "o")
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=SIZES["80x24"], run_before=run_before)
+
+
+# -- the other screens -----------------------------------------------------------------------
+
+def test_diff_screen(snap_compare, app):
+    async def run_before(pilot) -> None:
+        await loaded(app, pilot)
         await app.push_screen(DiffScreen("maintenance-20250602T093000Z-00000001"))
         await wait_for(pilot, lambda: app.screen.loaded, what="the diff")
         await pilot.press("n", "n")
@@ -55,22 +123,18 @@ def test_diff_screen(snap_compare, frozen):
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
-def test_insight_screen(snap_compare, frozen):
-    app = app_for(frozen)
-
+def test_insight_screen(snap_compare, app):
     async def run_before(pilot) -> None:
-        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
+        await loaded(app, pilot)
         await pilot.press("2")
         await wait_for(pilot, lambda: app.screen.loaded and app.screen.shown, what="the insight log")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
-def test_maintenance_screen_with_a_live_validation_error(snap_compare, frozen):
-    app = app_for(frozen)
-
+def test_maintenance_screen_with_a_live_validation_error(snap_compare, app):
     async def run_before(pilot) -> None:
-        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
+        await loaded(app, pilot)
         await pilot.press("3")
         maint = app.screen
         await wait_for(pilot, lambda: maint.loaded, what="the maintenance screen")
@@ -81,8 +145,119 @@ def test_maintenance_screen_with_a_live_validation_error(snap_compare, frozen):
                           encoding="utf-8")
         maint.load_status()
         await wait_for(pilot, lambda: maint.status["dirty"] and not maint.status["valid"], what="the error")
-        maint.query_one("#maint-files").highlighted = maint.files.index("MEMORY_ingestion.md")
-        app.clear_notifications()
-        await pilot.pause()
+        files = maint.query_one("#maint-files")
+        while files.highlighted_option.id != "MEMORY_ingestion.md":
+            await pilot.press("down")
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+FIXED_RESULTS = [
+    {"id": "ing-dedupe", "key": "ing-dedupe", "score": 0.8123, "kind": "node", "file": "MEMORY_ingestion.md",
+     "start_line": 5, "end_line": 5, "status": "new"},
+    {"id": "ing-queue", "key": "ing-queue", "score": 0.4071, "kind": "node", "file": "MEMORY_ingestion.md",
+     "start_line": 4, "end_line": 4, "status": "new"},
+]
+
+
+def test_retrieve_screen_with_an_answer(snap_compare, app, monkeypatch):
+    def fixed(root, session, need, **kwargs):
+        text = "# Tidewater service\n\n## Ingestion\n\n- `ing-dedupe` Duplicate readings are dropped.\n"
+        return RetrieveResult(text, FIXED_RESULTS, None, "fp", "hybrid", [], [])
+
+    monkeypatch.setattr(retrieve_module, "retrieve", fixed)
+
+    async def run_before(pilot) -> None:
+        await loaded(app, pilot)
+        await pilot.press("4")
+        await type_text(pilot, "duplicate gauge readings")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen.answer is not None, what="the answer")
+        await pilot.press("escape")  # out of the text box: the screen keys show
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+# -- dialogs -----------------------------------------------------------------------------------
+
+def test_help_screen(snap_compare, app):
+    async def run_before(pilot) -> None:
+        await loaded(app, pilot)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen")
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_confirm_approve_all_dialog(snap_compare, app):
+    async def run_before(pilot) -> None:
+        await loaded(app, pilot)
+        await pilot.press("e", "A")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_confirm_abort_with_changes_dialog(snap_compare, app):
+    async def run_before(pilot) -> None:
+        await loaded(app, pilot)
+        await pilot.press("3")
+        maint = app.screen
+        await wait_for(pilot, lambda: maint.loaded, what="the maintenance screen")
+        await pilot.press("b")
+        await wait_for(pilot, lambda: maint.status is not None, what="the worktree")
+        target = Path(maint.status["worktree"]) / "MEMORY_runbook.md"
+        target.write_text("# Incident runbook\n\n1. Page the on-call first.\n", encoding="utf-8")
+        maint.load_status()
+        await wait_for(pilot, lambda: maint.status["dirty"], what="the change")
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_reject_reason_dialog(snap_compare, app):
+    async def run_before(pilot) -> None:
+        await loaded(app, pilot)
+        await pilot.press("e", "x")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the reason prompt")
+        await pilot.press("enter")  # an empty reason is refused: the dialog says so
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_evidence_dialog(snap_compare, app):
+    async def run_before(pilot) -> None:
+        await loaded(app, pilot)
+        await pilot.press("e")
+        table = app.screen.query_one(EvidenceTable)
+        await row_to(pilot, table, table.inbox[1].uid)
+        await pilot.press("v")
+        await wait_for(pilot, lambda: isinstance(app.screen, EvidenceScreen), what="the evidence view")
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def broken_last_commit(root, file, start, end, backing=None):
+    raise RuntimeError("blame exploded")
+
+
+def test_error_dialog(snap_compare, app, monkeypatch):
+    monkeypatch.setattr(readers, "last_commit", broken_last_commit)
+
+    async def run_before(pilot) -> None:
+        await loaded(app, pilot)
+        await pilot.press("g")
+        await type_text(pilot, "ing-poll")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ErrorScreen), what="the error dialog")
+        await settle(app, pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

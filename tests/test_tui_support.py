@@ -9,15 +9,16 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
-from rmtui.engine import store, supervisor
-from rmtui.engine.demo import create_demo_root
-from rmtui.engine.roots import MemoryRoot
+from rmtui.engine import store
+from rmtui.engine.host.demo import create_demo_root
+from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.writes import supervisor
 
-FROZEN = datetime(2025, 6, 2, 9, 30, tzinfo=timezone.utc)
+FROZEN = datetime(2025, 6, 2, 9, 30, tzinfo=UTC)
 FROZEN_TS = FROZEN.timestamp()
 FROZEN_GIT_DATE = "2025-06-02T09:30:00+0000"
 
@@ -73,3 +74,46 @@ async def run_in_thread(fn, *args):
 def main_loaded(app) -> bool:
     screen = app.mode_screen("main")
     return screen is not None and screen.loaded >= {"graph", "queue", "operations"}
+
+
+# -- pressing keys as a person would ------------------------------------------------------
+
+KEY_NAMES = {" ": "space", "-": "minus", ".": "full_stop", ":": "colon", "/": "slash", "_": "underscore",
+             "`": "grave_accent", "?": "question_mark", "[": "left_square_bracket", "]": "right_square_bracket",
+             ",": "comma", "'": "apostrophe", "=": "equals_sign", "(": "left_parenthesis",
+             ")": "right_parenthesis"}
+
+
+async def type_text(pilot, text: str) -> None:
+    """Type ``text`` key by key into whatever has focus."""
+    await pilot.press(*(KEY_NAMES.get(ch, ch) for ch in text))
+
+
+async def tab_to(pilot, widget, limit: int = 20) -> None:
+    """Press tab until ``widget`` has focus."""
+    for _ in range(limit):
+        if pilot.app.focused is widget:
+            return
+        await pilot.press("tab")
+    if pilot.app.focused is not widget:
+        raise AssertionError(f"tab never reached {widget!r}")
+
+
+async def row_to(pilot, table, key: str, limit: int = 60) -> None:
+    """Move a focused table's cursor to the row ``key`` with the arrow keys."""
+    index = table.get_row_index(key)
+    for _ in range(limit):
+        if table.cursor_row == index:
+            return
+        await pilot.press("down" if table.cursor_row < index else "up")
+    raise AssertionError(f"the arrow keys never reached row {key}")
+
+
+async def option_to(pilot, options, option_id: str, limit: int = 60) -> None:
+    """Move a focused option list's highlight to ``option_id`` with the arrow keys."""
+    index = options.get_option_index(option_id)
+    for _ in range(limit):
+        if options.highlighted == index:
+            return
+        await pilot.press("down" if (options.highlighted or 0) < index else "up")
+    raise AssertionError(f"the arrow keys never reached option {option_id}")

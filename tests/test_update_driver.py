@@ -11,12 +11,13 @@ import time
 
 import git
 import pytest
-
+from compat_checker import check_root
 from fake_provider import FakeProvider, Turn, call
-from rmtui.engine import worktrees
-from rmtui.engine.config import set_config_value
-from rmtui.engine.queue import EvidenceQueue
-from rmtui.engine.update_driver import BatchStore, UpdateDriver
+
+from rmtui.engine.evidence.queue import EvidenceQueue
+from rmtui.engine.memory.config import set_config_value
+from rmtui.engine.roles.update_driver import BatchStore, UpdateDriver
+from rmtui.engine.writes import worktrees
 
 APIS = ["anthropic", "openai"]
 NEW_NODE = "- `ruff-line-length` The project keeps ruff's line length at 120 → []\n"
@@ -80,13 +81,17 @@ def test_full_update_reads_edits_commits_and_lands(api, provider, root):
     repo = git.Repo(root.path)
     landed = repo.commit(receipt["landed_commit"])
     assert landed.message.startswith("update: record ruff line length")
-    assert f"RightMemory-Operation: {receipt['operation_id']}" in landed.message
+    assert f"RightMemory-Operation: {out['batch_id']}" in landed.message  # the batch id, as the original
     assert NEW_NODE in (root.path / "MEMORY.md").read_text()
     assert receipt["changed_paths"] == ["MEMORY.md"] and receipt["candidate_uids"] == [uid]
     assert receipt["summary"].startswith("Changed: ruff-line-length")
-    # the update record landed too, the evidence is consumed, the root is clean
-    record = json.loads((root.path / "update_records" / f"{receipt['operation_id']}.json").read_text())
-    assert record["landed_commit"] == receipt["landed_commit"] and record["batch_id"] == out["batch_id"]
+    # the update record landed in the same commit, the evidence is consumed, the root is clean
+    rel = f"update_records/{out['batch_id']}.json"
+    assert rel in landed.stats.files and "MEMORY.md" in landed.stats.files
+    record = json.loads((root.path / rel).read_text())
+    assert set(record) == {"schema_version", "operation_id", "candidates"}
+    assert record["operation_id"] == out["batch_id"] and [c["uid"] for c in record["candidates"]] == [uid]
+    assert check_root(root.path) == []
     assert evidence_state(root, uid) == "consumed"
     assert not repo.is_dirty(untracked_files=True)
     # the model saw the candidate as evidence inside the prompt, and the update instructions
@@ -107,7 +112,7 @@ def test_forbidden_write_is_refused_by_the_supervisor(api, provider, root):
     head_before = git.Repo(root.path).head.commit.hexsha
     provider.push(
         call("read", path="PURSUITS.md"),
-        call("edit", path="PURSUITS.md", old_text="## Focus\n", new_text="## Fast CI {# fast-ci}\n\n## Focus\n"),
+        call("edit", path="PURSUITS.md", old_text="## Focus\n", new_text="## Fast CI {#fast-ci}\n\n## Focus\n"),
         call("git_add", paths=["PURSUITS.md"]),
         call("git_commit", message="update: add a pursuit"),
         Turn(text="Added pursuit fast-ci."),
@@ -124,7 +129,7 @@ def test_forbidden_write_is_refused_by_the_supervisor(api, provider, root):
     # once the backoff has passed the same batch runs again; a second refusal holds it
     provider.push(
         call("read", path="PURSUITS.md"),
-        call("edit", path="PURSUITS.md", old_text="## Focus\n", new_text="## Fast CI {# fast-ci}\n\n## Focus\n"),
+        call("edit", path="PURSUITS.md", old_text="## Focus\n", new_text="## Fast CI {#fast-ci}\n\n## Focus\n"),
         call("git_add", paths=["PURSUITS.md"]),
         call("git_commit", message="update: add a pursuit"),
         Turn(text="Added pursuit fast-ci."),
@@ -148,12 +153,14 @@ def test_update_that_chooses_no_change(api, provider, root):
     provider.push(call("outline"), Turn(text="Skipped the only candidate: routine progress."))
     out = UpdateDriver(root).run_once(force=True)
     assert out["state"] == "no_change"
-    assert out["receipt"]["landed_commit"] is None and out["receipt"]["changed_paths"] == []
+    assert out["receipt"]["changed_paths"] == []
     assert (root.path / "MEMORY.md").read_text() == "# Memory\n\n"
     repo = git.Repo(root.path)
-    semantic = [c for c in repo.iter_commits(f"{head_before}..HEAD")
-                if not c.message.startswith("update: record ")]
-    assert semantic == []  # only the provenance record may land
+    # a record-only commit lands, as the original's no-change batches do
+    (landed,) = list(repo.iter_commits(f"{head_before}..HEAD"))
+    assert landed.hexsha == out["receipt"]["landed_commit"]
+    assert list(landed.stats.files) == [f"update_records/{out['batch_id']}.json"]
+    assert check_root(root.path) == []
     assert evidence_state(root, uid) == "consumed"
 
 
@@ -255,7 +262,7 @@ def test_daemon_runs_batches_until_stopped(provider, root):
 
 
 def test_daemon_runs_registered_cycles_even_without_a_model(root, monkeypatch):
-    from rmtui.engine import update_driver
+    from rmtui.engine.roles import update_driver
 
     seen = []
 

@@ -20,11 +20,14 @@ class Result:
 
 
 COMMAND_MODULES = [
-    "rmtui.headless.core",
-    "rmtui.headless.ops",
-    "rmtui.headless.assistant",
-    "rmtui.headless.retrieve",
-    "rmtui.headless.update",
-    "rmtui.headless.chat",
-    "rmtui.headless.tui_commands",
+    "rmtui.commands.core",
+    "rmtui.commands.ops",
+    "rmtui.commands.assistant",
+    "rmtui.commands.retrieve",
+    "rmtui.commands.update",
+    "rmtui.commands.sync",
+    "rmtui.commands.views",
+    "rmtui.commands.chat",
+    "rmtui.commands.tui_commands",
+    "rmtui.commands.cycles",  # after "update": it adds `update correct`
 ]

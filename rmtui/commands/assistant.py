@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from rmtui.headless import Result
-from rmtui.headless.core import cmd_submit, root_of
+from rmtui.commands import Result
+from rmtui.commands.core import cmd_submit, root_of
 
 
 def register(sub, common) -> None:
@@ -54,45 +54,47 @@ def _json(data) -> Result:
 
 
 def cmd_context(args) -> Result:
-    from rmtui.engine import assistant
+    from rmtui.engine.host import assistant
 
     return _json(assistant.context(root_of(args), args.session))
 
 
 def cmd_begin(args) -> Result:
-    from rmtui.engine import assistant
+    from rmtui.engine.host import assistant
 
     return _json(assistant.begin(root_of(args), retry=args.retry))
 
 
 def cmd_status(args) -> Result:
-    from rmtui.engine import assistant
+    from rmtui.engine.host import assistant
 
     return _json(assistant.status(root_of(args), args.task))
 
 
 def cmd_complete(args) -> Result:
-    from rmtui.engine import assistant
+    from rmtui.engine.host import assistant
 
     return _json(assistant.complete(root_of(args), args.task))
 
 
 def cmd_guidance(args) -> Result:
-    from rmtui.engine import guidance
-    from rmtui.engine.queue import read_evidence_input
+    from rmtui.engine.evidence.queue import read_evidence_input
+    from rmtui.engine.writes import guidance
 
-    return _json(guidance.capture(root_of(args), args.session, read_evidence_input(args.file)))
+    root = root_of(args)
+    data = read_evidence_input(args.file, max_bytes=root.config().get("update.max_evidence_bytes"))
+    return _json(guidance.capture(root, args.session, data))
 
 
 def cmd_skills_list(args) -> Result:
-    from rmtui.engine.skills import list_skills
+    from rmtui.engine.host.skills import list_skills
 
     skills = list_skills()
     return Result(skills, "\n".join(f"{s['name']}: {s['description']}" for s in skills))
 
 
 def cmd_skills_install(args) -> Result:
-    from rmtui.engine.skills import install_skills
+    from rmtui.engine.host.skills import install_skills
 
     done = install_skills(args.target, force=args.force)
     return Result(done, "\n".join(f"installed {d['name']} -> {d['path']}" for d in done))

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
+from rmtui.commands import Result
 from rmtui.engine.errors import UsageError
-from rmtui.engine.roots import MemoryRoot
-from rmtui.headless import Result
+from rmtui.engine.memory.roots import MemoryRoot
 
 
 def root_of(args: argparse.Namespace) -> MemoryRoot:
-    from rmtui.engine.roots import resolve_root
+    from rmtui.engine.memory.roots import resolve_root
 
     return resolve_root(args.root, args.profile)
 
@@ -68,7 +68,8 @@ def register(sub, common) -> None:
     p = sub.add_parser("status", parents=[common], help="root, head, items, evidence by state")
     p.set_defaults(handler=cmd_status)
 
-    p = sub.add_parser("config", parents=[common], help="read or set rightmemory.toml keys")
+    p = sub.add_parser("config", parents=[common],
+                       help="read or set settings (rightmemory.toml, or rmtui.toml for rmtui-only keys)")
     csub = p.add_subparsers(dest="config_cmd", required=True)
     q = csub.add_parser("get", parents=[common])
     q.add_argument("key")
@@ -81,18 +82,19 @@ def register(sub, common) -> None:
 
 def cmd_init(args) -> Result:
     from rmtui.engine.gitutil import head_commit
-    from rmtui.engine.roots import init_root, resolve_root_path
+    from rmtui.engine.memory.roots import init_root, resolve_root_path
 
     if args.path is not None and not args.path.strip():
         raise UsageError("the root path is empty")
     path = args.path or resolve_root_path(args.root, args.profile)[0]
-    root = init_root(path, force=args.force)
-    data = {"root": str(root.path), "head": head_commit(root.path)}
-    return Result(data, f"initialised memory root {root.path}")
+    moved: list[str] = []
+    root = init_root(path, force=args.force, report=moved)
+    data = {"root": str(root.path), "head": head_commit(root.path), "config_migration": moved}
+    return Result(data, "\n".join([f"initialised memory root {root.path}", *moved]))
 
 
 def cmd_profile_list(args) -> Result:
-    from rmtui.engine.roots import list_profiles
+    from rmtui.engine.memory.roots import list_profiles
 
     profiles = list_profiles()
     text = "\n".join(f"{n}\t{p['root']}" for n, p in sorted(profiles.items())) or "no profiles"
@@ -100,28 +102,28 @@ def cmd_profile_list(args) -> Result:
 
 
 def cmd_profile_create(args) -> Result:
-    from rmtui.engine.roots import create_profile
+    from rmtui.engine.memory.roots import create_profile
 
     prof = create_profile(args.name, args.path, description=args.description)
     return Result(prof, f"profile {prof['name']} -> {prof['root']}")
 
 
 def cmd_profile_show(args) -> Result:
-    from rmtui.engine.roots import get_profile
+    from rmtui.engine.memory.roots import get_profile
 
     prof = get_profile(args.name)
     return Result(prof, "\n".join(f"{k}: {v}" for k, v in prof.items()))
 
 
 def cmd_profile_remove(args) -> Result:
-    from rmtui.engine.roots import remove_profile
+    from rmtui.engine.memory.roots import remove_profile
 
     prof = remove_profile(args.name)
     return Result(prof, f"removed profile {prof['name']}")
 
 
 def cmd_validate(args) -> Result:
-    from rmtui.engine.validation import validate_root
+    from rmtui.engine.memory.validation import validate_root
 
     if args.path:
         path = Path(args.path)
@@ -129,16 +131,21 @@ def cmd_validate(args) -> Result:
             raise UsageError(f"{args.path} is not a folder")
     else:
         path = root_of(args).path
+    from rmtui.engine.writes.config_check import config_issues
+
     report = validate_root(path)
-    lines = [str(i) for i in report.issues]
+    report.issues.extend(config_issues(path))  # a config the loader refuses stops every agent too
+    lines = [str(i) for i in report.issues]  # warnings read `FILE:LINE: warning: rule: message`
     c = report.graph.counts()
-    if report.ok:
-        lines.append(f"valid: {c['headings']} headings, {c['nodes']} nodes in {c['files']} files")
+    if report.ok:  # warnings alone never fail validation
+        n = len(report.warnings)
+        note = f" ({n} warning{'s' if n != 1 else ''})" if n else ""
+        lines.append(f"valid: {c['headings']} headings, {c['nodes']} nodes in {c['files']} files{note}")
     return Result(report.to_json(), "\n".join(lines), exit_code=0 if report.ok else 1)
 
 
 def cmd_submit(args) -> Result:
-    from rmtui.engine.queue import EvidenceQueue, read_evidence_input
+    from rmtui.engine.evidence.queue import EvidenceQueue, read_evidence_input
 
     root = root_of(args)
     data = read_evidence_input(args.file, max_bytes=root.config().get("update.max_evidence_bytes"))
@@ -149,11 +156,11 @@ def cmd_submit(args) -> Result:
 
 
 def _age(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def cmd_evidence_list(args) -> Result:
-    from rmtui.engine.queue import EvidenceQueue
+    from rmtui.engine.evidence.queue import EvidenceQueue
 
     with EvidenceQueue(root_of(args)) as q:
         items = q.list(state=args.state, session=args.session)
@@ -162,7 +169,7 @@ def cmd_evidence_list(args) -> Result:
 
 
 def cmd_evidence_show(args) -> Result:
-    from rmtui.engine.queue import EvidenceQueue
+    from rmtui.engine.evidence.queue import EvidenceQueue
 
     with EvidenceQueue(root_of(args)) as q:
         e = q.get(args.uid)
@@ -174,7 +181,7 @@ def cmd_evidence_show(args) -> Result:
 
 
 def cmd_evidence_approve(args) -> Result:
-    from rmtui.engine.queue import EvidenceQueue
+    from rmtui.engine.evidence.queue import EvidenceQueue
 
     with EvidenceQueue(root_of(args)) as q:
         uids = list(args.uids)
@@ -189,7 +196,7 @@ def cmd_evidence_approve(args) -> Result:
 
 
 def cmd_evidence_reject(args) -> Result:
-    from rmtui.engine.queue import EvidenceQueue
+    from rmtui.engine.evidence.queue import EvidenceQueue
 
     with EvidenceQueue(root_of(args)) as q:
         done = q.reject(args.uids, args.reason)
@@ -197,30 +204,39 @@ def cmd_evidence_reject(args) -> Result:
 
 
 def cmd_status(args) -> Result:
-    from rmtui.engine.status import root_status
+    from rmtui.engine.host.status import root_status
 
     st = root_status(root_of(args))
     ev = ", ".join(f"{k} {v}" for k, v in st["evidence"].items())
     it = st["items"]
-    text = (f"root: {st['root']}\nhead: {st['head']}\nvalid: {'yes' if st['valid'] else 'no (' + str(st['errors']) + ' errors)'}\n"
+    valid = "yes" if st["valid"] else f"no ({st['errors']} errors)"
+    if st.get("warnings"):  # warnings never make the root invalid
+        valid += f" ({st['warnings']} warnings)" if st["valid"] else f", {st['warnings']} warnings"
+    text = (f"root: {st['root']}\nhead: {st['head']}\nvalid: {valid}\n"
             f"items: {it['headings']} headings, {it['nodes']} nodes, {it['files']} files\nevidence: {ev}")
+    if st["config"]["ignored"]:
+        text += f"\nignored by rmtui (accepted for RightMemory): {', '.join(st['config']['ignored'])}"
+    text += "".join(f"\nwarning: {w}" for w in st["config"]["warnings"])
     return Result(st, text)
 
 
 def cmd_config_get(args) -> Result:
-    value = root_of(args).config().get(args.key)
-    return Result({"key": args.key, "value": value}, "" if value is None else str(value))
+    cfg = root_of(args).config()
+    value = cfg.get(args.key)
+    return Result({"key": args.key, "value": value, "file": cfg.source(args.key)}, "" if value is None else str(value))
 
 
 def cmd_config_set(args) -> Result:
     import tomlkit
     from tomlkit.exceptions import TOMLKitError
 
-    from rmtui.engine.config import set_config_value
+    from rmtui.engine.writes.settings import set_value
 
     try:
         value = tomlkit.parse(f"v = {args.value}")["v"].unwrap()
     except TOMLKitError:
         value = args.value  # a bare word is taken as a string
-    set_config_value(root_of(args).path, args.key, value)
-    return Result({"key": args.key, "value": value}, f"{args.key} = {value!r}")
+    # a tracked rightmemory.toml changes through the supervisor (admitted, one commit), never in place
+    out = set_value(root_of(args), args.key, value)
+    landed = f"; landed {out['landed_commit'][:10]}" if out["landed_commit"] else ""
+    return Result(out, f"{args.key} = {value!r} (in {out['file']}{landed})")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import sys
+from datetime import UTC, datetime
 
-from rmtui.headless import Result
-from rmtui.headless.core import root_of
+from rmtui.commands import Result
+from rmtui.commands.core import root_of
 
 
 def register(sub, common) -> None:
@@ -27,7 +28,7 @@ def register(sub, common) -> None:
     q.add_argument("id")
     q.set_defaults(handler=cmd_receipts_show)
 
-    p = sub.add_parser("diff", parents=[common], help="landed diff of an operation or receipt")
+    p = sub.add_parser("diff", parents=[common], help="diff of an operation or receipt (a running one: its worktree so far)")
     p.add_argument("id")
     p.set_defaults(handler=cmd_diff)
 
@@ -45,11 +46,11 @@ def register(sub, common) -> None:
 
 
 def _ts(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def _store(args):
-    from rmtui.engine.operations import OperationStore
+    from rmtui.engine.writes.operations import OperationStore
 
     return OperationStore(root_of(args))
 
@@ -94,17 +95,18 @@ def cmd_receipts_show(args) -> Result:
 
 
 def cmd_diff(args) -> Result:
-    from rmtui.engine.supervisor import Supervisor
+    from rmtui.engine.writes.diffs import operation_diff
 
-    with Supervisor(root_of(args)) as sup:
-        op = sup.store.get(args.id)
-        text = sup.diff(args.id)
-    return Result({"id": op.id, "base": op.base_commit, "landed": op.landed_commit, "diff": text},
-                  text or f"{op.id}: no landed change")
+    d = operation_diff(root_of(args), args.id)
+    if d.live and not getattr(args, "json", False):  # stdout stays a plain diff
+        sys.stderr.write(f"rmtui: {d.id} is {d.phase}: its worktree so far, not committed yet\n")
+        sys.stderr.flush()
+    empty = "no landed change" if d.final else "no change so far"
+    return Result(d.to_json(), d.text or f"{d.id}: {empty}")
 
 
 def cmd_recover(args) -> Result:
-    from rmtui.engine.supervisor import Supervisor
+    from rmtui.engine.writes.supervisor import Supervisor
 
     with Supervisor(root_of(args)) as sup:
         out = sup.recover()
@@ -113,7 +115,7 @@ def cmd_recover(args) -> Result:
 
 
 def cmd_maintain_begin(args) -> Result:
-    from rmtui.engine import maintain
+    from rmtui.engine.writes import maintain
 
     op = maintain.begin(root_of(args))
     return Result({"operation_id": op.id, "worktree": op.worktree, "captured_head": op.base_commit},
@@ -121,7 +123,7 @@ def cmd_maintain_begin(args) -> Result:
 
 
 def cmd_maintain_status(args) -> Result:
-    from rmtui.engine import maintain
+    from rmtui.engine.writes import maintain
 
     st = maintain.status(root_of(args))
     if st is None:
@@ -134,14 +136,14 @@ def cmd_maintain_status(args) -> Result:
 
 
 def cmd_maintain_land(args) -> Result:
-    from rmtui.engine import maintain
+    from rmtui.engine.writes import maintain
 
     r = maintain.land(root_of(args), args.message)
     return Result(r.to_json(), _receipt_text(r))
 
 
 def cmd_maintain_abort(args) -> Result:
-    from rmtui.engine import maintain
+    from rmtui.engine.writes import maintain
 
     r = maintain.abort(root_of(args))
     return Result(r.to_json(), f"aborted {r.operation_id}")

@@ -11,13 +11,13 @@ import argparse
 import os
 import sys
 
-from rmtui.headless import Result
+from rmtui.commands import Result
 
 
 def register(sub, common) -> None:
     p = sub.add_parser("retrieve", parents=[common], help="the memory that matters for a need, as source text")
     p.add_argument("--session", required=True, help="stable conversation id (delivery history is per session)")
-    p.add_argument("--top", type=int, help="how many results (default: retrieve.top_k)")
+    p.add_argument("--top", type=int, help="how many results (default: [retrieve.embedding] result_count if set, else retrieve.top_k)")
     p.add_argument("--include-returned", action="store_true",
                    help="send again items already delivered unchanged in this session")
     p.add_argument("need", nargs="+", help="what the agent needs to know")
@@ -41,12 +41,20 @@ def register(sub, common) -> None:
 
 
 def cmd_retrieve(args) -> Result:
+    from rmtui.commands.core import root_of
     from rmtui.engine.errors import EngineError
-    from rmtui.engine.service_state import delegate_retrieve
-    from rmtui.headless.core import root_of
+    from rmtui.engine.retrieval.service_state import delegate_retrieve
 
     root = root_of(args)
     need = " ".join(args.need)
+    if root.config().get("sync.enabled"):  # other machines' memory: a bounded pull check
+        from rmtui.engine.sync import maybe_pull
+
+        maybe_pull(root)
+    if (root.path / "shared_views.toml").is_file():  # imported views: a bounded refresh first
+        from rmtui.engine.views import refresh_before_retrieve
+
+        refresh_before_retrieve(root)
     answer = delegate_retrieve(root.path, root.config(), args.session, need, top=args.top,
                                include_returned=args.include_returned)
     if answer is not None and not answer["ok"]:
@@ -58,7 +66,7 @@ def cmd_retrieve(args) -> Result:
         data, text = answer["data"], answer["text"]
         data["via"] = "local-service"
     else:  # no warm service yet: retrieve here (this starts one for the next call)
-        from rmtui.engine.retrieve import retrieve
+        from rmtui.engine.retrieval.retrieve import retrieve
 
         res = retrieve(root, args.session, need, top=args.top, include_returned=args.include_returned)
         data, text = res.to_json(), res.text
@@ -70,8 +78,8 @@ def cmd_retrieve(args) -> Result:
 
 
 def _config_or_none(args):
+    from rmtui.commands.core import root_of
     from rmtui.engine.errors import EngineError
-    from rmtui.headless.core import root_of
 
     explicit = getattr(args, "root", None) or getattr(args, "profile", None)
     try:
@@ -85,7 +93,7 @@ def _config_or_none(args):
 def cmd_embedding_service(args) -> Result:
     from pathlib import Path
 
-    from rmtui.engine.embed_service import serve
+    from rmtui.engine.retrieval.embed_service import serve
 
     cfg = None if (args.model_path or args.state_dir) else _config_or_none(args)
     model = args.model or (cfg.get("embedding.model") if cfg else None)
@@ -103,8 +111,8 @@ def cmd_embedding_service(args) -> Result:
 
 
 def cmd_retrieve_index(args) -> Result:
-    from rmtui.engine.retrieve import index_root
-    from rmtui.headless.core import root_of
+    from rmtui.commands.core import root_of
+    from rmtui.engine.retrieval.retrieve import index_root
 
     out = index_root(root_of(args))
     return Result(out, f"{out['state']}: {out['indexed']} passages embedded")

@@ -22,8 +22,8 @@ def register(sub, common) -> None:
 
 def demo_root(path: str | None):
     """Create the demo root (or reuse one already at ``path``)."""
-    from rmtui.engine.demo import create_demo_root
-    from rmtui.engine.roots import open_root
+    from rmtui.engine.host.demo import create_demo_root
+    from rmtui.engine.memory.roots import open_root
 
     target = Path(path).expanduser() if path else Path(tempfile.mkdtemp(prefix="rmtui-demo-")) / "root"
     if (target / ".git").exists() and (target / "MEMORY.md").exists():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from rmtui.headless import Result
-from rmtui.headless.core import root_of
+from rmtui.commands import Result
+from rmtui.commands.core import root_of
 
 
 def register(sub, common) -> None:
@@ -49,25 +49,29 @@ def _outcome(out: dict) -> Result:
 
 
 def cmd_run(args) -> Result:
-    from rmtui.engine.update_driver import UpdateDriver
+    from rmtui.engine.roles.update_driver import UpdateDriver
+    from rmtui.engine.sync import coordinator_for
 
-    return _outcome(UpdateDriver(root_of(args)).run_once())
+    root = root_of(args)
+    return _outcome(UpdateDriver(root, coordinator=coordinator_for(root)).run_once())
 
 
 def cmd_run_now(args) -> Result:
-    from rmtui.engine.update_driver import UpdateDriver
+    from rmtui.engine.roles.update_driver import UpdateDriver
+    from rmtui.engine.sync import coordinator_for
 
-    return _outcome(UpdateDriver(root_of(args)).run_once(force=True))
+    root = root_of(args)
+    return _outcome(UpdateDriver(root, coordinator=coordinator_for(root)).run_once(force=True))
 
 
 def cmd_retry(args) -> Result:
-    from rmtui.engine.update_driver import UpdateDriver
+    from rmtui.engine.roles.update_driver import UpdateDriver
 
     return _outcome(UpdateDriver(root_of(args)).retry(args.batch))
 
 
 def cmd_status(args) -> Result:
-    from rmtui.engine.update_driver import UpdateDriver
+    from rmtui.engine.roles.update_driver import UpdateDriver
 
     st = UpdateDriver(root_of(args)).status()
     lines = ["evidence: " + ", ".join(f"{k} {v}" for k, v in st["evidence"].items())]
@@ -80,11 +84,13 @@ def cmd_status(args) -> Result:
 
 
 def cmd_daemon(args) -> Result:
-    from rmtui.engine.update_driver import run_daemon
+    from rmtui.engine.roles.update_driver import run_daemon
+    from rmtui.engine.sync import coordinator_for
 
     def log(msg: str) -> None:
         sys.stderr.write(f"rmtui daemon: {msg}\n")
         sys.stderr.flush()
 
-    out = run_daemon(root_of(args), poll_seconds=args.poll_seconds, max_passes=args.max_passes, log=log)
+    out = run_daemon(root_of(args), poll_seconds=args.poll_seconds, max_passes=args.max_passes, log=log,
+                     coordinator_factory=coordinator_for)
     return Result(out, f"daemon stopped after {out['passes']} passes")

@@ -1,4 +1,4 @@
-"""Engine errors carry the documented headless exit code (DESIGN.md section 1)."""
+"""Engine errors carry the documented headless exit code (docs/architecture.md, "Errors and exit codes")."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class EngineError(Exception):
         self.details = details or {}
 
     def to_json(self) -> dict:
-        out = {"error": self.kind, "message": self.message}
+        out: dict[str, object] = {"error": self.kind, "message": self.message}
         if self.details:
             out["details"] = self.details
         return out

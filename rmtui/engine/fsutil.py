@@ -54,3 +54,24 @@ def resolve_inside(base: Path, relative: str) -> Path:
     if target != base_resolved and base_resolved not in target.parents:
         raise UsageError(f"path leaves the root through a link: {relative!r}")
     return base_resolved / relative
+
+
+def nfc_collision(paths, *, casefold: bool = False) -> list[list[str]]:
+    """Groups of distinct paths that name one file on a normalising file system.
+
+    macOS (APFS, HFS+) treats the NFC and NFD spellings of a name (``é`` as one code point,
+    or ``e`` plus a combining accent) as one file: two such entries in one tree collide
+    there, one silently hiding the other. With ``casefold`` names that differ only in case
+    count as colliding too (macOS volumes are case-insensitive by default). Each group lists
+    its spellings sorted; no collision answers ``[]``.
+    """
+    import unicodedata
+
+    groups: dict[str, set[str]] = {}
+    for p in paths:
+        text = os.fsdecode(p) if isinstance(p, bytes) else str(p)
+        key = unicodedata.normalize("NFC", text)
+        if casefold:
+            key = unicodedata.normalize("NFC", key.casefold())
+        groups.setdefault(key, set()).add(text)
+    return sorted(sorted(g) for g in groups.values() if len(g) > 1)

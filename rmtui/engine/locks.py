@@ -1,4 +1,4 @@
-"""The one lock discipline: OS file locks under ``.runtime/`` (DESIGN.md section 5).
+"""The one lock discipline: OS file locks under ``.runtime/`` (docs/architecture.md, "Lock discipline").
 
 ``memory.lock`` guards corpus snapshots and publication. Locks are ``flock`` based so a
 killed holder releases them with its file descriptor; they are re-entrant within a thread
@@ -11,9 +11,9 @@ import fcntl
 import os
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from rmtui.engine.errors import ConflictError
 
@@ -49,7 +49,7 @@ def file_lock(path: Path, *, timeout: float = 60.0, shared: bool = False) -> Ite
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise ConflictError(f"timed out waiting for lock {path}")
+                    raise ConflictError(f"timed out waiting for lock {path}") from None
                 time.sleep(0.01)
         held[key] = 1
         try:

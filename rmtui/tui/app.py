@@ -1,6 +1,7 @@
 """The rmtui workbench: a Textual app over the engine, live from file-system events.
 
-Screens are modes (main, insight, maintain, retrieve), switched with 1-4. One watcher
+Screens are modes (main, insight, maintain, retrieve), switched with 1-4; ``?`` lists the
+keys of the current screen with their binding ids. One watcher
 worker turns file events of the root into merged :class:`RootChanged` messages; the app
 re-publishes them on :attr:`RmtuiApp.root_changed`, and each screen reloads only what the
 change touched, in its own workers. Themes come from ``themes/``; key remaps and the chosen
@@ -12,27 +13,32 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import Callable, ClassVar, Iterable
+from typing import ClassVar
 
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.signal import Signal
+from textual.worker import Worker, WorkerState
 
-from rmtui.engine.roots import MemoryRoot
-from rmtui.engine.watch import ChangeSet
+from rmtui.engine.host.watch import ChangeSet
+from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.tui import readers
+from rmtui.tui.keys import key_rows
 from rmtui.tui.messages import EngineFailed, RootChanged
+from rmtui.tui.screens.dialogs import ConfirmScreen, ErrorScreen, EvidenceScreen, HelpScreen, PromptScreen
 from rmtui.tui.screens.diff import DiffScreen
-from rmtui.tui.screens.dialogs import EvidenceScreen, PromptScreen
 from rmtui.tui.screens.insight import InsightScreen
 from rmtui.tui.screens.main import MainScreen
 from rmtui.tui.screens.maintenance import MaintenanceScreen
 from rmtui.tui.screens.retrieve import RetrieveScreen
 from rmtui.tui.themes import DEFAULT_THEME, load_themes
 from rmtui.tui.userconfig import UserConfig
+from rmtui.tui.widgets.memory_tree import MemoryTree
 from rmtui.tui.widgets.preview import EdgeList
 from rmtui.tui.widgets.tables import EvidenceTable, OperationsTable, ReceiptsTable
 
@@ -51,8 +57,11 @@ class RmtuiApp(App):
         Binding("2", "switch_mode('insight')", "Insight", id="app.screen.insight"),
         Binding("3", "switch_mode('maintain')", "Maintain", id="app.screen.maintain"),
         Binding("4", "switch_mode('retrieve')", "Retrieve", id="app.screen.retrieve"),
+        Binding("question_mark", "help", "Keys", id="app.help"),
         Binding("ctrl+t", "change_theme", "Theme", id="app.theme"),
         Binding("q", "quit", "Quit", id="app.quit"),
+        # escape closes the palette's key panel ("Keys" in ctrl+p) before anything else sees it
+        Binding("escape", "hide_help_panel", "Hide the key panel", show=False, priority=True, id="app.hide_keys"),
     ]
 
     def __init__(self, root: MemoryRoot, *, config: UserConfig | None = None, themes_dir: Path | None = None,
@@ -66,6 +75,7 @@ class RmtuiApp(App):
         self.live = live
         self.user_config = config if config is not None else UserConfig.load()
         self.root_changed: Signal[ChangeSet] = Signal(self, "root-changed")
+        self._help_panel = False
         self._stop_watch = threading.Event()
         self._startup_problems: list[str] = list(self.user_config.problems)
         themes = load_themes(themes_dir)
@@ -100,7 +110,7 @@ class RmtuiApp(App):
     # -- live updates --------------------------------------------------------
     @work(thread=True, exclusive=True, group="watch", exit_on_error=False)
     def watch_root(self) -> None:
-        from rmtui.engine.watch import watch_root
+        from rmtui.engine.host.watch import watch_root
 
         for changes in watch_root(self.root, stop_event=self._stop_watch):
             self.post_message(RootChanged(changes))
@@ -109,7 +119,7 @@ class RmtuiApp(App):
     def recover_operations(self) -> None:
         """Engine start: settle operations a crashed writer left unfinished."""
         from rmtui.engine.errors import EngineError
-        from rmtui.engine.supervisor import Supervisor
+        from rmtui.engine.writes.supervisor import Supervisor
 
         try:
             with Supervisor(self.root) as sup:
@@ -129,7 +139,7 @@ class RmtuiApp(App):
         if theme.name != self.user_config.theme:
             self.remember_theme(theme.name)
 
-    @work(thread=True, exclusive=True, group="config")
+    @work(thread=True, exclusive=True, group="config", exit_on_error=False)
     def remember_theme(self, name: str) -> None:
         try:
             self.user_config.save_theme(name)
@@ -139,24 +149,52 @@ class RmtuiApp(App):
     def on_engine_failed(self, message: EngineFailed) -> None:
         self.notify(message.text, severity="warning")
 
-    # -- command palette -----------------------------------------------------
+    # -- unexpected worker errors -------------------------------------------
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place a worker's unexpected exception lands (screens forward theirs):
+        workers catch only EngineError, so anything here is a bug and is shown as one."""
+        worker = event.worker
+        if worker.state != WorkerState.ERROR or worker.error is None:
+            return
+        if isinstance(self.screen, ErrorScreen) and self.screen.shows(worker.error):
+            return  # a reload failing again the same way: one dialog is enough
+        self.push_screen(ErrorScreen(worker.error, worker=worker.name))
+
+    # -- keys: help screen, palette, key panel -------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "hide_help_panel":
+            return self._help_panel and bool(self.screen.query("HelpPanel"))
+        if action == "help":
+            return not isinstance(self.screen, HelpScreen)
+        return True
+
+    def action_show_help_panel(self) -> None:
+        super().action_show_help_panel()
+        self._help_panel = True
+
+    def action_hide_help_panel(self) -> None:
+        super().action_hide_help_panel()
+        self._help_panel = False
+
+    def screen_name(self, screen: Screen) -> str:
+        if self.mode_screen(self.current_mode) is screen:
+            return SCREEN_NAMES.get(self.current_mode, "")
+        return {"DiffScreen": "Diff", "EvidenceScreen": "Evidence", "PromptScreen": "Dialog",
+                "ConfirmScreen": "Confirm", "ErrorScreen": "Error"}.get(type(screen).__name__, "This screen")
+
+    def action_help(self) -> None:
+        screen = self.screen
+        name = self.screen_name(screen)
+        self.push_screen(HelpScreen(key_rows(self, screen, name), screen_name=name,
+                                    config_path=readers.display_path(self.user_config.path)))
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        seen: set[str] = set()
-        nodes = [self, screen, *screen.query("*")]
-        for node in nodes:
-            for binding in getattr(type(node), "BINDINGS", []):
-                if not isinstance(binding, Binding) or not binding.id or binding.id in seen:
-                    continue
-                if not _is_ours(type(node)):
-                    continue
-                seen.add(binding.id)
-                key = self.get_key_display(Binding(self.keymap_overrides.get(binding.id, binding.key).split(",")[0],
-                                                   binding.action))
-                where = SCREEN_NAMES.get(self.current_mode, "") if node is screen else _owner_name(node)
-                yield SystemCommand(f"{where + ': ' if where else ''}{binding.description or binding.action}",
-                                    f"key {key} · binding id {binding.id}",
-                                    partial(self._palette_run, node, binding.action))
+        for row in key_rows(self, screen, self.screen_name(screen)):
+            where = "" if row.section == "Everywhere" else row.section
+            yield SystemCommand(f"{where + ': ' if where else ''}{row.description}",
+                                f"key {row.keys.split(' / ')[0]} · binding id {row.binding_id}",
+                                partial(self._palette_run, row.node, row.action))
 
     async def _palette_run(self, node, action: str) -> None:
         name = action.split("(", 1)[0]
@@ -173,18 +211,10 @@ class RmtuiApp(App):
         return stack[0] if stack else None
 
 
-def _is_ours(cls: type) -> bool:
-    return any(c.__module__.startswith("rmtui.") for c in cls.__mro__)
-
-
-def _owner_name(node) -> str:
-    return {"EvidenceTable": "Evidence", "OperationsTable": "Operations", "ReceiptsTable": "Receipts",
-            "EdgeList": "Edges"}.get(type(node).__name__, "")
-
-
 def binding_ids() -> set[str]:
     owners = (RmtuiApp, MainScreen, InsightScreen, MaintenanceScreen, RetrieveScreen, DiffScreen, PromptScreen,
-              EvidenceScreen, EvidenceTable, OperationsTable, ReceiptsTable, EdgeList)
+              EvidenceScreen, ErrorScreen, ConfirmScreen, HelpScreen, EvidenceTable, OperationsTable, ReceiptsTable,
+              EdgeList, MemoryTree)
     return {b.id for cls in owners for b in cls.BINDINGS if isinstance(b, Binding) and b.id}
 
 

@@ -2,25 +2,30 @@
 
 Workers do I/O and only post these; handlers on the UI thread own all state. Messages
 that can arrive in bursts merge (``can_replace``) so a burst is handled once. Worker results
-do not bubble: the screen that started the worker is the one that owns the answer.
+do not bubble: the screen that started the worker is the one that owns the answer. What the
+messages carry (graph readings, diffs, commits) is in :mod:`rmtui.tui.models`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from rmtui.engine.watch import ChangeSet
+from rmtui.engine.host.watch import ChangeSet
+from rmtui.tui.models import DiffFile, GraphState, InsightLog, LastCommit
+
+if TYPE_CHECKING:  # the engine modules load with the workers that use them, not at start
+    from rmtui.engine.host.waiting import QueueWaiting
+    from rmtui.engine.progress import Progress
 
 
+@dataclass
 class RootChanged(Message):
     """Files of the root changed; a newer message absorbs any still-pending one."""
 
-    def __init__(self, changes: ChangeSet) -> None:
-        super().__init__()
-        self.changes = changes
+    changes: ChangeSet
 
     def can_replace(self, message: Message) -> bool:
         if isinstance(message, RootChanged):
@@ -30,145 +35,130 @@ class RootChanged(Message):
 
 
 @dataclass
-class GraphState:
-    """One consistent reading of the root's graph, with everything the screen derives from
-    it computed in the worker (so a 10,000-node reload costs the UI thread almost nothing)."""
-
-    graph: Any  # rmtui.engine.graph.Graph
-    issues: list
-    head: str | None
-    root_name: str
-    counts: dict = field(default_factory=dict)
-    domains: dict = field(default_factory=dict)  # domain -> {"headings", "nodes", "uncertain", "files"}
-    incoming: dict = field(default_factory=dict)  # target id -> [(item, edge)]
-    index: list = field(default_factory=list)  # [(item, "id title" lower-cased)] in source order
-
-
 class GraphLoaded(Message, bubble=False):
-    def __init__(self, state: GraphState, signature: object = None) -> None:
-        super().__init__()
-        self.state = state
-        self.signature = signature
+    state: GraphState
+    signature: object = None
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, GraphLoaded)
 
 
+@dataclass
 class QueueLoaded(Message, bubble=False):
-    def __init__(self, evidence: list, counts: dict[str, int], signature: object = None) -> None:
-        super().__init__()
-        self.evidence = evidence
-        self.counts = counts
-        self.signature = signature
+    evidence: list
+    counts: dict[str, int]
+    signature: object = None
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, QueueLoaded)
 
 
+@dataclass
+class QueueWaitingLoaded(Message, bubble=False):
+    """Why queued evidence is not moving (None: nothing queued or claimed); read right after
+    the queue, so the queue shows without waiting for it."""
+
+    waiting: QueueWaiting | None
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, QueueWaitingLoaded)
+
+
+@dataclass
 class OperationsLoaded(Message, bubble=False):
-    def __init__(self, operations: list, receipts: list, signature: object = None) -> None:
-        super().__init__()
-        self.operations = operations
-        self.receipts = receipts
-        self.signature = signature
+    operations: list
+    receipts: list
+    signature: object = None
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, OperationsLoaded)
 
 
 @dataclass
-class LastCommit:
-    sha: str
-    subject: str
-    date: str
-
-
 class ItemHistoryLoaded(Message, bubble=False):
     """The last commit that changed an item (by its key), or None when uncommitted."""
 
-    def __init__(self, key: str, commit: LastCommit | None) -> None:
-        super().__init__()
-        self.key = key
-        self.commit = commit
+    key: str
+    commit: LastCommit | None
 
 
+@dataclass
 class EngineDone(Message, bubble=False):
     """A write through the engine finished; ``text`` is what to tell the person."""
 
-    def __init__(self, text: str, *, reload: tuple[str, ...] = ()) -> None:
-        super().__init__()
-        self.text = text
-        self.reload = reload
+    text: str
+    reload: tuple[str, ...] = field(default=(), kw_only=True)
 
 
+@dataclass
 class EngineFailed(Message, bubble=False):
     """An engine call refused or failed; ``text`` says why (never a traceback)."""
 
-    def __init__(self, action: str, text: str, *, rule: str | None = None) -> None:
-        super().__init__()
-        self.action = action
-        self.text = text
-        self.rule = rule
-
-
-class FollowItem(Message):
-    """Show an item by id (following an edge or jumping); ``push`` records history."""
-
-    def __init__(self, item_id: str, *, push: bool = True) -> None:
-        super().__init__()
-        self.item_id = item_id
-        self.push = push
+    action: str
+    text: str
+    rule: str | None = field(default=None, kw_only=True)
 
 
 @dataclass
-class DiffFile:
-    path: str
-    lines: list[str] = field(default_factory=list)
-    added: int = 0
-    removed: int = 0
+class EngineProgress(Message, bubble=False):
+    """A step of long engine work (``work`` names which); a newer report absorbs a pending one."""
 
+    work: str
+    progress: Progress
 
-class DiffLoaded(Message, bubble=False):
-    def __init__(self, op_id: str, header: dict, files: list[DiffFile]) -> None:
-        super().__init__()
-        self.op_id = op_id
-        self.header = header
-        self.files = files
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, EngineProgress) and message.work == self.work
 
 
 @dataclass
-class InsightLog:
-    name: str
+class EvidenceDecided(Message, bubble=False):
+    """Evidence was approved or rejected (or a decision undone); ``before`` is each uid's
+    state before, so the decision can be undone."""
+
+    action: str  # approve | reject | undo
+    uids: list[str]
+    before: dict[str, str]
     text: str
 
 
+@dataclass
+class FollowItem(Message):
+    """Show an item by id (following an edge or jumping); ``push`` records history."""
+
+    item_id: str
+    push: bool = field(default=True, kw_only=True)
+
+
+@dataclass
+class DiffLoaded(Message, bubble=False):
+    op_id: str
+    header: dict
+    files: list[DiffFile]
+
+
+@dataclass
 class InsightLogsLoaded(Message, bubble=False):
-    def __init__(self, logs: list[InsightLog]) -> None:
-        super().__init__()
-        self.logs = logs
+    logs: list[InsightLog]
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, InsightLogsLoaded)
 
 
+@dataclass
 class MaintenanceLoaded(Message, bubble=False):
     """Maintenance status (None when none is active) and the editable files."""
 
-    def __init__(self, status: dict | None, files: list[str]) -> None:
-        super().__init__()
-        self.status = status
-        self.files = files
+    status: dict | None
+    files: list[str]
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, MaintenanceLoaded)
 
 
+@dataclass
 class RetrieveAnswered(Message, bubble=False):
-    def __init__(self, need: str, results: list[dict], text: str, *, status: str = "",
-                 error: str | None = None) -> None:
-        super().__init__()
-        self.need = need
-        self.results = results
-        self.text = text
-        self.status = status
-        self.error = error
+    need: str
+    results: list[dict]
+    text: str
+    status: str = field(default="", kw_only=True)
+    error: str | None = field(default=None, kw_only=True)

@@ -8,11 +8,15 @@ anything about memory: it shapes what the engine reports for display.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rmtui.engine.roots import MemoryRoot
-from rmtui.tui.messages import DiffFile, GraphState, InsightLog, LastCommit
+from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.tui.models import DiffFile, GraphState, InsightLog, LastCommit
+
+if TYPE_CHECKING:
+    from rmtui.engine.host.waiting import QueueWaiting
 
 INSIGHT_DIR = "insight_logs"
 
@@ -28,7 +32,7 @@ def display_path(path: Path | str) -> str:
 
 def read_graph(root: MemoryRoot) -> GraphState:
     from rmtui.engine.gitutil import head_commit
-    from rmtui.engine.validation import validate_root
+    from rmtui.engine.memory.validation import validate_root
 
     report = validate_root(root.path)
     try:
@@ -65,7 +69,8 @@ def incoming_index(graph) -> dict[str, list]:
 
 
 def read_queue(root: MemoryRoot, *, rejected_limit: int = 20) -> tuple[list, dict[str, int]]:
-    from rmtui.engine.queue import EvidenceQueue
+    """Active evidence (inbox, queued, claimed) then the latest rejected; counts by state."""
+    from rmtui.engine.evidence.queue import EvidenceQueue
 
     q = EvidenceQueue(root)
     try:
@@ -79,8 +84,19 @@ def read_queue(root: MemoryRoot, *, rejected_limit: int = 20) -> tuple[list, dic
     return active + rejected[::-1], counts
 
 
+def read_waiting(root: MemoryRoot, *, now: float | None = None) -> QueueWaiting | None:
+    """Why queued evidence is not moving (the engine's :func:`~rmtui.engine.host.waiting.queue_waiting`)."""
+    from rmtui.engine.errors import EngineError
+    from rmtui.engine.host.waiting import QueueWaiting, queue_waiting
+
+    try:
+        return queue_waiting(root, now=now)
+    except EngineError as exc:
+        return QueueWaiting("unknown", f"cannot tell why: {exc.message}", None, None)
+
+
 def read_operations(root: MemoryRoot, *, receipts_limit: int = 50) -> tuple[list, list]:
-    from rmtui.engine.operations import OperationStore
+    from rmtui.engine.writes.operations import OperationStore
 
     st = OperationStore(root)
     try:
@@ -91,107 +107,25 @@ def read_operations(root: MemoryRoot, *, receipts_limit: int = 50) -> tuple[list
     return ops, receipts
 
 
-def _blame_newest(repo, path: str, start: int, end: int) -> tuple[int, str] | None:
-    import git
-
-    try:
-        out = repo.git.blame("--porcelain", "-L", f"{start},{end}", "HEAD", "--", path)
-    except git.GitCommandError:
-        return None
-    best: tuple[int, str] | None = None
-    current = None
-    for line in out.splitlines():
-        parts = line.split(" ")
-        if len(parts[0]) == 40 and all(c in "0123456789abcdef" for c in parts[0]):
-            current = parts[0]
-        elif line.startswith("committer-time ") and current and set(current) != {"0"}:
-            t = int(line.split(" ", 1)[1])
-            if best is None or t > best[0]:
-                best = (t, current)
-    return best
-
-
 def last_commit(root: MemoryRoot, file: str, start: int, end: int, backing: str | None = None) -> LastCommit | None:
     """The newest commit that changed lines start..end of ``file`` (or the backing file)."""
-    import git
+    from rmtui.engine.memory.history import last_commit as engine_last_commit
 
-    repo = git.Repo(root.path)
-    try:
-        best = _blame_newest(repo, file, max(start, 1), max(end, start, 1))
-        if backing:
-            try:
-                out = repo.git.log("-1", "--format=%ct %H", "HEAD", "--", backing).strip()
-            except git.GitCommandError:
-                out = ""
-            if out:
-                t, sha = out.split(" ", 1)
-                if best is None or int(t) > best[0]:
-                    best = (int(t), sha)
-        if best is None:
-            return None
-        commit = repo.commit(best[1])
-        when = datetime.fromtimestamp(commit.committed_date, timezone.utc).strftime("%Y-%m-%d %H:%M")
-        return LastCommit(sha=commit.hexsha, subject=commit.message.strip().splitlines()[0] if commit.message.strip() else "",
-                          date=when)
-    finally:
-        repo.close()
-
-
-def parse_diff(text: str) -> list[DiffFile]:
-    """Split a unified Git diff into files, counting added and removed lines."""
-    files: list[DiffFile] = []
-    current: DiffFile | None = None
-    for line in text.splitlines():
-        if line.startswith("diff --git "):
-            rest = line[len("diff --git "):]
-            path = rest.split(" b/", 1)[1] if " b/" in rest else rest
-            current = DiffFile(path=path)
-            files.append(current)
-        if current is None:
-            continue
-        current.lines.append(line)
-        if line.startswith("+") and not line.startswith("+++"):
-            current.added += 1
-        elif line.startswith("-") and not line.startswith("---"):
-            current.removed += 1
-    return files
+    info = engine_last_commit(root, file, start, end, backing)
+    if info is None:
+        return None
+    when = datetime.fromtimestamp(info.committed_at, UTC).strftime("%Y-%m-%d %H:%M")
+    return LastCommit(sha=info.sha, subject=info.subject, date=when)
 
 
 def read_diff(root: MemoryRoot, op_id: str) -> tuple[dict, list[DiffFile]]:
-    from rmtui.engine.supervisor import Supervisor
+    """An operation's diff (a running one's worktree so far): header fields and its files."""
+    from rmtui.engine.writes.diffs import operation_diff
 
-    with Supervisor(root) as sup:
-        op = sup.store.get(op_id)
-        text = sup.diff(op_id)
-    live = False
-    if not text and not op.final and Path(op.worktree).is_dir():
-        text, live = worktree_diff(Path(op.worktree), op.base_commit), True
-    header = {
-        "id": op.id, "kind": op.kind, "role": op.role, "phase": op.phase,
-        "base": op.base_commit, "landed": op.landed_commit or op.candidate_commit,
-        "summary": op.summary, "error": op.error, "live": live,
-    }
-    return header, parse_diff(text)
-
-
-def worktree_diff(worktree: Path, base: str) -> str:
-    """What a running operation has changed so far: its worktree against its base commit,
-    committed or not, new files included (read-only: nothing is staged)."""
-    import git
-
-    repo = git.Repo(worktree)
-    try:
-        text = repo.git.diff(base)
-        untracked = repo.git.ls_files("--others", "--exclude-standard", "-z").split("\0")
-        for rel in filter(None, untracked):
-            # --no-index exits 1 when the files differ, which is the point here
-            _code, out, _err = repo.git.execute(["git", "diff", "--no-index", "--", "/dev/null", rel],
-                                                with_extended_output=True, with_exceptions=False)
-            if out:
-                text += ("\n" if text else "") + out
-    finally:
-        repo.close()
-    return text
+    d = operation_diff(root, op_id)
+    header = {k: v for k, v in d.to_json().items() if k not in ("diff", "files")}
+    header["landed"] = d.landed or d.candidate  # what the shown diff reaches
+    return header, d.files
 
 
 def read_insight_logs(root: MemoryRoot) -> list[InsightLog]:
@@ -208,7 +142,7 @@ def read_insight_logs(root: MemoryRoot) -> list[InsightLog]:
 
 def read_maintenance(root: MemoryRoot) -> tuple[dict | None, list[str]]:
     """The active maintenance (as ``maintain status`` reports it) and its editable files."""
-    from rmtui.engine import maintain
+    from rmtui.engine.writes import maintain
 
     st = maintain.status(root)
     if st is None:

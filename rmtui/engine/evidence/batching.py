@@ -1,4 +1,5 @@
-"""Batch readiness (DESIGN.md section 4), shared by the Update driver and `assistant update begin`.
+"""Batch readiness, shared by the Update driver and `assistant update begin`
+(docs/architecture.md, "Evidence: from submit to receipt").
 
 A batch forms when ``target_batch_candidates`` are queued, when a session's debounce after
 its last submit has passed, or when the oldest candidate waited ``max_wait_seconds``;
@@ -7,13 +8,12 @@ its last submit has passed, or when the oldest candidate waited ``max_wait_secon
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from dataclasses import dataclass
 
-from rmtui.engine.config import Config
-from rmtui.engine.queue import Evidence
+from rmtui.engine.evidence import records
+from rmtui.engine.evidence.queue import Evidence
+from rmtui.engine.memory.config import Config
 
 
 @dataclass
@@ -25,10 +25,8 @@ class Batch:
 
 
 def batch_id(evidence: list[Evidence]) -> str:
-    """``update-batch-`` + SHA-256 of the canonical JSON of its sessions and jobs."""
-    body = {"sessions": sorted({e.session for e in evidence}), "jobs": [e.uid for e in evidence]}
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    return "update-batch-" + hashlib.sha256(canonical.encode()).hexdigest()
+    """The original's batch id over the evidence's candidate records (COMPAT §3)."""
+    return records.batch_id(e.candidate() for e in evidence)
 
 
 def select_batch(queued: list[Evidence], cfg: Config, *, now: float | None = None, force: bool = False) -> Batch | None:

@@ -1,4 +1,4 @@
-"""Evidence intake and the local Update queue (DESIGN.md section 4).
+"""Evidence intake and the local Update queue (docs/architecture.md, "Evidence: from submit to receipt").
 
 A submit is delivery to the queue, not to memory. Evidence states:
 ``inbox`` (waiting for a person's approval) → ``queued`` → ``claimed`` (in a batch) →
@@ -7,16 +7,19 @@ A submit is delivery to the queue, not to memory. Evidence states:
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import re
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from rmtui.engine import store
 from rmtui.engine.errors import ConflictError, UsageError
-from rmtui.engine.roots import MemoryRoot
+from rmtui.engine.evidence import records
+from rmtui.engine.memory.roots import MemoryRoot
 
 STATES = ("inbox", "queued", "claimed", "consumed", "rejected")
 _BAD_ID_CHARS = re.compile(r"[/\\\x00-\x1f\x7f]")
@@ -37,6 +40,9 @@ class Evidence:
     created_at: float
     updated_at: float
     seq: int
+    display_id: int
+    submitted_at: str
+    origin: str | None = None
 
     @classmethod
     def from_row(cls, row) -> Evidence:
@@ -49,9 +55,14 @@ class Evidence:
                 return line.strip()
         return ""
 
+    def candidate(self) -> dict:
+        """This evidence as the original's candidate record (COMPAT §3)."""
+        return records.candidate(self.uid, self.session, self.display_id, self.text, self.submitted_at)
+
     def to_json(self, *, with_text: bool = False) -> dict:
         out = {
             "uid": self.uid, "session": self.session, "request": self.request, "kind": self.kind,
+            "display_id": self.display_id, "submitted_at": self.submitted_at,
             "state": self.state, "reason": self.reason, "batch_id": self.batch_id,
             "sha256": self.sha256, "bytes": len(self.text.encode()), "first_line": self.first_line,
             "created_at": self.created_at, "updated_at": self.updated_at,
@@ -61,9 +72,37 @@ class Evidence:
         return out
 
 
+#: The hard ceiling of one piece of evidence, whatever ``update.max_evidence_bytes`` says: a
+#: larger setting is clamped to it, so a huge value never reaches a buffer allocation.
+EVIDENCE_BYTES_CEILING = 64 * 1024 * 1024
+
+
+def check_text(value, what: str) -> str:
+    """Refuse what is not valid Unicode text: a lone surrogate (a JSON ``\\ud800`` escape, or
+    invalid UTF-8 in a command-line argument) cannot be stored, hashed or printed."""
+    if not isinstance(value, str):
+        raise UsageError(f"{what} must be text")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UsageError(f"{what} is not valid UTF-8 text (character {exc.start}); "
+                         "re-encode it as UTF-8") from None
+    return value
+
+
+def evidence_limit(value) -> int:
+    """``update.max_evidence_bytes`` as a usable bound (at most :data:`EVIDENCE_BYTES_CEILING`)."""
+    if type(value) is not int or value < 1:
+        return EVIDENCE_BYTES_CEILING
+    return min(value, EVIDENCE_BYTES_CEILING)
+
+
 def check_identifier(value: str, what: str) -> str:
+    check_text(value, what)
     if not value or not value.strip():
         raise UsageError(f"{what} must not be empty")
+    if value != value.strip():
+        raise UsageError(f"{what} {value!r} must not start or end with whitespace")
     if _BAD_ID_CHARS.search(value):
         raise UsageError(f"{what} {value!r} must not contain path separators, newlines or control characters")
     if len(value) > MAX_ID_LEN:
@@ -75,6 +114,7 @@ def check_identifier(value: str, what: str) -> str:
 
 def decode_evidence(data: bytes, *, limit: int) -> str:
     """Refuse anything but non-empty UTF-8 text without NUL bytes, within the limit."""
+    limit = evidence_limit(limit)
     if len(data) > limit:
         raise UsageError(f"evidence is too large: the limit is {limit} bytes (update.max_evidence_bytes)")
     if b"\x00" in data:
@@ -123,12 +163,37 @@ class EvidenceQueue(store.StoreHandle):
                     f"request id {request!r} of session {session!r} already belongs to different evidence",
                     details={"uid": uid},
                 )
+            display_id = c.execute("SELECT COALESCE(MAX(display_id), 0) + 1 FROM evidence WHERE session=?",
+                                   (session,)).fetchone()[0]
             c.execute(
-                "INSERT INTO evidence(uid, session, request, sha256, text, kind, state, created_at, updated_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?)",
-                (uid, session, request, digest, text, kind, state, now, now),
+                "INSERT INTO evidence(uid, session, request, sha256, text, kind, state, created_at, updated_at,"
+                " display_id, submitted_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (uid, session, request, digest, text, kind, state, now, now, display_id, store.utc_iso(now)),
             )
         return {"state": "saved", "uid": uid, "queue_state": state}
+
+    def import_candidate(self, c: dict, *, origin: str = "upstream") -> bool:
+        """Keep another machine's candidate (from the Git-backed queue) as queued evidence;
+        False when it is already here."""
+        text = c["message"]
+        created = datetime.fromisoformat(c["submitted_at"]).timestamp()
+        now = time.time()
+        with store.transaction(self.conn) as conn:
+            if conn.execute("SELECT 1 FROM evidence WHERE uid=?", (c["uid"],)).fetchone():
+                return False
+            conn.execute(
+                "INSERT INTO evidence(uid, session, request, sha256, text, kind, state, created_at, updated_at,"
+                " display_id, submitted_at, origin) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (c["uid"], c["session_id"], None, hashlib.sha256(text.encode()).hexdigest(), text, "update",
+                 "queued", created, now, c["display_id"], c["submitted_at"], origin))
+        return True
+
+    def mark_consumed(self, uids: builtins.list[str]) -> None:
+        """Evidence a batch consumed on another machine (its candidate left the shared queue)."""
+        now = time.time()
+        with store.transaction(self.conn) as c:
+            c.executemany("UPDATE evidence SET state='consumed', updated_at=? WHERE uid=? AND state IN "
+                          "('queued', 'claimed')", [(now, u) for u in uids])
 
     def get(self, uid: str) -> Evidence:
         row = self.conn.execute("SELECT * FROM evidence WHERE uid=?", (uid,)).fetchone()
@@ -136,10 +201,10 @@ class EvidenceQueue(store.StoreHandle):
             raise UsageError(f"unknown evidence uid {uid!r}")
         return Evidence.from_row(row)
 
-    def list(self, *, state: str | None = None, session: str | None = None, limit: int | None = None) -> list[Evidence]:
+    def list(self, *, state: str | None = None, session: str | None = None, limit: int | None = None) -> builtins.list[Evidence]:
         if state is not None and state not in STATES:
             raise UsageError(f"unknown state {state!r} (one of {', '.join(STATES)})")
-        sql, args = "SELECT * FROM evidence WHERE 1=1", []
+        sql, args = "SELECT * FROM evidence WHERE 1=1", builtins.list[object]()
         if state:
             sql += " AND state=?"
             args.append(state)
@@ -158,7 +223,7 @@ class EvidenceQueue(store.StoreHandle):
             out[row["state"]] = row["n"]
         return out
 
-    def _transition(self, uids: list[str], allowed: tuple[str, ...], new: str, reason: str | None = None) -> list[Evidence]:
+    def _transition(self, uids: builtins.list[str], allowed: tuple[str, ...], new: str, reason: str | None = None) -> builtins.list[Evidence]:
         if not uids:
             raise UsageError("no evidence uid given")
         now = time.time()
@@ -173,15 +238,25 @@ class EvidenceQueue(store.StoreHandle):
                           [(new, reason, now, uid) for uid in uids])
         return [self.get(u) for u in uids]
 
-    def approve(self, uids: list[str]) -> list[Evidence]:
+    def approve(self, uids: builtins.list[str]) -> builtins.list[Evidence]:
         return self._transition(uids, ("inbox",), "queued")
 
-    def reject(self, uids: list[str], reason: str) -> list[Evidence]:
+    def reject(self, uids: builtins.list[str], reason: str) -> builtins.list[Evidence]:
         if not reason or not reason.strip():
             raise UsageError("a rejection needs a reason")
         return self._transition(uids, ("inbox", "queued"), "rejected", reason.strip())
 
-    def claim(self, uids: list[str], batch_id: str) -> None:
+    def unapprove(self, uids: builtins.list[str]) -> builtins.list[Evidence]:
+        """Undo an approval: queued evidence goes back to the inbox; refused once a batch claimed it."""
+        return self._transition(uids, ("queued",), "inbox")
+
+    def unreject(self, uids: builtins.list[str], *, to: str = "inbox") -> builtins.list[Evidence]:
+        """Undo a rejection: the evidence returns to ``to`` (inbox or queued), its reason cleared."""
+        if to not in ("inbox", "queued"):
+            raise UsageError(f"rejected evidence goes back to the inbox or the queue, not {to!r}")
+        return self._transition(uids, ("rejected",), to)
+
+    def claim(self, uids: builtins.list[str], batch_id: str) -> None:
         """Move queued evidence into a batch (atomically: all or nothing)."""
         now = time.time()
         with store.transaction(self.conn) as c:
@@ -192,7 +267,7 @@ class EvidenceQueue(store.StoreHandle):
             c.executemany("UPDATE evidence SET state='claimed', batch_id=?, updated_at=? WHERE uid=?",
                           [(batch_id, now, u) for u in uids])
 
-    def release(self, uids: list[str], batch_id: str | None) -> None:
+    def release(self, uids: builtins.list[str], batch_id: str | None) -> None:
         """A batch that did not land gives its evidence back to the queue."""
         now = time.time()
         with store.transaction(self.conn) as c:
@@ -200,7 +275,7 @@ class EvidenceQueue(store.StoreHandle):
                           " WHERE uid=? AND state='claimed' AND (batch_id IS ? OR ? IS NULL)",
                           [(now, u, batch_id, batch_id) for u in uids])
 
-    def consume(self, uids: list[str], batch_id: str | None) -> None:
+    def consume(self, uids: builtins.list[str], batch_id: str | None) -> None:
         """The batch's Update finished: its evidence is consumed (kept, never deleted)."""
         now = time.time()
         with store.transaction(self.conn) as c:
@@ -211,19 +286,33 @@ class EvidenceQueue(store.StoreHandle):
 def read_evidence_input(source: str | None, *, max_bytes: int | None = None) -> bytes:
     """Read evidence bytes from a file path or ``-`` (stdin).
 
-    With ``max_bytes`` at most one byte more than the limit is read, so an oversized input
-    is refused by :func:`decode_evidence` without being held in memory whole.
+    At most one byte more than the limit (``max_bytes``, bounded by :func:`evidence_limit`)
+    is read, so an oversized input is refused by :func:`decode_evidence` without being held
+    in memory whole.
     """
     import sys
 
-    size = -1 if max_bytes is None else max_bytes + 1
+    size = evidence_limit(max_bytes) + 1
     if source in (None, "-"):
-        return sys.stdin.buffer.read(size)
+        return _read_at_most(sys.stdin.buffer, size)
     p = Path(source)
     if not p.is_file():
         raise UsageError(f"evidence file {source} does not exist or is not a file")
     try:
         with p.open("rb") as fh:
-            return fh.read(size)
+            return _read_at_most(fh, size)
     except OSError as exc:
         raise UsageError(f"evidence file {source} cannot be read: {exc.strerror}") from exc
+
+
+def _read_at_most(fh, size: int) -> bytes:
+    """Up to ``size`` bytes, read in chunks (a bare ``read(size)`` may allocate ``size`` up front)."""
+    chunks: list[bytes] = []
+    left = size
+    while left > 0:
+        chunk = fh.read(min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)

@@ -1,4 +1,4 @@
-"""The native assistant protocol (DESIGN.md section 7): model-free preparation, claiming,
+"""The native assistant protocol (docs/architecture.md, "Native assistant protocol"): model-free preparation, claiming,
 validation and publication for hosts whose own children read and edit memory.
 
 A task is a supervisor operation of kind ``assistant`` (role ``update``) with a time-bound
@@ -12,29 +12,29 @@ import hashlib
 import json
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import git
 
-from rmtui.engine.batching import select_batch
 from rmtui.engine.errors import ConflictError, UsageError
+from rmtui.engine.evidence.batching import Batch, select_batch
+from rmtui.engine.evidence.queue import EvidenceQueue, check_identifier
 from rmtui.engine.fsutil import atomic_write_text
-from rmtui.engine.graph import load_graph
 from rmtui.engine.locks import file_lock
-from rmtui.engine.operations import Operation
-from rmtui.engine.queue import EvidenceQueue, check_identifier
-from rmtui.engine.prompts import role_instructions
-from rmtui.engine.roots import MemoryRoot
-from rmtui.engine.supervisor import Supervisor
-from rmtui.engine.validation import COLLECTION_FILES, CORRECTIONS_FILE
+from rmtui.engine.memory.graph import load_graph
+from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.memory.validation import COLLECTION_FILES, CORRECTIONS_FILE
+from rmtui.engine.roles.prompts import role_instructions
+from rmtui.engine.writes.operations import Operation
+from rmtui.engine.writes.supervisor import Supervisor
 
 KIND = "assistant"
-EFFECTS = ("evidence_consumed", "update_record")
+EFFECTS = ("evidence_consumed",)
 
 
 def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _task_dir(root: MemoryRoot, task_id: str) -> Path:
@@ -119,9 +119,29 @@ def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
         for op in existing:
             sup.abandon(op, "replaced by `assistant update begin --retry`")
         release_orphaned_claims(sup)
+        from rmtui.engine.sync import coordinator_for
+
+        queue = coordinator_for(root)
+        shared = None
         q = EvidenceQueue(root)
         try:
-            batch = select_batch(q.list(state="queued"), cfg, force=retry)
+            if queue is None:
+                batch = select_batch(q.list(state="queued"), cfg, force=retry)
+            else:  # sync on: claim through the shared queue's lease, so two machines never both claim
+                queue.refresh()
+                queued = {e.uid: e for e in q.list(state="queued")}
+
+                def choose(eligible: list[str]):
+                    pool = sorted((queued[u] for u in eligible if u in queued), key=lambda e: (e.created_at, e.seq))
+                    found = select_batch(pool, cfg, force=retry)
+                    return (found.id, found.uids) if found else None
+
+                shared = queue.claim(choose)
+                queue.reconcile_local()
+                batch = None if shared is None else Batch(shared.batch_id, list(shared.candidate_uids), [], "lease")
+                if shared is None:
+                    return {"claimed": False, "state": "idle", "queued": q.counts()["queued"],
+                            "lease": queue.describe_lease()}
             if batch is None:
                 return {"claimed": False, "state": "idle", "queued": q.counts()["queued"]}
             q.claim(batch.uids, batch.id)
@@ -129,11 +149,16 @@ def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
         finally:
             q.close()
         lease = {"holder": "assistant", "until": time.time() + cfg.get("assistant.lease_seconds")}
+        if shared is not None:
+            lease["queue_lease"] = shared.record()
         try:
             op = sup.begin(KIND, "update", batch_id=batch.id, candidate_uids=batch.uids, lease=lease, effects=EFFECTS)
         except Exception:
             release_orphaned_claims(sup)
             raise
+        if shared is not None:
+            op.external_finalizer = f"update-queue:{shared.token}"
+            sup.store.save(op)
         d = _task_dir(root, op.id)
         atomic_write_text(d / "candidates.json", json.dumps(
             [{"uid": e.uid, "session": e.session, "request": e.request, "submitted": _iso(e.created_at),
@@ -180,21 +205,45 @@ def complete(root: MemoryRoot, task_id: str) -> dict:
         wt_path = Path(op.worktree)
         if not wt_path.is_dir():
             raise ConflictError(f"worktree of task {task_id} is gone: {wt_path}")
-        wt = git.Repo(wt_path)
+        with sup.landing(op.id):  # a completion killed midway leaves nothing `recover` cannot clear
+            return _complete(root, sup, op, wt_path)
+
+
+def _complete(root: MemoryRoot, sup: Supervisor, op: Operation, wt_path: Path) -> dict:
+    wt = git.Repo(wt_path)
+    try:
+        common = Path(wt.git.rev_parse("--git-common-dir"))
+        if not common.is_absolute():
+            common = (wt_path / common)
+        if common.resolve() != (root.path / ".git").resolve():
+            raise ConflictError(f"{wt_path} is not a worktree of {root.path}")
+        branch = wt.git.rev_parse("--abbrev-ref", "HEAD")
+        if op.phase == "running" and branch != op.branch:
+            raise ConflictError(f"worktree is on {branch!r}, not the task branch {op.branch!r}")
+        tip = wt.head.commit.hexsha
+        # the child's own commit names the change; no commit means no change to summarise
+        message = wt.head.commit.message  # typed str | bytes; GitPython decodes it (errors replaced)
+        if isinstance(message, bytes):
+            message = message.decode("utf-8", "replace")
+        summary = message.strip().splitlines()[0] if tip != op.base_commit else "no change"
+    finally:
+        wt.close()
+    if op.external_finalizer:  # the batch is the shared queue's: land it under our lease
+        from rmtui.engine.sync import GitQueue
+        from rmtui.engine.sync.queue_git import Lease
+
+        lease = Lease.parse((op.lease or {})["queue_lease"])
+        queue = GitQueue(root)
         try:
-            common = Path(wt.git.rev_parse("--git-common-dir"))
-            if not common.is_absolute():
-                common = (wt_path / common)
-            if common.resolve() != (root.path / ".git").resolve():
-                raise ConflictError(f"{wt_path} is not a worktree of {root.path}")
-            branch = wt.git.rev_parse("--abbrev-ref", "HEAD")
-            if op.phase == "running" and branch != op.branch:
-                raise ConflictError(f"worktree is on {branch!r}, not the task branch {op.branch!r}")
-            tip = wt.head.commit.hexsha
-            # the child's own commit names the change; no commit means no change to summarise
-            summary = wt.head.commit.message.strip().splitlines()[0] if tip != op.base_commit else "no change"
-        finally:
-            wt.close()
-        receipt = sup.finish(op, summary=summary)
+            receipt = sup.finish(op, summary=summary,
+                                 finalizer=lambda o: queue.finalize(lease, o.base_commit, o.candidate_commit or ""))
+        except ConflictError as exc:
+            if (exc.details or {}).get("stale"):
+                raise  # the worktree is kept: correct the edits on the new base and complete again
+            sup.fail(sup.store.get(op.id), f"{exc.kind}: {exc.message}")
+            queue.release(lease, "lease_lost")
+            raise
         return receipt.to_json()
+    receipt = sup.finish(op, summary=summary)
+    return receipt.to_json()
 

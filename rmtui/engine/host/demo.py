@@ -8,16 +8,16 @@ the evidence is submitted with approval required, so it waits in the inbox.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import git
 
-from rmtui.engine import maintain
-from rmtui.engine.config import set_config_value
-from rmtui.engine.queue import EvidenceQueue
-from rmtui.engine.roots import MemoryRoot, init_root
-from rmtui.engine.supervisor import IDENTITY, Supervisor
+from rmtui.engine.evidence.queue import EvidenceQueue
+from rmtui.engine.memory.config import set_config_value
+from rmtui.engine.memory.roots import MemoryRoot, init_root
+from rmtui.engine.writes import maintain
+from rmtui.engine.writes.supervisor import IDENTITY, Supervisor
 
 DEMO_SESSION_A = "claude-session-7f3a"
 DEMO_SESSION_B = "codex-session-19b2"
@@ -142,7 +142,7 @@ def _write(base: Path, files: dict[str, str]) -> None:
 def land_insight_log(root: MemoryRoot, text: str, *, when: datetime | None = None,
                      summary: str = "insight: new log") -> Path:
     """Land one new ``insight_logs/YYYY-MM-DD-HHMMSS.md`` through a supervised insight run."""
-    when = when or datetime.now(timezone.utc)
+    when = when or datetime.now(UTC)
     rel = f"insight_logs/{when.strftime('%Y-%m-%d-%H%M%S')}.md"
     with Supervisor(root) as sup:
         op = sup.begin("insight", "insight")
@@ -159,7 +159,7 @@ def land_insight_log(root: MemoryRoot, text: str, *, when: datetime | None = Non
 
 def create_demo_root(path: Path | str, *, now: datetime | None = None) -> MemoryRoot:
     """Create a demo root at ``path`` (which must not exist or be empty)."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     root = init_root(path)
 
     op = maintain.begin(root)
@@ -172,7 +172,7 @@ def create_demo_root(path: Path | str, *, now: datetime | None = None) -> Memory
         "PURSUITS.md": PURSUITS_MD,
         "PURSUIT_faster-ingestion.md": PURSUIT_FASTER_INGESTION_MD,
     })
-    set_config_value(wt, "update.approval", "required")
+    set_config_value(root.path, "update.approval", "required")  # rmtui.toml: untracked, lives in the root
     maintain.land(root, message="demo: seed the Tidewater memory")
 
     land_insight_log(root, INSIGHT_LOG.format(stamp=now.strftime("%Y-%m-%d %H:%M")), when=now,

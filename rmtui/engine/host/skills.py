@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from rmtui.engine.errors import ConflictError, UsageError
@@ -37,20 +39,43 @@ def list_skills() -> list[dict]:
 
 
 def install_skills(target: str | Path, *, force: bool = False) -> list[dict]:
-    """Copy every skill folder into ``target`` (refusing to overwrite unless ``force``)."""
+    """Copy every skill folder into ``target`` (refusing to overwrite unless ``force``).
+
+    Each skill is copied whole into a temporary folder beside its destination and then
+    renamed into place, so an interrupted or failed install never leaves a half-copied
+    skill; with ``force`` the old folder is moved aside first and removed only afterwards.
+    """
+    if not str(target).strip():
+        raise UsageError("the skills target folder is empty; name the folder where the host looks for skills")
     dest_root = Path(target).expanduser()
     if dest_root.exists() and not dest_root.is_dir():
         raise UsageError(f"{dest_root} is not a directory")
     skills = list_skills()
-    clashes = [s["name"] for s in skills if (dest_root / s["name"]).exists()]
+    clashes = [s["name"] for s in skills if (dest_root / s["name"]).exists() or (dest_root / s["name"]).is_symlink()]
     if clashes and not force:
         raise ConflictError(f"skills already installed in {dest_root}: {', '.join(clashes)} (use --force)")
     dest_root.mkdir(parents=True, exist_ok=True)
-    done = []
-    for s in skills:
-        dest = dest_root / s["name"]
-        if dest.exists():
-            shutil.rmtree(dest)
-        shutil.copytree(s["source"], dest)
-        done.append({"name": s["name"], "path": str(dest)})
-    return done
+    staged: list[tuple[dict, Path]] = []
+    try:
+        for s in skills:  # stage everything first: a copy that fails leaves the target untouched
+            tmp = Path(tempfile.mkdtemp(prefix=f".{s['name']}.", suffix=".installing", dir=dest_root))
+            staged.append((s, tmp))
+            shutil.copytree(s["source"], tmp, dirs_exist_ok=True)
+        done = []
+        for s, tmp in staged:
+            dest = dest_root / s["name"]
+            old = None
+            if dest.is_symlink() or dest.is_file():
+                dest.unlink()
+            elif dest.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{s['name']}.", suffix=".replaced", dir=dest_root))
+                os.replace(dest, old / "skill")
+            os.replace(tmp, dest)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+            done.append({"name": s["name"], "path": str(dest)})
+        return done
+    finally:
+        for _, tmp in staged:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from rmtui.engine.evidence.queue import EvidenceQueue
 from rmtui.engine.gitutil import head_commit
-from rmtui.engine.queue import EvidenceQueue
-from rmtui.engine.roots import MemoryRoot
-from rmtui.engine.validation import validate_root
+from rmtui.engine.memory.config import CONFIG_FILE, LOCAL_FILE, config_warnings, ignored_keys
+from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.memory.validation import validate_root
+from rmtui.engine.roles.executors import config as _executors  # noqa: F401  (tells the config which executor tables are in use)
 
 
 def root_status(root: MemoryRoot) -> dict:
-    root.config()  # a malformed rightmemory.toml is reported, not hidden behind "valid"
+    cfg = root.config()  # a malformed rightmemory.toml is reported, not hidden behind "valid"
     report = validate_root(root.path)
     queue = EvidenceQueue(root)
     try:
@@ -20,7 +22,13 @@ def root_status(root: MemoryRoot) -> dict:
         "root": str(root.path),
         "head": head_commit(root.path),
         "valid": report.ok,
-        "errors": len(report.issues),
+        "errors": len(report.errors),
+        "warnings": len(report.warnings),
         "items": report.graph.counts(),
         "evidence": evidence,
+        "config": {
+            "files": {CONFIG_FILE: str(cfg.path), LOCAL_FILE: str(cfg.local_path)},
+            "ignored": ignored_keys(cfg),  # keys rightmemory.toml sets that rmtui has no feature for
+            "warnings": config_warnings(cfg),
+        },
     }

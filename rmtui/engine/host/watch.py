@@ -13,13 +13,13 @@ state event counts only when the database's ``data_version`` moved: a commit hap
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
-from rmtui.engine.roots import RUNTIME_DIR, MemoryRoot
+from rmtui.engine.memory.roots import RUNTIME_DIR, MemoryRoot
 from rmtui.engine.store import DB_NAME
-from rmtui.engine.worktrees import WORKTREES
+from rmtui.engine.writes.worktrees import WORKTREES
 
 GRAPH = "graph"          # Memory, Pursuit, corrections, guidance, configuration
 INSIGHT = "insight"      # insight_logs/*.md

@@ -1,9 +1,9 @@
-"""The memory graph: one parser for RightMemory Markdown roots (DESIGN.md section 2).
+"""The memory graph: one parser for RightMemory Markdown roots (docs/architecture.md, "The memory root").
 
 The parsed :class:`Graph` is the engine object every later part uses: the retrieval
 corpus, the TUI tree, the supervisor's validation. Parsing records structural problems
 as :class:`Issue` values instead of raising, so one pass reports every error with its
-file, line and rule. Cross-file rules live in :mod:`rmtui.engine.validation`.
+file, line and rule. Cross-file rules live in :mod:`rmtui.engine.memory.validation`.
 """
 
 from __future__ import annotations
@@ -29,34 +29,84 @@ MEMORY_ROOT_FILE = "MEMORY.md"
 PURSUIT_ROOT_FILE = "PURSUITS.md"
 
 _HEADING_RE = re.compile(r"^(#+)(?:\s+(.*?))?\s*$")
-# ``{F#id}`` (RightMemory's spelling) and ``{F# id}`` are both accepted.
-_ANCHOR_TAIL_RE = re.compile(
-    r"^(?P<title>.*?)\s*\{(?P<kind>[A-Z]*#)\s*(?P<id>[^\s{}#][^\s{}]*)\}"
-    r"\s*(?:(?:→|->)\s*\[(?P<edges>[^\]]*)\])?\s*$"
-)
+# CommonMark's optional closing sequence: ``## Title {#id} ##``.
+_CLOSING_RE = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
+# A brace declaration ``{KIND#id}`` found in the (code-masked) heading text. RightMemory writes
+# the id right after ``#`` (``{F#build}``); ``{F# build}`` and ``{#}`` are invalid heading ids.
+_DECL_RE = re.compile(r"\{([A-Za-z]*#)([^{}]*)\}")
+_ARROW_LIST_RE = re.compile(r"^(?:→|->)\s*\[(.*)\]$", re.S)
 _EDGES_TAIL_RE = re.compile(r"(?:→|->)\s*\[([^\]]*)\]\s*$")
-# A node is a ``-`` bullet whose first token is a backticked id (``- `id` prose → [...]``).
-_NODE_RE = re.compile(r"^(?P<indent>[ \t]*)-\s+`(?P<id>[^`]*)`(?P<rest>(?:\s.*)?)$")
+_ARROW_OPEN_RE = re.compile(r"(?:→|->)\s*\[")
+# A node is a list item whose first token is a backticked id (``- `id` prose → [...]``); any
+# list marker RightMemory's newest parser reads (``-`` ``+`` ``*`` ``1.`` ``1)``).
+_NODE_RE = re.compile(
+    r"^(?P<indent>[ \t]*)(?:[-+*]|[0-9]{1,9}[.)])[ \t]+`(?!`)(?P<id>[^`]*)`(?!`)(?P<rest>(?:\s.*)?)$"
+)
+_TOP_BULLET_RE = re.compile(r"^ {0,3}(?:[-+*]|[0-9]{1,9}[.)])(?:[ \t]+|$)")
+_THEMATIC_BREAK_RE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-_BULLET_RE = re.compile(r"^[ \t]*[-*+]\s+")
-_NEXT_LABEL_RE = re.compile(r"^\*\*Next:\*\*")
-_BOLD_LABEL_RE = re.compile(r"^\*\*[^*]+:\*\*")
+# RightMemory's Pursuit fields; a ``**Next:**`` block runs until the next field or heading.
+_PURSUIT_FIELD_RE = re.compile(r"^\s*\*\*(State|Next|Done when|Status):\*\*", re.IGNORECASE)
+_EDGE_TYPE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+
+ERROR = "error"
+WARNING = "warning"
+
+
+def _literal_mask(text: str) -> str:
+    """``text`` with backslash escapes and complete inline code spans blanked, offsets kept.
+
+    Anchors and edge lists inside inline code or after a backslash are not graph syntax.
+    """
+    chars = list(text)
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n:
+            chars[i] = chars[i + 1] = " "
+            i += 2
+        elif c == "`":
+            j = i
+            while j < n and text[j] == "`":
+                j += 1
+            close = re.search(r"(?<!`)" + text[i:j] + r"(?!`)", text[j:])
+            if close is None:
+                i = j
+            else:
+                end = j + close.end()
+                chars[i:end] = " " * (end - i)
+                i = end
+        else:
+            i += 1
+    return "".join(chars)
 
 
 @dataclass(frozen=True)
 class Issue:
-    """One validation error: ``FILE:LINE: rule: message``."""
+    """One validation finding: ``FILE:LINE: rule: message``.
+
+    Errors make a root invalid. Warnings (``FILE:LINE: warning: rule: message``) point at
+    text RightMemory reads differently than it looks (or that only some of its versions
+    accept); they never fail validation.
+    """
 
     file: str
     line: int
     rule: str
     message: str
+    severity: str = ERROR  # "error" | "warning"
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == ERROR
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.rule}: {self.message}"
+        tag = "" if self.is_error else f"{self.severity}: "
+        return f"{self.file}:{self.line}: {tag}{self.rule}: {self.message}"
 
     def to_json(self) -> dict:
-        return {"file": self.file, "line": self.line, "rule": self.rule, "message": self.message}
+        return {"file": self.file, "line": self.line, "rule": self.rule, "message": self.message,
+                "severity": self.severity}
 
 
 @dataclass(frozen=True)
@@ -129,8 +179,16 @@ class Graph:
     items: dict[str, Item] = field(default_factory=dict)
     ordered: list[Item] = field(default_factory=list)  # every item, source order
     issues: list[Issue] = field(default_factory=list)
-    focus: list[str] = field(default_factory=list)
-    focus_line: int | None = None  # line of `## Focus` in PURSUITS.md
+    focus: list[str] = field(default_factory=list)  # ordered Focus references (Pursuit heading ids)
+    focus_line: int | None = None  # line of `## Focus` in PURSUITS.md (optional section)
+
+    @property
+    def errors(self) -> list[Issue]:
+        return [i for i in self.issues if i.is_error]
+
+    @property
+    def warnings(self) -> list[Issue]:
+        return [i for i in self.issues if not i.is_error]
 
     @property
     def roots(self) -> list[Item]:
@@ -180,10 +238,10 @@ def backing_name(kind: str, ident: str, domain: str) -> str | None:
     return None
 
 
-def parse_edges(raw: str) -> tuple[list[Edge], list[str]]:
-    """Parse the inside of ``[...]``; return edges and problems (malformed/type/duplicate)."""
+def _edge_list(raw: str) -> tuple[list[Edge], list[tuple[str, str, str]]]:
+    """Parse the inside of ``[...]``: edges and (rule, message, severity) problems."""
     edges: list[Edge] = []
-    problems: list[str] = []
+    problems: list[tuple[str, str, str]] = []
     raw = raw.strip()
     if not raw:
         return edges, problems
@@ -191,21 +249,30 @@ def parse_edges(raw: str) -> tuple[list[Edge], list[str]]:
     for part in raw.split(","):
         part = part.strip()
         if not part:
-            continue  # a stray comma, tolerated like RightMemory does
+            # older RightMemory skipped a stray comma, the newest rejects it
+            problems.append(("edge-empty", f"empty edge in [{raw}] (RightMemory's newest parser rejects it)",
+                             WARNING))
+            continue
         typ, sep, target = part.partition(":")
         typ, target = typ.strip(), target.strip()
-        if not sep or not typ or not target or not ID_RE.match(target):
-            problems.append(f"edge-malformed: malformed edge {part!r} (expected type:target)")
+        if not sep or not _EDGE_TYPE_RE.match(typ) or not ID_RE.match(target):
+            problems.append(("edge-malformed", f"malformed edge {part!r} (expected type:target)", ERROR))
             continue
         if typ not in EDGE_TYPES:
-            problems.append(f"edge-type: unknown edge type {typ!r} in {part!r}")
+            problems.append(("edge-type", f"unknown edge type {typ!r} in {part!r}", ERROR))
             continue
         if (typ, target) in seen:
-            problems.append(f"edge-duplicate: duplicate edge {part!r}")
+            problems.append(("edge-duplicate", f"duplicate edge {part!r}", ERROR))
             continue
         seen.add((typ, target))
         edges.append(Edge(typ, target))
     return edges, problems
+
+
+def parse_edges(raw: str) -> tuple[list[Edge], list[str]]:
+    """Parse the inside of ``[...]``; return edges and errors (``rule: message``)."""
+    edges, problems = _edge_list(raw)
+    return edges, [f"{rule}: {msg}" for rule, msg, sev in problems if sev == ERROR]
 
 
 def _read_file(root: Path, rel: str, issues: list[Issue], line: int = 1, ref: str | None = None) -> bytes | None:
@@ -234,20 +301,29 @@ def _decode(rel: str, data: bytes, issues: list[Issue]) -> str:
         return data.decode("utf-8", errors="replace")
 
 
+#: The files a root's graph starts from; the MF profile (an imported view's ``dist/``) has MEMORY.md only.
+ROOT_FILES = ((MEMORY_ROOT_FILE, "memory"), (PURSUIT_ROOT_FILE, "pursuit"))
+MF_ROOT_FILES = ((MEMORY_ROOT_FILE, "memory"),)
+
+
 class _Parser:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, root_files: tuple[tuple[str, str], ...] = ROOT_FILES) -> None:
         self.graph = Graph(root=Path(root))
+        self.root_files = root_files
         self.issues = self.graph.issues
-        self.claims: dict[str, Item] = {}  # lower-case backing name -> claiming heading
-        self.focus_lines: dict[str, int] = {}
+        self.claims: dict[str, Item] = {}  # case-folded backing name -> claiming heading
+        self.focus_lines: dict[str, tuple[str, int]] = {}  # Focus reference -> (file, line)
 
     def err(self, file: str, line: int, rule: str, message: str) -> None:
         self.issues.append(Issue(file, line, rule, message))
 
+    def warn(self, file: str, line: int, rule: str, message: str) -> None:
+        self.issues.append(Issue(file, line, rule, message, WARNING))
+
     # -- files -------------------------------------------------------------
     def run(self) -> Graph:
         root = self.graph.root
-        for name, domain in ((MEMORY_ROOT_FILE, "memory"), (PURSUIT_ROOT_FILE, "pursuit")):
+        for name, domain in self.root_files:
             data = _read_file(root, name, self.issues)
             if data is None:
                 self.err(name, 0, "missing-file", f"{name} does not exist")
@@ -262,8 +338,8 @@ class _Parser:
         if name is None:
             return
         heading.backing_file = name
-        key = name.lower()
-        if kind == "F#" and key in (v.lower() for v in visiting):
+        key = name.casefold()
+        if kind == "F#" and key in (v.casefold() for v in visiting):
             chain = " -> ".join(visiting + (name,))
             self.err(heading.file, heading.line, "backing-cycle", f"F# chain is cyclic: {chain}")
             return
@@ -303,9 +379,8 @@ class _Parser:
         file_items: list[Item] = []
         fence: str | None = None
         last_node: Item | None = None
-        in_focus = False
-        focus_seen: set[str] = set()
-        in_next = False
+        in_focus = False  # inside `## Focus` (a Pursuit file), until the next heading of depth <= 2
+        in_next = False  # inside a Pursuit `**Next:**` block
         backing_headings: list[Item] = []
 
         def container() -> Item | None:
@@ -320,6 +395,16 @@ class _Parser:
                 file_items.append(item)
             self.graph.ordered.append(item)
 
+        def terminal() -> Item | None:
+            """The F# or terminal #### heading of this file the current line sits under."""
+            for h in reversed(stack):
+                if (h.heading_kind == "F#" and h.id) or (h.level == 4 and h.heading_kind in TYPED_KINDS):
+                    return h
+            return None
+
+        def terminal_rule(h: Item) -> str:
+            return "backing-children" if h.heading_kind == "F#" and h.level != 4 else "h4-children"
+
         for idx, line in enumerate(lines):
             lineno = idx + 1
             # fenced code is never graph
@@ -331,7 +416,6 @@ class _Parser:
             if fm:
                 fence = fm.group(1)
                 last_node = None
-                in_next = False
                 continue
 
             hm = _HEADING_RE.match(line) if line.startswith("#") else None
@@ -341,83 +425,90 @@ class _Parser:
                 level = len(hm.group(1))
                 rest = hm.group(2) or ""
                 heading = self.parse_heading(name, lineno, level, rest, domain)
-                if heading is None:
-                    continue
                 # close headings at the same or deeper level
                 while stack and stack[-1].level >= heading.level:
                     stack.pop()
                 attach(heading)
                 stack.append(heading)
                 open_items.append(heading)
-                in_focus = (name == PURSUIT_ROOT_FILE and level == 2 and heading.id is None
-                            and heading.title.strip().lower() == "focus")
-                if in_focus:
-                    self.graph.focus_line = lineno
+                if domain == "pursuit" and level <= 2:
+                    in_focus = level == 2 and heading.id is None and heading.title.casefold() == "focus"
+                    if in_focus and name == PURSUIT_ROOT_FILE and self.graph.focus_line is None:
+                        self.graph.focus_line = lineno
                 if heading.heading_kind in TYPED_KINDS and heading.id:
-                    backing_headings.append(heading)
+                    if not (heading.heading_kind == "F#" and domain == "pursuit"
+                            and heading.id.casefold() == "rules"):
+                        backing_headings.append(heading)
                 continue
 
             if not line.strip():
                 last_node = None
                 continue
 
-            if _NEXT_LABEL_RE.match(line):
-                in_next = True
-                last_node = None
-                continue
-            if in_next and _BOLD_LABEL_RE.match(line):
-                in_next = False
+            if domain == "pursuit":
+                field_m = _PURSUIT_FIELD_RE.match(line)
+                if field_m:
+                    in_next = field_m.group(1).casefold() == "next"
+                    last_node = None
+                    continue
 
             nm = _NODE_RE.match(line)
             if nm:
-                ident = nm.group("id").strip()
+                ident = nm.group("id")
                 rest = nm.group("rest")
+                last_node = None
                 if in_focus:
-                    last_node = None
-                    if rest.strip():
-                        em = _EDGES_TAIL_RE.search(rest)
-                        if em:
-                            self.err(name, lineno, "focus-entry", "Focus bullets name a Pursuit heading, they are not nodes")
-                            continue
-                    if ident in focus_seen:
-                        self.err(name, lineno, "focus-duplicate", f"`{ident}` is listed twice in Focus")
-                        continue
-                    focus_seen.add(ident)
-                    self.graph.focus.append(ident)
-                    self.focus_lines[ident] = lineno
+                    self.focus_entry(name, lineno, ident, rest)
                     continue
-                if in_next and domain == "pursuit":
-                    last_node = None
-                    if ident not in NEXT_VERBS:
-                        self.err(name, lineno, "next-entry",
-                                 f"**Next:** entries start with `do`, `ask` or `wait`, not `{ident}`")
+                if in_next:
+                    if ident.strip() not in NEXT_VERBS:
+                        self.warn(name, lineno, "next-entry",
+                                  f"**Next:** entries start with `do`, `ask` or `wait`, not `{ident}`")
                     continue
-                em = _EDGES_TAIL_RE.search(rest)
-                if em is None:
-                    last_node = None
-                    if domain == "memory":
-                        self.err(name, lineno, "node-edges",
-                                 f"node `{ident}` has no edge list (end it with → [] when it has no edges)")
+                top = not nm.group("indent") or len(nm.group("indent").expandtabs(4)) <= 3
+                mask = _literal_mask(rest)
+                markers = list(_ARROW_OPEN_RE.finditer(mask))
+                if not markers:
+                    # no `→ [`: RightMemory reads a plain bullet, not a node
+                    th = terminal() if top else None
+                    if th is not None:
+                        self.err(name, lineno, terminal_rule(th),
+                                 f"`{th.id}` keeps no list items in its own file; "
+                                 + ("move it to the backing file" if th.heading_kind == "F#" else "it is terminal"))
+                    elif domain == "memory" and ID_RE.match(ident):
+                        self.warn(name, lineno, "node-plain",
+                                  f"`{ident}` has no edge list, so it is a plain bullet, not a node "
+                                  "(end it with → [] to make it a node)")
                     continue
-                prose = rest[: em.start()].strip()
+                last = markers[-1]
+                tail = re.match(r"(.*)\]\s*$", rest[last.end():], re.S)
+                if not ID_RE.match(ident):
+                    self.err(name, lineno, "id-format", f"id {ident!r} must match [A-Za-z0-9_.-]+")
+                    continue
+                if tail is None or not rest[last.start() - 1: last.start()].isspace():
+                    self.err(name, lineno, "node-edges",
+                             f"node `{ident}` has a malformed edge list (end the line with → [type:target, ...])")
+                    continue
+                prose = rest[: last.start()].strip()
                 node = Item("node", ident, name, lineno, lineno, domain, prose)
                 self.check_id(node)
-                node.edges = self.item_edges(name, lineno, em.group(1), ident)
+                node.edges = self.item_edges(name, lineno, tail.group(1), ident)
                 attach(node)
                 last_node = node
                 continue
 
-            if in_focus and _BULLET_RE.match(line):
-                self.err(name, lineno, "focus-entry", "Focus bullets must be - `pursuit-id`")
-                continue
-            if in_next and _BULLET_RE.match(line) and domain == "pursuit":
-                self.err(name, lineno, "next-entry", "**Next:** entries must be - `do|ask|wait` ...")
-                continue
             # continuation of a node: indented lines directly below it
             if last_node is not None and line[:1] in (" ", "\t"):
                 last_node.end_line = lineno
                 continue
             last_node = None
+            if (not in_focus and not in_next and _TOP_BULLET_RE.match(line)
+                    and not _THEMATIC_BREAK_RE.match(line)):
+                th = terminal()
+                if th is not None:
+                    self.warn(name, lineno, "terminal-bullet",
+                              f"a list item under `{th.id}`: RightMemory's newest parser rejects list items "
+                              "under an F# or #### heading (write prose, or move it to the backing file)")
 
         gf.items = file_items
         # end lines and blocks
@@ -440,43 +531,92 @@ class _Parser:
                 continue
             self.load_backing(heading, visiting)
 
-    def parse_heading(self, name: str, lineno: int, level: int, rest: str, domain: str) -> Item | None:
+    def focus_entry(self, name: str, lineno: int, ident: str, rest: str) -> None:
+        """A ``- `id` …`` bullet under ``## Focus``: an ordered reference to a Pursuit heading."""
+        if not ID_RE.match(ident):
+            self.err(name, lineno, "focus-entry", f"invalid Focus reference id {ident!r}")
+            return
+        if _EDGES_TAIL_RE.search(_literal_mask(rest)):
+            self.warn(name, lineno, "focus-edges",
+                      "a Focus entry is a reference, not a node: its edge list is ignored")
+        if ident in self.focus_lines:
+            self.err(name, lineno, "focus-duplicate", f"`{ident}` is listed twice in Focus")
+            return
+        self.graph.focus.append(ident)
+        self.focus_lines[ident] = (name, lineno)
+
+    def parse_heading(self, name: str, lineno: int, level: int, rest: str, domain: str) -> Item:
+        rest = _CLOSING_RE.sub("", rest).rstrip()
+        mask = _literal_mask(rest)
+        decls = list(_DECL_RE.finditer(mask))
+        decl = stray = None
+        edges_raw: str | None = None
+        for m in decls:  # the anchor ends the heading; only an edge list may follow it
+            suffix = rest[m.end():].strip()
+            if not suffix or _ARROW_LIST_RE.match(suffix):
+                decl = m
+                break
+        if decl is None:
+            decl = next((m for m in decls if mask[m.end():].strip().startswith(("→", "->"))), None)
+        if decl is None:
+            stray = next((m for m in decls if m.group(1) in HEADING_KINDS), None)
+
         kind: str | None = None
         ident: str | None = None
-        edges_raw: str | None = None
         title = rest
-        am = _ANCHOR_TAIL_RE.match(rest)
-        if am:
-            title, kind, ident, edges_raw = am.group("title"), am.group("kind"), am.group("id"), am.group("edges")
-        else:
-            if _EDGES_TAIL_RE.search(rest):
-                self.err(name, lineno, "heading-anchor", "a heading with edges needs an anchor {KIND id}")
-                title = rest[: _EDGES_TAIL_RE.search(rest).start()].strip()  # type: ignore[union-attr]
-            elif re.search(r"\{[^{}]*\}\s*$", rest):
-                self.err(name, lineno, "heading-anchor", f"malformed heading anchor in {rest!r}")
+        if decl is not None:
+            title = rest[: decl.start()].rstrip()
+            marker = decl.group(1)
+            raw_id = rest[decl.start(2): decl.end(2)]
+            if marker not in HEADING_KINDS:
+                self.err(name, lineno, "heading-kind",
+                         f"unsupported heading marker `{marker}` (known: {', '.join(HEADING_KINDS)})")
+            elif not ID_RE.match(raw_id):
+                fix = raw_id.strip()
+                hint = (f"; write {{{marker}{fix}}} with no space after {marker}" if ID_RE.match(fix)
+                        else f"; write {{{marker}id}} with an id of letters, numbers, dot, underscore or dash")
+                self.err(name, lineno, "heading-anchor", f"invalid heading id in {{{marker}{raw_id}}}{hint}")
+            else:
+                kind, ident = marker, raw_id
+                suffix = rest[decl.end():].strip()
+                if suffix:
+                    am = _ARROW_LIST_RE.match(suffix)
+                    if am is None:
+                        self.err(name, lineno, "heading-edges",
+                                 f"malformed heading edge list {suffix!r} (expected → [type:target, ...])")
+                    else:
+                        edges_raw = am.group(1)
+        elif stray is not None:
+            self.warn(name, lineno, "heading-anchor-text",
+                      f"{stray.group(0)} is followed by text, so RightMemory reads a plain heading; "
+                      "put the anchor at the end of the heading")
+        elif _EDGES_TAIL_RE.search(mask):
+            # the original takes `→ [..]` without an anchor as title text and ignores its edges
+            self.warn(name, lineno, "heading-unanchored-edges",
+                      "edge list on a heading without an anchor: RightMemory reads it as title text and "
+                      "ignores the edges; add an anchor such as {#id}")
         if level > 4:
             # the level is kept so nesting stays right; #### rules do not apply to it
             self.err(name, lineno, "heading-depth", f"headings go at most to ####, found {'#' * level}")
-        if not title.strip() and ident is None:
-            self.err(name, lineno, "heading-title", "heading has no title")
-        if kind is not None and kind not in HEADING_KINDS:
-            self.err(name, lineno, "heading-kind", f"unknown heading kind {kind!r}")
-            kind = "#"
+        if not title.strip() and decl is None:
+            self.warn(name, lineno, "heading-title", "heading has no title")
         item = Item("heading", ident, name, lineno, lineno, domain, title.strip(), level=level, heading_kind=kind)
         if ident is not None:
             self.check_id(item)
         if kind in MEMORY_ONLY_KINDS and domain != "memory":
             self.err(name, lineno, "kind-domain", f"{kind} headings are allowed only in Memory files")
             item.heading_kind = "#"  # no backing file is looked for on its behalf
+        if kind == "F#" and domain == "pursuit" and ident is not None and ident.casefold() == "rules":
+            self.err(name, lineno, "reserved-id",
+                     f"Pursuit F# id `{ident}` is reserved (RightMemory's legacy PURSUIT_RULES.md); choose another id")
         if edges_raw is not None:
             item.edges = self.item_edges(name, lineno, edges_raw, ident)
         return item
 
     def item_edges(self, name: str, lineno: int, raw: str, own: str | None) -> list[Edge]:
-        edges, problems = parse_edges(raw)
-        for p in problems:
-            rule, _, msg = p.partition(": ")
-            self.err(name, lineno, rule, msg)
+        edges, problems = _edge_list(raw)
+        for rule, msg, severity in problems:
+            self.issues.append(Issue(name, lineno, rule, msg, severity))
         out = []
         for e in edges:
             if own is not None and e.target == own:
@@ -575,13 +715,29 @@ def load_graph(root: Path | str) -> Graph:
     """Parse the Memory and Pursuit graphs of ``root`` (a work tree or worktree)."""
     parser = _Parser(Path(root))
     graph = parser.run()
-    focus_lines = parser.focus_lines
-    pursuit_headings = {i.id for i in graph.ordered if i.kind == "heading" and i.domain == "pursuit" and i.id}
+    # `## Focus` is optional; its backticked bullets must name Pursuit headings
     for ident in graph.focus:
-        if ident not in pursuit_headings:
-            graph.issues.append(Issue(PURSUIT_ROOT_FILE, focus_lines.get(ident, 0), "focus-unknown",
+        file, line = parser.focus_lines.get(ident, (PURSUIT_ROOT_FILE, 0))
+        target = graph.items.get(ident)
+        if target is None:
+            graph.issues.append(Issue(file, line, "focus-unknown", f"Focus names `{ident}`, which does not exist"))
+        elif target.kind != "heading" or target.domain != "pursuit":
+            graph.issues.append(Issue(file, line, "focus-unknown",
                                       f"Focus names `{ident}`, which is not a Pursuit heading"))
-    if PURSUIT_ROOT_FILE in graph.files and graph.focus_line is None:
-        graph.issues.append(Issue(PURSUIT_ROOT_FILE, 1, "focus-missing", "PURSUITS.md has no ## Focus section"))
+    _assign_hashes(graph)
+    return graph
+
+
+def load_mf_graph(dist: Path | str) -> Graph:
+    """An imported shared view's ``dist/`` under the MF profile (COMPAT §1): MEMORY.md is the only
+    root, no Pursuit and no Focus, and a nested ``MF#``/``MQ#`` heading is an error (a view
+    never carries other views). The namespace (``MF#<view>``) is the importer's to apply."""
+    parser = _Parser(Path(dist), MF_ROOT_FILES)
+    graph = parser.run()
+    for item in graph.ordered:
+        if item.kind == "heading" and item.heading_kind in ("MF#", "MQ#"):
+            graph.issues.append(Issue(item.file, item.line, "mf-nested",
+                                      f"{item.heading_kind} heading `{item.id}` inside a shared view: "
+                                      "a view cannot carry other shared views"))
     _assign_hashes(graph)
     return graph

@@ -1,4 +1,4 @@
-"""Memory roots: resolution, profiles and ``init`` (DESIGN.md section 2).
+"""Memory roots: resolution, profiles and ``init`` (docs/architecture.md, "The memory root").
 
 Resolution, first match wins: ``--root``, ``--profile`` (``profiles.toml`` in the default
 root), the nearest ``.rightmemory-profile`` upward from the working directory,
@@ -15,9 +15,18 @@ from pathlib import Path
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
-from rmtui.engine.config import CONFIG_FILE, DEFAULT_TEXT, Config, load_config
 from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.fsutil import atomic_write_text
+from rmtui.engine.memory.config import (
+    CONFIG_FILE,
+    DEFAULT_TEXT,
+    LOCAL_DEFAULT_TEXT,
+    LOCAL_FILE,
+    Config,
+    ensure_local_ignored,
+    load_config,
+    migrate_config,
+)
 
 PROFILE_FILE = ".rightmemory-profile"
 PROFILES_TOML = "profiles.toml"
@@ -26,6 +35,7 @@ PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 GITIGNORE = """\
 # Allow-list: only memory files are tracked; everything else (.runtime/ included) is ignored.
+# rmtui.toml (rmtui-only settings) is deliberately not listed: it is never tracked or synced.
 *
 !.gitignore
 !MEMORY.md
@@ -89,7 +99,8 @@ class MemoryRoot:
 
 
 def open_root(path: Path | str) -> MemoryRoot:
-    """Open an existing root; a folder that is not a Git work tree is refused."""
+    """Open an existing root; a folder that is not a Git work tree with a MEMORY.md is refused
+    before anything is created in it."""
     p = Path(path).expanduser()
     if not p.exists():
         raise UsageError(f"memory root {p} does not exist (create one with `rmtui --headless init {p}`)")
@@ -98,6 +109,9 @@ def open_root(path: Path | str) -> MemoryRoot:
     p = p.resolve()
     if not (p / ".git").exists():
         raise UsageError(f"memory root {p} is not a Git repository")
+    if not (p / "MEMORY.md").is_file():  # a plain repository: touch nothing in it (no .runtime/)
+        raise UsageError(f"{p} is not a memory root: it has no MEMORY.md "
+                         f"(create a root with `rmtui --headless init <folder>`)")
     root = MemoryRoot(p)
     root.ensure_runtime()
     return root
@@ -204,8 +218,12 @@ def resolve_root(root: str | None = None, profile: str | None = None, cwd: Path 
 _ALLOWED_EXISTING = {PROFILES_TOML, ".git"}
 
 
-def init_root(path: Path | str, *, force: bool = False) -> MemoryRoot:
-    """Create a root: Git repository, graph roots, allow-list, config, initial commit."""
+def init_root(path: Path | str, *, force: bool = False, report: list[str] | None = None) -> MemoryRoot:
+    """Create a root: Git repository, graph roots, allow-list, config, initial commit.
+
+    A root adopted with ``force`` keeps its files; an rmtui-only key in its rightmemory.toml
+    moves to rmtui.toml (in the work tree only), and ``report`` receives what moved.
+    """
     import git  # GitPython; imported here to keep engine import light
 
     p = Path(path).expanduser()
@@ -226,13 +244,16 @@ def init_root(path: Path | str, *, force: bool = False) -> MemoryRoot:
         "PURSUITS.md": PURSUITS_TEMPLATE,
         CONFIG_FILE: DEFAULT_TEXT,
     }
-    for name, text in files.items():
+    # an existing rightmemory.toml keeps its settings: rmtui.toml is then made by the migration
+    local = {} if (p / CONFIG_FILE).exists() else {LOCAL_FILE: LOCAL_DEFAULT_TEXT}
+    for name, text in {**files, **local}.items():
         target = p / name
         if target.is_symlink():
             raise UsageError(f"{target} is a symbolic link; refusing to write through it")
         if target.exists():
             continue  # --force adopts a folder; it never overwrites what is already there
         atomic_write_text(target, text)
+    ensure_local_ignored(p)  # rmtui.toml: beside the tracked files, never one of them
     root = MemoryRoot(p)
     root.ensure_runtime()
     # A fallback identity only where Git has none at all (the user's global one wins).
@@ -245,4 +266,7 @@ def init_root(path: Path | str, *, force: bool = False) -> MemoryRoot:
     repo.index.add(list(files))
     if repo.is_dirty(index=True, working_tree=False) or not repo.head.is_valid():
         repo.index.commit("init: rightmemory root")
+    moved = migrate_config(p, notify=False)
+    if report is not None:
+        report.extend(moved)
     return root

@@ -1,6 +1,6 @@
-"""The one validator every writer and `rmtui --headless validate` use (DESIGN.md section 2).
+"""The one validator every writer and `rmtui --headless validate` use (docs/architecture.md, "The memory root").
 
-Graph rules come from the parser in :mod:`rmtui.engine.graph`; this module adds the rules
+Graph rules come from the parser in :mod:`rmtui.engine.memory.graph`; this module adds the rules
 for ``corrections.md`` and the agent correction collections, and the switch the supervisor
 uses to leave correction capacity unenforced.
 """
@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmtui.engine.graph import Graph, Issue, _decode, _read_file, load_graph
+from rmtui.engine.memory.graph import Graph, Issue, _decode, _read_file, load_graph
 
 CORRECTIONS_FILE = "corrections.md"
 COLLECTION_FILES = (
@@ -34,11 +34,21 @@ class Report:
     issues: list[Issue]
 
     @property
+    def errors(self) -> list[Issue]:
+        return [i for i in self.issues if i.is_error]
+
+    @property
+    def warnings(self) -> list[Issue]:
+        return [i for i in self.issues if not i.is_error]
+
+    @property
     def ok(self) -> bool:
-        return not self.issues
+        """Valid: no errors. Warnings never make a root invalid."""
+        return not self.errors
 
     def to_json(self) -> dict:
-        return {"valid": self.ok, "errors": [i.to_json() for i in self.issues], "counts": self.graph.counts()}
+        return {"valid": self.ok, "errors": [i.to_json() for i in self.errors],
+                "warnings": [i.to_json() for i in self.warnings], "counts": self.graph.counts()}
 
 
 def _unfenced(lines: list[str]):
@@ -130,13 +140,52 @@ def check_collection(root: Path, name: str, *, enforce_capacity: bool = True) ->
     return issues
 
 
+SHARED_VIEWS_FILE = "shared_views.toml"
+
+
+def check_shared_view_headings(root: Path, graph: Graph) -> list[Issue]:
+    """Each ``MF#``/``MQ#`` heading should resolve to its ``[connections.<id>]`` in ``shared_views.toml``
+    (of type file / question). Warnings only: the heading is valid graph either way, the view just
+    cannot be pulled or asked until it is connected."""
+    import tomllib
+
+    headings = [i for i in graph.ordered if i.heading_kind in ("MF#", "MQ#") and i.id and i.domain == "memory"]
+    if not headings:
+        return []
+    try:
+        data = tomllib.loads((root / SHARED_VIEWS_FILE).read_text(encoding="utf-8"))
+        conns = data.get("connections", {})
+        conns = conns if isinstance(conns, dict) else {}
+    except FileNotFoundError:
+        conns = {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return []  # a broken registry is the config check's to report
+    out = []
+    for h in headings:
+        want = "file" if h.heading_kind == "MF#" else "question"
+        entry = conns.get(h.id)
+        if not isinstance(entry, dict):
+            out.append(Issue(h.file, h.line, "shared-view-unconnected",
+                             f"{h.heading_kind}{h.id} has no [connections.{h.id}] in {SHARED_VIEWS_FILE}",
+                             "warning"))
+        elif entry.get("type") != want:
+            out.append(Issue(h.file, h.line, "shared-view-type",
+                             f"{h.heading_kind}{h.id} is connected as type {entry.get('type')!r}, not {want!r}",
+                             "warning"))
+    return out
+
+
 def validate_root(root: Path | str, *, enforce_correction_capacity: bool = True) -> Report:
-    """Parse and validate a root (or a worktree); every error carries file, line and rule."""
+    """Parse and validate a root (or a worktree); every issue carries file, line and rule.
+
+    ``Report.ok`` counts errors only; warnings are reported but never fail validation.
+    """
     root = Path(root)
     graph = load_graph(root)
     issues = list(graph.issues)
     issues.extend(check_corrections(root, enforce_capacity=enforce_correction_capacity))
     for name in COLLECTION_FILES:
         issues.extend(check_collection(root, name, enforce_capacity=enforce_correction_capacity))
+    issues.extend(check_shared_view_headings(root, graph))
     issues.sort(key=lambda i: (i.file, i.line, i.rule))
     return Report(graph, issues)

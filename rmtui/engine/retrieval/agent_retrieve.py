@@ -1,11 +1,11 @@
-"""Agent retrieval (DESIGN.md section 6): a model selects, the program renders.
+"""Agent retrieval (docs/architecture.md, "Retrieval"): a model selects, the program renders.
 
 The retrieve role gets read-only tools over the live root and context the program
 prepares: a new session gets the day's snapshot of the graph outline; a later call gets
 the memory diff since the commit last delivered to the session and notices for delivered
 items that changed; every call gets the session's pending evidence. The model must end by
 calling ``submit_selection`` with ``{"ids", "sources", "recent_candidates"}``; the renderer
-(:mod:`rmtui.engine.render`) resolves it against the real files. An invalid selection goes
+(:mod:`rmtui.engine.retrieval.render`) resolves it against the real files. An invalid selection goes
 back to the model with the reason, at most ``retrieve.max_selection_attempts`` times in
 all; then the call fails. The model's prose is never the result.
 """
@@ -15,17 +15,18 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from rmtui.engine.corpus import Corpus, current_fingerprint, load_corpus
-from rmtui.engine.delivery import DeliveryHistory, already_delivered_text, filter_delivered
-from rmtui.engine.errors import ConflictError, EngineError, OperationFailed, UsageError
-from rmtui.engine.executors.base import AbortTurn, ToolError, ToolSpec
+from rmtui.engine.errors import ConflictError, OperationFailed, UsageError
+from rmtui.engine.evidence.queue import EvidenceQueue, check_identifier
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock
-from rmtui.engine.queue import EvidenceQueue, check_identifier
-from rmtui.engine.render import NO_STRONG_MATCH, SELECTION_KEYS, Unit, render, resolve_selection
-from rmtui.engine.roots import MemoryRoot
+from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.retrieval.corpus import Corpus, current_fingerprint, load_corpus
+from rmtui.engine.retrieval.delivery import DeliveryHistory, already_delivered_text, filter_delivered
+from rmtui.engine.retrieval.render import NO_STRONG_MATCH, SELECTION_KEYS, Unit, render, resolve_selection
+from rmtui.engine.retrieval.result import RetrieveResult
+from rmtui.engine.roles.executors.base import AbortTurn, ToolError, ToolSpec
 
 ROLE = "retrieve"
 GRAPH_PATHS = ("MEMORY.md", "MEMORY_*.md", "PURSUITS.md", "PURSUIT_*.md")
@@ -66,7 +67,7 @@ class Selection:
 
 
 def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _git(root: MemoryRoot, *argv: str) -> str:
@@ -129,7 +130,7 @@ def _changed_delivered(corpus: Corpus, delivered: dict) -> list[tuple[str, str]]
 
 def build_context(root: MemoryRoot, session: str, need: str, corpus: Corpus, commit: str | None,
                   recent: dict[str, tuple[str, str]], delivered: dict, last_commit: str | None) -> str:
-    from rmtui.engine.tools import RoleTools
+    from rmtui.engine.roles.tools import RoleTools
 
     parts = [f"Need: {need}", f"Session: {session}", f"Memory commit: {commit or 'none'}"]
     if last_commit is None:
@@ -153,8 +154,30 @@ def build_context(root: MemoryRoot, session: str, need: str, corpus: Corpus, com
                      "recent_candidates when it matters):\n" +
                      "\n\n".join(f"<evidence uid=\"{uid}\" {label}>\n{text.strip()}\n</evidence>"
                                  for uid, (label, text) in recent.items()))
+    imported = imported_outline(corpus)
+    if imported:
+        parts.append(imported)
     parts.append("Find what matters with the tools, then call submit_selection.")
     return "\n\n".join(parts)
+
+
+MAX_IMPORTED_ROWS = 300
+
+
+def imported_outline(corpus: Corpus) -> str:
+    """The imported shared views' items (the tools cannot read ``.runtime``): qualified id and first words."""
+    rows = [e for e in corpus.entries if e.key.startswith("MF#") and e.id]
+    if not rows:
+        return ""
+    lines = ["Imported shared views (read-only; select an item by its qualified id, a whole view as "
+             "MF#<view>, a free-form source as MF#<view>/M#<id> with line ranges):"]
+    for e in rows[:MAX_IMPORTED_ROWS]:
+        words = " ".join(e.text.split())[:120]
+        where = f" [{e.context}]" if e.context else ""
+        lines.append(f"- `{e.key if e.kind == 'source' else e.id}`{where} {words}")
+    if len(rows) > MAX_IMPORTED_ROWS:
+        lines.append(f"… and {len(rows) - MAX_IMPORTED_ROWS} more")
+    return "\n".join(lines)
 
 
 def _render_selection(corpus: Corpus, raw: dict, recent: dict, delivered: dict, include_returned: bool,
@@ -173,11 +196,10 @@ def _render_selection(corpus: Corpus, raw: dict, recent: dict, delivered: dict, 
 def agent_retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = None,
                    include_returned: bool = False, executor=None, warnings: list[str] | None = None):
     """Run the retrieve role for ``need`` and return the rendered selection (a RetrieveResult)."""
-    from rmtui.engine.executors import DebugTrace, make_executor
-    from rmtui.engine.prompts import role_instructions
     from rmtui.engine.gitutil import head_commit
-    from rmtui.engine.retrieve import RetrieveResult
-    from rmtui.engine.tools import RoleTools
+    from rmtui.engine.roles.executors import DebugTrace, make_executor
+    from rmtui.engine.roles.prompts import role_instructions
+    from rmtui.engine.roles.tools import RoleTools
 
     check_identifier(session, "session id")
     if not need or not need.strip():
@@ -235,6 +257,7 @@ def agent_retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None
                        "recent_candidates (empty lists when nothing is relevant).")
     finally:
         conv.close()
+    assert sel.raw is not None  # a terminal result means submit_selection accepted a selection
 
     # render against the files as they are now, under the lock (once more on a changed corpus)
     for attempt in (0, 1):

@@ -1,4 +1,4 @@
-"""The retrieval corpus: searchable entries projected from the parsed graph (DESIGN.md s.6).
+"""The retrieval corpus: searchable entries projected from the parsed graph (docs/architecture.md, "Retrieval").
 
 One entry per node, one per heading that has its own body text, one per passage of an
 ``M#`` free-form file and one per ``S#`` skill. Each entry keeps its exact source location
@@ -14,25 +14,29 @@ byte the same (checked by SHA-256, never by timestamps).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import marshal
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rmtui.engine.errors import UsageError
 
 if TYPE_CHECKING:  # the parser is imported only when the corpus must be rebuilt
-    from rmtui.engine.graph import Graph, Item
+    from rmtui.engine.memory.graph import Graph, Item
 
-CACHE_VERSION = 3
+CACHE_VERSION = 4  # 4: imported shared views (MF#) join the corpus
 PASSAGE_CHARS = 1500
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _EDGE_TAIL_RE = re.compile(r"\s*(?:→|->)\s*\[[^\]]*\]\s*$")
 _NODE_HEAD_RE = re.compile(r"^[ \t]*[-*+]\s+`([^`]*)`\s*")
 _ANCHOR_RE = re.compile(r"\s*\{[A-Z]*#\s*[^\s{}]+\}.*$")
+#: Where promoted shared view imports live (the views package downloads, validates and promotes
+#: them; retrieval only reads them): ``<root>/.runtime/shared_views/imports/<view>/dist/``.
+IMPORTS_DIR = ".runtime/shared_views/imports"
 
 
 @dataclass
@@ -124,7 +128,7 @@ class Corpus:
     def key_hashes(self) -> dict[str, str]:
         """Entry key -> content hash, for delivery history (no entry objects built)."""
         if isinstance(self.entries, EntryList):
-            return dict(zip(self.entries.column(0), self.entries.column(6)))
+            return dict(zip(self.entries.column(0), self.entries.column(6), strict=True))
         return {e.key: e.hash for e in self.entries}
 
     def neighbour_arrays(self):
@@ -269,9 +273,13 @@ def split_passages(text: str, limit: int = PASSAGE_CHARS) -> list[str]:
     return parts
 
 
-def build_corpus(root: Path, graph: Graph | None = None) -> Corpus:
-    """Project ``graph`` (parsed from ``root`` when not given) into retrieval entries."""
-    from rmtui.engine.graph import MEMORY_ROOT_FILE, load_graph
+def build_corpus(root: Path, graph: Graph | None = None, *, imports: bool = True) -> Corpus:
+    """Project ``graph`` (parsed from ``root`` when not given) into retrieval entries.
+
+    With ``imports``, every ``MF#`` heading whose view is imported brings that view's items
+    too, with qualified ids (``MF#<view>/<id>``) and the heading as their context.
+    """
+    from rmtui.engine.memory.graph import MEMORY_ROOT_FILE, load_graph
 
     root = Path(root)
     if graph is None:
@@ -360,10 +368,67 @@ def build_corpus(root: Path, graph: Graph | None = None) -> Corpus:
 
     for siblings in by_parent.values():
         nodes = [i for i in siblings if entries[i].kind == "node"]
-        for a, b in zip(nodes, nodes[1:]):
+        for a, b in itertools.pairwise(nodes):
             entries[a].next, entries[b].prev = b, a
     fp = graph.fingerprint()
-    return Corpus(root, fp, entries, headings, files, missing, len(graph.issues), texts=dict(texts))
+    issues = len(graph.issues)
+    texts = dict(texts)
+    if imports:
+        views = [i for i in order if i.heading_kind == "MF#" and i.domain == "memory" and i.id
+                 and i.id not in (".", "..")]
+        parts = [fp]
+        rank_next = len(order)
+        for item in views:
+            rel = f"{IMPORTS_DIR}/{item.id}/dist"
+            sub = _imported(root / rel)
+            if sub is None:
+                missing.append(f"{rel}/MEMORY.md")  # appears with the first pull
+                continue
+            anc, context = scope_of(item)
+            _merge_import(item.id or "", rel, sub, entries, headings, anc, context, rank_next)
+            rank_next += 1 + max((e.rank for e in sub.entries), default=0)
+            files.update({f"{rel}/{n}": d for n, d in sub.files.items()})
+            missing.extend(f"{rel}/{n}" for n in sub.missing)
+            texts.update({f"{rel}/{n}": lines for n, lines in sub.texts.items()})
+            issues += sub.issues
+            parts.append(f"{item.id}\0{sub.fingerprint}")
+        if len(parts) > 1:
+            fp = hashlib.sha256("\0".join(parts).encode()).hexdigest()
+    return Corpus(root, fp, entries, headings, files, missing, issues, texts=texts)
+
+
+def _imported(dist: Path) -> Corpus | None:
+    """The corpus of one promoted import (MF profile), or None when there is none."""
+    import stat
+
+    from rmtui.engine.memory.graph import load_mf_graph
+
+    try:
+        if not stat.S_ISREG(os.lstat(dist / "MEMORY.md").st_mode) or os.path.islink(dist) \
+                or os.path.islink(dist.parent):
+            return None
+    except OSError:
+        return None
+    return build_corpus(dist, load_mf_graph(dist), imports=False)
+
+
+def _qualify(view: str, key: str) -> str:
+    return f"MF#{view}/{key}"
+
+
+def _merge_import(view: str, rel: str, sub: Corpus, entries: list[Entry], headings: list[HeadingRef],
+                  anc: list[int], context: str, rank_base: int) -> None:
+    """Append an import's entries: qualified ids and keys, files under ``rel``, the MF# heading's
+    scope prepended to each entry's ancestors, ranks after the root's own entries."""
+    h_off, e_off = len(headings), len(entries)
+    headings.extend(HeadingRef(_qualify(view, h.id) if h.id else None, f"{rel}/{h.file}", h.line, h.title, h.hash)
+                    for h in sub.headings)
+    for e in sub.entries:
+        entries.append(Entry(
+            _qualify(view, e.key), _qualify(view, e.id) if e.id else None, e.kind, f"{rel}/{e.file}", e.start_line,
+            e.end_line, e.hash, rank_base + e.rank, e.text, list(e.lines), anc + [h_off + i for i in e.ancestors],
+            " / ".join(c for c in (context, e.context) if c), e.prev + e_off if e.prev >= 0 else -1,
+            e.next + e_off if e.next >= 0 else -1, e.uncertain, _qualify(view, e.label) if e.label else ""))
 
 
 def _source_entries(owner: Item, graph: Graph, entries: list[Entry], anc: list[int],
@@ -396,7 +461,7 @@ def _cache_path(root: Path) -> Path:
 def load_corpus(root: Path) -> Corpus:
     """The corpus of ``root`` now: the cached one if no parsed file changed, else rebuilt.
 
-    Call it under the memory lock (DESIGN.md section 5) so the snapshot is consistent.
+    Call it under the memory lock (docs/architecture.md, "Lock discipline") so the snapshot is consistent.
     """
     root = Path(root)
     key = str(root.resolve())

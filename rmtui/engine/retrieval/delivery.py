@@ -1,4 +1,4 @@
-"""Per-session delivery history (DESIGN.md section 6).
+"""Per-session delivery history (docs/architecture.md, "Retrieval").
 
 For each session: which items were delivered with which content hash, and the memory
 commit of the last delivery. Unchanged items are not sent again (unless the caller asks
@@ -13,26 +13,7 @@ import time
 from dataclasses import dataclass
 
 from rmtui.engine import store
-from rmtui.engine.queue import check_identifier
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS retrieve_delivery (
-    session TEXT NOT NULL,
-    key TEXT NOT NULL,
-    item_id TEXT,
-    hash TEXT NOT NULL,
-    noticed_hash TEXT,
-    commit_id TEXT,
-    delivered_at REAL NOT NULL,
-    PRIMARY KEY (session, key)
-);
-CREATE TABLE IF NOT EXISTS retrieve_session (
-    session TEXT PRIMARY KEY,
-    last_commit TEXT,
-    calls INTEGER NOT NULL DEFAULT 0,
-    updated_at REAL NOT NULL
-);
-"""
+from rmtui.engine.evidence.queue import check_identifier
 
 
 @dataclass
@@ -47,7 +28,7 @@ class DeliveryHistory(store.StoreHandle):
     """Delivery records of one root; one short SQLite connection per use."""
 
     def __init__(self, runtime) -> None:
-        self.conn = store.connect(runtime, SCHEMA)
+        self.conn = store.connect(runtime)
 
     def delivered(self, session: str) -> dict[str, Delivered]:
         check_identifier(session, "session id")

@@ -1,41 +1,32 @@
-"""Client side of the embedding service: the HTTP client and the local warm service launcher.
+"""Client side of the embedding service: the validating API client and the local warm
+service launcher.
 
-Kept apart from the server (``embed_service``) so that a short CLI call imports neither
-``http.server`` nor ``http.client`` (which pulls in the ``email`` package): a warm
-``retrieve`` pays only for what it uses. See ``embed_service`` for the API.
+Kept apart from the server (``embed_service``) so that a CLI call never imports the
+server's stack. HTTP itself is :mod:`rmtui.engine.retrieval.service_http`, the one client
+shared with the warm retrieve route. See ``embed_service`` for the API.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from rmtui.engine.embeddings import ModelInfo
-from rmtui.engine.errors import ConflictError, UnavailableError, UsageError
+from rmtui.engine import progress
+from rmtui.engine.errors import ConflictError
 from rmtui.engine.locks import file_lock, try_lock
-from rmtui.engine.service_state import read_state, service_dir  # noqa: F401  (re-exported)
+from rmtui.engine.retrieval.embeddings import ModelInfo
+from rmtui.engine.retrieval.service_http import MAX_RESPONSE_BYTES, JsonHttpClient, ServiceError  # noqa: F401  (re-exported)
+from rmtui.engine.retrieval.service_state import read_state, service_dir  # noqa: F401  (re-exported)
 
 MAX_TEXT_CHARS = 131072
 MAX_BODY_BYTES = 64 * 1024 * 1024
-MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 TOKEN_ENV = "RIGHTMEMORY_EMBEDDING_API_KEY"
-
-
-class ServiceError(UnavailableError):
-    """The embedding service could not complete a valid request (exit 4)."""
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message, details={"status": status} if status else None)
-        self.status = status
 
 
 # -- client ------------------------------------------------------------------------------
@@ -44,15 +35,9 @@ class ServiceClient:
     """Client of any RightMemory embedding service; validates every answer."""
 
     def __init__(self, url: str, token: str | None = None, *, timeout: float = 120.0,
-                 info: dict | None = None) -> None:
-        parts = urlsplit(url.rstrip("/"))
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise UsageError(f"embedding service URL {url!r} must be http(s)://host:port")
-        self.url = url.rstrip("/")
-        self._parts = parts
-        self.token = token
-        self.timeout = timeout
-        self._conn = None
+                 info: dict | None = None, cafile: str | None = None) -> None:
+        self.http = JsonHttpClient(url, token, timeout=timeout, cafile=cafile)
+        self.url = self.http.url
         self._info: ModelInfo | None = None
         if info is not None:  # known from the local service's state file: saves a round trip
             try:
@@ -60,45 +45,11 @@ class ServiceClient:
             except ServiceError:
                 self._info = None
 
-    def _connection(self):
-        if self._conn is None:
-            if self._parts.scheme == "https":
-                import http.client
-
-                self._conn = _HttpsExchange(http.client.HTTPSConnection(self._parts.hostname, self._parts.port,
-                                                                        timeout=self.timeout))
-            else:
-                self._conn = _Http11(self._parts.hostname, self._parts.port or 80, self.timeout)
-        return self._conn
-
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        self.http.close()
 
     def request(self, method: str, route: str, payload: dict | None = None) -> dict:
-        headers = {"Accept": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        body = None
-        if payload is not None:
-            body = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode()
-            headers["Content-Type"] = "application/json"
-        prefix = self._parts.path or ""
-        for attempt in (0, 1):  # a kept-alive connection may have been closed by the server
-            try:
-                status, raw = self._connection().exchange(method, prefix + route, headers, body)
-                break
-            except (OSError, ValueError) as exc:
-                self.close()
-                if attempt:
-                    raise ServiceError(f"embedding service at {self.url} is unavailable: {exc}") from exc
-        if len(raw) > MAX_RESPONSE_BYTES:
-            raise ServiceError("embedding service response is too large")
-        try:
-            data = json.loads(raw) if raw else {}
-        except ValueError:
-            raise ServiceError(f"embedding service returned invalid JSON (HTTP {status})") from None
+        status, data = self.http.request(method, route, payload)
         if status != 200:
             detail = data.get("detail") if isinstance(data, dict) else None
             msg = f"embedding service rejected {route}: HTTP {status}" + (f": {str(detail)[:300]}" if detail else "")
@@ -153,74 +104,6 @@ class ServiceClient:
         return order
 
 
-class _Http11:
-    """A minimal HTTP/1.1 client over one kept-alive socket.
-
-    ``http.client`` drags in the ``email`` package (tens of milliseconds), paid by every
-    short CLI call; the service always answers with Content-Length, which is all this needs.
-    """
-
-    def __init__(self, host: str, port: int, timeout: float) -> None:
-        self.host, self.port, self.timeout = host, port, timeout
-        self.sock: socket.socket | None = None
-        self.buf = b""
-
-    def close(self) -> None:
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
-        self.buf = b""
-
-    def _recv(self) -> bytes:
-        chunk = self.sock.recv(1 << 16)
-        if not chunk:
-            raise ConnectionError("connection closed by the service")
-        return chunk
-
-    def exchange(self, method: str, path: str, headers: dict, body: bytes | None) -> tuple[int, bytes]:
-        if self.sock is None:
-            self.sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Connection: keep-alive",
-                 f"Content-Length: {len(body or b'')}"] + [f"{k}: {v}" for k, v in headers.items()]
-        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b""))
-        while b"\r\n\r\n" not in self.buf:
-            self.buf += self._recv()
-            if len(self.buf) > 65536 and b"\r\n\r\n" not in self.buf:
-                raise ValueError("response headers are too large")
-        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
-        status_line, *header_lines = head.decode("latin-1").split("\r\n")
-        parts = status_line.split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-            raise ValueError(f"malformed status line {status_line[:80]!r}")
-        fields = {}
-        for line in header_lines:
-            k, _, v = line.partition(":")
-            fields[k.strip().lower()] = v.strip()
-        length = int(fields.get("content-length", "0"))
-        if length > MAX_RESPONSE_BYTES:
-            raise ValueError("response is too large")
-        while len(self.buf) < length:
-            self.buf += self._recv()
-        data, self.buf = self.buf[:length], self.buf[length:]
-        if fields.get("connection", "").lower() == "close":
-            self.close()
-        return int(parts[1]), data
-
-
-class _HttpsExchange:
-    def __init__(self, conn) -> None:
-        self.conn = conn
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def exchange(self, method: str, path: str, headers: dict, body: bytes | None) -> tuple[int, bytes]:
-        self.conn.request(method, path, body=body, headers=headers)
-        resp = self.conn.getresponse()
-        return status, resp.read(MAX_RESPONSE_BYTES + 1)
-
-
 def _check_vector(value, dim: int) -> list[float]:
     if not isinstance(value, list) or len(value) != dim or any(type(x) not in (int, float) for x in value):
         raise ServiceError("embedding vector has invalid dimensions or values")
@@ -269,6 +152,7 @@ def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_ti
             if not _alive(state_dir):
                 (state_dir / "state.json").unlink(missing_ok=True)
                 proc = _launch(state_dir, model_path, reranker_path, idle_timeout)
+            progress.report("starting the local embedding model (the first use takes a few seconds)")
             while time.monotonic() < deadline:
                 st = read_state(state_dir)
                 if st is not None:

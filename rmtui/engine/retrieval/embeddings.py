@@ -19,8 +19,8 @@ from typing import Protocol
 
 import numpy as np
 
-from rmtui.engine.service_state import DEFAULT_MODEL, resolve_model_path  # noqa: F401  (re-exported)
-from rmtui.engine.errors import UnavailableError, UsageError
+from rmtui.engine.errors import UsageError
+from rmtui.engine.retrieval.service_state import DEFAULT_MODEL, resolve_model_path  # noqa: F401  (re-exported)
 
 EMBED_BATCH = 64
 MAX_CANDIDATES = 200
@@ -99,6 +99,8 @@ class SentenceEmbedder:
         self.model = SentenceTransformer(str(path), device=device, local_files_only=True)
         dim = self.model.get_embedding_dimension() if hasattr(self.model, "get_embedding_dimension") \
             else self.model.get_sentence_embedding_dimension()
+        if dim is None:
+            raise UsageError(f"embedding model {path} does not declare its embedding dimension")
         self.dimensions = int(dim)
         self.max_batch_size = EMBED_BATCH
         self.identity = model_identity(self.path, self.adapter)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rmtui.engine.corpus import Corpus, Entry, slug_words, split_passages
+from rmtui.engine.retrieval.corpus import Corpus, Entry, slug_words, split_passages
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -129,7 +129,8 @@ def dense_text(corpus: Corpus, index: int, params: RankParams) -> str:
     entry = corpus.entries[index]
     body = entry.text
     if params.window_in_dense:
-        before, after = [], []
+        before: list[str] = []
+        after: list[str] = []
         cur = entry.prev
         for _ in range(params.window_in_dense):
             if cur < 0:
@@ -233,7 +234,8 @@ class LexicalIndex:
                 dtype = np.dtype(dt)
                 arrays.append(np.frombuffer(raw, dtype=dtype, count=count, offset=off))
                 off += dtype.itemsize * count
-            return cls(head["key"], head["vocab"], *arrays, head["num_entries"])
+            data, indices, indptr, owner = arrays
+            return cls(head["key"], head["vocab"], data, indices, indptr, owner, head["num_entries"])
         except (ValueError, EOFError, TypeError, KeyError):
             return None
 

@@ -1,4 +1,4 @@
-"""Rendering of selected memory as exact source text (DESIGN.md section 6).
+"""Rendering of selected memory as exact source text (docs/architecture.md, "Retrieval").
 
 Two callers, one renderer: embedding retrieval hands ranked corpus entries, agent
 retrieval hands a model's selection ``{"ids", "sources", "recent_candidates"}`` (no other
@@ -14,12 +14,14 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-from rmtui.engine.corpus import Corpus, Entry, widen_to_fences
 from rmtui.engine.errors import UsageError
+from rmtui.engine.retrieval.corpus import Corpus, Entry, widen_to_fences
 
 NO_STRONG_MATCH = "no strong match"
 SELECTION_KEYS = ("ids", "sources", "recent_candidates")
-_SOURCE_ID_RE = re.compile(r"^(M#|S#|MF#)([A-Za-z0-9_.-]+)$")
+_SOURCE_ID_RE = re.compile(r"^(?:MF#([A-Za-z0-9_.-]+)/)?(M#|S#|MF#)([A-Za-z0-9_.-]+)$")
+#: An imported shared view (``MF#<view>``) or one of its items (``MF#<view>/<id>``).
+_QUALIFIED_RE = re.compile(r"^MF#([A-Za-z0-9_.-]+)(?:/([A-Za-z0-9_.-]+))?$")
 
 
 class OutputTooLarge(UsageError):
@@ -83,7 +85,7 @@ def resolve_selection(corpus: Corpus, selection, *, recent: dict[str, tuple[str,
         raise UsageError("selection: sources must be a list")
     recent_ids = _str_list(selection.get("recent_candidates", []), "recent_candidates")
 
-    from rmtui.engine.graph import ID_RE
+    from rmtui.engine.memory.graph import ID_RE
 
     units: list[Unit] = []
     by_id: dict[str, Entry] = {}
@@ -94,11 +96,17 @@ def resolve_selection(corpus: Corpus, selection, *, recent: dict[str, tuple[str,
     for i, h in enumerate(corpus.headings):
         if h.id is not None:
             heading_index.setdefault(h.id, i)
-    unknown = [i for i in ids if not ID_RE.match(i) or (i not in by_id and i not in heading_index)]
+    views = imported_views(corpus)
+    whole = [i for i in ids if i.startswith("MF#") and _check_view(i, views) and "/" not in i]
+    unknown = [i for i in ids if i not in whole and (
+        not (ID_RE.match(i) or i.startswith("MF#")) or (i not in by_id and i not in heading_index))]
     if unknown:
         raise UsageError(f"selection names unknown ids: {', '.join(unknown)}")
     for ident in dict.fromkeys(ids):
-        units.extend(_subtree_units(corpus, ident, by_id, heading_index))
+        if ident in whole:  # a whole imported view
+            units.extend(unit_of(e) for e in corpus.entries if e.key.startswith(ident + "/"))
+        else:
+            units.extend(_subtree_units(corpus, ident, by_id, heading_index))
 
     for n, src in enumerate(sources):
         units.extend(_resolve_source(corpus, src, n))
@@ -112,6 +120,22 @@ def resolve_selection(corpus: Corpus, selection, *, recent: dict[str, tuple[str,
         units.append(Unit(f"recent:{uid}", None, "recent", "", [], [], 1e12 + pos,
                           hashlib.sha256(text.encode()).hexdigest(), label=label, text=text))
     return _dedupe(units)
+
+
+def imported_views(corpus: Corpus) -> set[str]:
+    """The shared views whose items are in the corpus (their keys are ``MF#<view>/…``)."""
+    return {e.key[3:].split("/", 1)[0] for e in corpus.entries if e.key.startswith("MF#") and "/" in e.key}
+
+
+def _check_view(ident: str, views: set[str]) -> bool:
+    """Refuse a malformed or unknown ``MF#`` qualifier with a clear error; True when it is fine."""
+    m = _QUALIFIED_RE.match(ident)
+    if m is None:
+        raise UsageError(f"selection id {ident!r} is not a shared view id: use MF#<view> or MF#<view>/<id>")
+    view = m.group(1)
+    if view in (".", "..") or view not in views:
+        raise UsageError(f"selection names shared view `MF#{view}`, which is not imported in this root")
+    return True
 
 
 def _subtree_units(corpus: Corpus, ident: str, by_id: dict[str, Entry], heading_index: dict[str, int]) -> list[Unit]:
@@ -138,15 +162,21 @@ def _resolve_source(corpus: Corpus, src, n: int) -> list[Unit]:
     if extra:
         raise UsageError(f"selection: {where} has unknown keys: {', '.join(extra)}")
     sid = src.get("source_id")
-    if not isinstance(sid, str) or not _SOURCE_ID_RE.match(sid):
-        raise UsageError(f"selection: {where}.source_id must be M#id, S#id or MF#id")
-    kind, owner = _SOURCE_ID_RE.match(sid).groups()
+    if not isinstance(sid, str) or (m := _SOURCE_ID_RE.match(sid)) is None:
+        raise UsageError(f"selection: {where}.source_id must be M#id, S#id, MF#<view>/M#id or MF#<view>/S#id")
+    view, kind, owner = m.groups()
+    if view is not None:
+        if kind == "MF#":
+            raise UsageError(f"selection: `{sid}`: a shared view holds no other views")
+        _check_view(f"MF#{view}", imported_views(corpus))
+        owner = f"MF#{view}/{owner}"
     ids = _str_list(src.get("ids", []), f"{where}.ids")
     ranges = src.get("ranges", [])
     if not isinstance(ranges, list):
         raise UsageError(f"selection: {where}.ranges must be a list")
     if kind == "MF#":
-        raise UsageError(f"selection: shared view source `{sid}` is not imported in this root")
+        raise UsageError(f"selection: `{sid}` is a shared view, not a source; select it (or MF#{owner}/<id>) "
+                         "in ids")
     entries = [e for e in corpus.entries if e.kind == "source" and e.label == sid]
     heading = next((i for i, h in enumerate(corpus.headings) if h.id == owner), None)
     if not entries and heading is None:

@@ -1,13 +1,15 @@
-"""Retrieval orchestration, called by every front (DESIGN.md section 6).
+"""Retrieval orchestration, called by every front (docs/architecture.md, "Retrieval").
 
 ``retrieve(root, session, need)``: snapshot the corpus under the memory lock, rank outside
 it (BM25 here, dense vectors from the cache plus the model host for what is missing and
 for the query), re-check the corpus fingerprint under the lock (one retry if it changed),
 render the chosen entries as source text, and record the delivery for the session.
 
-Model hosts: a configured embedding service, else the local warm service started on
-demand (the CLI never imports torch), or an in-process backend handed in by a
-long-lived front (MCP server, TUI). When none can be reached, retrieval degrades to BM25
+Model hosts: a configured embedding service (``[retrieve.embedding]`` in rightmemory.toml, as
+RightMemory has it, or rmtui's ``embedding.service_url``), else the local warm service started
+on demand (the CLI never imports torch), or an in-process backend handed in by a
+long-lived front (MCP server, TUI). With ``[retrieve.embedding]`` the service's reranker
+reorders the top ``candidate_count`` candidates and ``result_count`` of them are returned. When none can be reached, retrieval degrades to BM25
 alone with a warning (``embedding.fallback_lexical = false`` makes it an error instead);
 agent retrieval as a fallback plugs in through :data:`AGENT_FALLBACK`.
 """
@@ -18,21 +20,24 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from rmtui.engine.corpus import Corpus, current_fingerprint, load_corpus, split_passages
-from rmtui.engine.delivery import DeliveryHistory, already_delivered_text, filter_delivered
-from rmtui.engine.embed_client import ServiceClient, ServiceError, ensure_local_service
-from rmtui.engine.gitutil import head_commit
+from rmtui.engine import progress
 from rmtui.engine.errors import ConflictError, UsageError
+from rmtui.engine.gitutil import head_commit
 from rmtui.engine.locks import file_lock, try_lock
-from rmtui.engine.ranking import (
-    RankParams,
+from rmtui.engine.memory.config import embedding_service
+from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.retrieval.corpus import Corpus, current_fingerprint, load_corpus, split_passages
+from rmtui.engine.retrieval.delivery import DeliveryHistory, already_delivered_text, filter_delivered
+from rmtui.engine.retrieval.embed_client import ServiceClient, ServiceError, ensure_local_service
+from rmtui.engine.retrieval.ranking import (
     Ranked,
+    RankParams,
     best_per_entry,
     dense_text,
     load_lexical,
@@ -40,11 +45,11 @@ from rmtui.engine.ranking import (
     rank,
     tokenize,
 )
-from rmtui.engine.render import NO_STRONG_MATCH, Unit, render, unit_of
-from rmtui.engine.roots import MemoryRoot
-from rmtui.engine.vectors import KEY_DTYPE, VectorCache, as_keys, text_key
+from rmtui.engine.retrieval.render import NO_STRONG_MATCH, Unit, render, unit_of
+from rmtui.engine.retrieval.result import RetrieveResult
+from rmtui.engine.retrieval.vectors import KEY_DTYPE, VectorCache, as_keys, text_key
 
-# Agent retrieval (rmtui.engine.agent_retrieve) serves retrieve.backend = "agent" and, when a
+# Agent retrieval (rmtui.engine.retrieval.agent_retrieve) serves retrieve.backend = "agent" and, when a
 # retrieve model is configured, stands in for an unreachable embedding service.
 AGENT_FALLBACK: Callable[..., RetrieveResult] | None = None
 
@@ -56,34 +61,18 @@ class _UseAgent(Exception):
 def _agent(root: MemoryRoot, session: str, need: str, top, include_returned: bool, warnings: list[str]):
     if AGENT_FALLBACK is not None:
         return AGENT_FALLBACK(root, session, need, top, include_returned)
-    from rmtui.engine.agent_retrieve import agent_retrieve
+    from rmtui.engine.retrieval.agent_retrieve import agent_retrieve
 
     return agent_retrieve(root, session, need, top=top, include_returned=include_returned, warnings=warnings)
 
 
 def _agent_fallback_ready(cfg) -> bool:
-    from rmtui.engine.executors.config import resolve_role_executor
+    from rmtui.engine.roles.executors.config import resolve_role_executor
 
-    return bool(cfg.get("retrieve.fallback_to_agent")) and resolve_role_executor(cfg, "retrieve") is not None
-
-
-@dataclass
-class RetrieveResult:
-    text: str
-    results: list[dict]
-    commit: str | None
-    fingerprint: str
-    mode: str  # "hybrid" | "lexical" | "dense"
-    notices: list[dict] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    dense_coverage: float | None = None
-    timings: dict = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        return {"results": self.results, "text": self.text, "commit": self.commit, "fingerprint": self.fingerprint,
-                "mode": self.mode, "notices": self.notices, "skipped": self.skipped, "warnings": self.warnings,
-                "dense_coverage": self.dense_coverage}
+    if not cfg.get("retrieve.fallback_to_agent"):
+        return False
+    resolved = resolve_role_executor(cfg, "retrieve")
+    return resolved is not None and not resolved.borrowed  # a retrieve executor of its own
 
 
 @dataclass
@@ -96,6 +85,15 @@ class SearchOutcome:
     matched: bool  # something clears the relevance gate
 
 
+def counts_from_config(cfg) -> tuple[int, int, bool]:
+    """(items returned by default, rerank window, whether to rerank): ``[retrieve.embedding]``
+    result_count / candidate_count with the service's reranker, else rmtui's own settings."""
+    svc = embedding_service(cfg)
+    if svc is not None and svc.original:
+        return svc.result_count, svc.candidate_count, True
+    return int(cfg.get("retrieve.top_k")), int(cfg.get("embedding.rerank_top")), bool(cfg.get("embedding.reranker_path"))
+
+
 def params_from_config(cfg) -> RankParams:
     return RankParams(lexical_weight=float(cfg.get("retrieve.lexical_weight")),
                       neighbour_weight=float(cfg.get("retrieve.neighbour_weight")))
@@ -105,20 +103,19 @@ def params_from_config(cfg) -> RankParams:
 
 def cli_backend(root: MemoryRoot, cfg, *, wait_seconds: float | None = None):
     """The model host for a short-lived process: configured service, else the local warm one."""
-    url = cfg.get("embedding.service_url")
-    if url:
-        env = cfg.get("embedding.service_token_env")
-        return ServiceClient(url, os.environ.get(env) if env else None, timeout=60.0)
+    svc = embedding_service(cfg)
+    if svc is not None:
+        return ServiceClient(svc.url, svc.api_key, timeout=svc.timeout_seconds)
     if not cfg.get("embedding.local_service"):
-        raise ServiceError("no embedding service is configured (embedding.service_url) and "
-                           "embedding.local_service is off")
-    from rmtui.engine.embeddings import resolve_model_path
+        raise ServiceError("no embedding service is configured ([retrieve.embedding] url in rightmemory.toml "
+                           "or embedding.service_url in rmtui.toml) and embedding.local_service is off")
+    from rmtui.engine.retrieval.embeddings import resolve_model_path
 
     path = resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path"))
     wait = float(cfg.get("embedding.dense_budget_seconds")) if wait_seconds is None else wait_seconds
-    svc = ensure_local_service(path, cfg.get("embedding.reranker_path"),
-                               idle_timeout=float(cfg.get("embedding.idle_timeout_seconds")), wait_seconds=wait)
-    return ServiceClient(svc.url, svc.token or None, timeout=60.0, info=svc.info)
+    local = ensure_local_service(path, cfg.get("embedding.reranker_path"),
+                                 idle_timeout=float(cfg.get("embedding.idle_timeout_seconds")), wait_seconds=wait)
+    return ServiceClient(local.url, local.token or None, timeout=60.0, info=local.info)
 
 
 # -- dense scores -------------------------------------------------------------------------
@@ -129,8 +126,8 @@ class DenseIndex:
 
     keys: np.ndarray  # "S32" digests; never index single elements (numpy strips trailing NULs)
     owner: np.ndarray
-    _corpus: Corpus | None = None
-    _params: RankParams | None = None
+    _corpus: Corpus
+    _params: RankParams
     _parts: list[str] | None = None
 
     @property
@@ -194,9 +191,10 @@ def fill_vectors(cache: VectorCache, index: DenseIndex, backend, *, deadline: fl
             break
         chunk = items[off:off + batch]
         vecs = backend.embed([t for _, t in chunk], "passage")
-        for (k, _), v in zip(chunk, vecs):
+        for (k, _), v in zip(chunk, vecs, strict=True):
             pending[k] = v
         done += len(chunk)
+        progress.report("embedding memory passages", done, len(items))
         if time.monotonic() - last_flush > 5.0:  # long fills persist progress as they go
             cache.add(pending, live)
             pending, last_flush = {}, time.monotonic()
@@ -205,7 +203,7 @@ def fill_vectors(cache: VectorCache, index: DenseIndex, backend, *, deadline: fl
 
 
 def dense_scores(corpus: Corpus, need: str, backend, params: RankParams, cache_dir: Path,
-                 *, deadline: float | None) -> tuple[np.ndarray, float, list[str]]:
+                 *, deadline: float | None) -> tuple[np.ndarray, float, DenseIndex]:
     """Cosine of the need with each entry's best passage; coverage of the cached vectors."""
     info = backend.info()
     index = dense_index(corpus, params, cache_dir)
@@ -236,19 +234,26 @@ def search(root: MemoryRoot, need: str, *, top: int, corpus: Corpus, backend, cf
         if coverage < 1.0:
             warnings.append(f"dense index incomplete ({coverage:.0%} of passages embedded); "
                             "the rest is ranked lexically while indexing continues")
-    limit = max(top, int(cfg.get("embedding.rerank_top")))
+    svc = embedding_service(cfg)
+    _, window, rerank = counts_from_config(cfg)
+    limit = max(top, window)
     ranked = rank(corpus, lexical, dense, params, limit)
     min_sim = float(cfg.get("retrieve.min_similarity"))
     matched = bool(corpus.entries) and (bool((lexical > 0).any()) or (dense is not None and bool((dense >= min_sim).any())))
-    if backend is not None and ranked and cfg.get("embedding.reranker_path") and not params.lexical_only:
-        ranked = _rerank(corpus, need, ranked, backend, params, int(cfg.get("embedding.rerank_top")))
+    if backend is not None and ranked and rerank and not params.lexical_only:
+        ranked = _rerank(corpus, need, ranked, backend, params, window,
+                         strict=svc is not None and svc.original)
     min_score = float(cfg.get("retrieve.min_score"))
     ranked = [r for r in ranked if r.score > min_score][:top]  # a zero score is no match at all
     return SearchOutcome(corpus, ranked, mode, warnings, coverage, matched and bool(ranked))
 
 
-def _rerank(corpus: Corpus, need: str, ranked: list[Ranked], backend, params: RankParams, k: int) -> list[Ranked]:
+def _rerank(corpus: Corpus, need: str, ranked: list[Ranked], backend, params: RankParams, k: int,
+            *, strict: bool = False) -> list[Ranked]:
     info = backend.info()
+    if strict and k > info.max_candidates:
+        raise UsageError(f"[retrieve.embedding] candidate_count = {k} exceeds what the embedding service's "
+                         f"reranker takes (max_candidates {info.max_candidates})")
     if not info.reranker_is_cross_encoder:
         return ranked
     head = ranked[:min(k, info.max_candidates)]
@@ -280,7 +285,7 @@ def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = Non
              include_returned: bool = False, backend=None, params: RankParams | None = None,
              record: bool = True) -> RetrieveResult:
     """The memory that matters for ``need``, as exact source text, for ``session``."""
-    from rmtui.engine.queue import check_identifier
+    from rmtui.engine.evidence.queue import check_identifier
 
     t0 = time.monotonic()
     check_identifier(session, "session id")
@@ -289,7 +294,7 @@ def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = Non
     cfg = root.config()
     if cfg.get("retrieve.backend") == "agent":
         return _agent(root, session, need, top, include_returned, [])
-    top = int(top if top is not None else cfg.get("retrieve.top_k"))
+    top = int(top if top is not None else counts_from_config(cfg)[0])
     if top < 1:
         raise UsageError("--top must be at least 1")
     max_chars = int(cfg.get("retrieve.max_output_chars"))

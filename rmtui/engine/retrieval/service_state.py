@@ -70,10 +70,10 @@ def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int
     configured remote service, the agent backend, no service yet) answers None, and the
     caller retrieves in its own process, starting the service as usual.
     """
-    import http.client
-    from urllib.parse import urlsplit
+    from rmtui.engine.memory.config import embedding_service
+    from rmtui.engine.retrieval.service_http import JsonHttpClient
 
-    if (cfg.get("retrieve.backend") != "embedding" or cfg.get("embedding.service_url")
+    if (cfg.get("retrieve.backend") != "embedding" or embedding_service(cfg) is not None
             or not cfg.get("embedding.local_service")):
         return None
     try:
@@ -83,20 +83,15 @@ def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int
     st = read_state(service_dir(model, cfg.get("embedding.reranker_path")))
     if st is None or not st.get("token"):
         return None
-    url = urlsplit(st["url"])
-    body = json.dumps({"root": str(root_path), "session": session, "need": need, "top": top,
-                       "include_returned": include_returned}).encode()
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+    client = JsonHttpClient(st["url"], st["token"], timeout=timeout)
     try:
-        conn.request("POST", RETRIEVE_ROUTE, body=body, headers={
-            "Content-Type": "application/json", "Authorization": f"Bearer {st['token']}"})
-        resp = conn.getresponse()
-        payload = resp.read()
-        if resp.status != 200:
-            return None  # an older service without the route, or a stale state file
-        answer = json.loads(payload)
-    except (OSError, ValueError, http.client.HTTPException):
+        status, answer = client.request("POST", RETRIEVE_ROUTE, {
+            "root": str(root_path), "session": session, "need": need, "top": top,
+            "include_returned": include_returned})
+    except (UnavailableError, UsageError):
         return None
     finally:
-        conn.close()
+        client.close()
+    if status != 200:
+        return None  # an older service without the route, or a stale state file
     return answer if isinstance(answer, dict) and "ok" in answer else None

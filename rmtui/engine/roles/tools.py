@@ -1,4 +1,4 @@
-"""Role tools over one worktree (DESIGN.md section 3).
+"""Role tools over one worktree (docs/architecture.md, "Roles").
 
 Every path argument is resolved inside the worktree (``resolve_inside``: no absolute
 paths, no ``..``, no symlinks out) and checked against the role's read or write rules.
@@ -18,10 +18,10 @@ from typing import Any
 
 import git
 
-from rmtui.engine import roles
 from rmtui.engine.errors import UsageError
-from rmtui.engine.executors.base import ToolError, ToolSpec
 from rmtui.engine.fsutil import atomic_write_text, resolve_inside
+from rmtui.engine.memory import role_table as roles
+from rmtui.engine.roles.executors.base import ToolError, ToolSpec
 
 MAX_READ_LINES = 2000
 MAX_OUTPUT_CHARS = 60000
@@ -161,7 +161,7 @@ class RoleTools:
         return _cap("\n".join(out) or "no matches")
 
     def outline(self, args: dict[str, Any]) -> str:
-        from rmtui.engine.graph import load_graph
+        from rmtui.engine.memory.graph import load_graph
 
         graph = load_graph(self.worktree)
         lines = []
@@ -171,7 +171,7 @@ class RoleTools:
             depth = len(item.ancestors())
             edges = ", ".join(f"{e.type}:{e.target}" for e in item.edges)
             if item.kind == "heading":
-                anchor = f" {{{item.heading_kind} {item.id}}}" if item.id else ""
+                anchor = f" {{{item.heading_kind or '#'}{item.id}}}" if item.id else ""  # {F#id}: no space after the kind
                 label = f"{'#' * item.level} {item.title}{anchor}"
             else:
                 label = f"- `{item.id}` {item.title}"
@@ -319,13 +319,15 @@ class RoleTools:
         return f"discarded uncommitted changes of {rel}"
 
     def validate_memory(self, args: dict[str, Any]) -> str:
-        from rmtui.engine.validation import validate_root
+        from rmtui.engine.memory.validation import validate_root
 
         report = validate_root(self.worktree, enforce_correction_capacity=self.role == "update-correction")
-        if report.ok:
+        warnings = [str(i) for i in report.warnings[:50]]
+        if report.ok:  # warnings alone never make the tree invalid
             c = report.graph.counts()
-            return f"valid: {c['headings']} headings, {c['nodes']} nodes in {c['files']} files"
-        return _cap("invalid:\n" + "\n".join(str(i) for i in report.issues[:100]))
+            head = f"valid: {c['headings']} headings, {c['nodes']} nodes in {c['files']} files"
+            return _cap("\n".join([head, *warnings]))
+        return _cap("invalid:\n" + "\n".join([*(str(i) for i in report.errors[:100]), *warnings]))
 
     # -- grants ----------------------------------------------------------------------------
 
@@ -374,6 +376,7 @@ class RoleTools:
             out.append(ToolSpec("discard", "Drop the uncommitted changes of one path (restore it from HEAD).",
                                 _obj({"path": _S}, ["path"]), self.discard))
         if roles.VALIDATE in g:
-            out.append(ToolSpec("validate_memory", "Validate the memory graph in this worktree; lists every error.",
+            out.append(ToolSpec("validate_memory", "Validate the memory graph in this worktree; lists every error "
+                                "(and warnings, which do not make it invalid).",
                                 _obj({}, []), self.validate_memory))
         return out

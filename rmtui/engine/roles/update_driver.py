@@ -1,7 +1,8 @@
-"""The Update batch driver (DESIGN.md section 4): queued evidence → one supervised Update.
+"""The Update batch driver: queued evidence → one supervised Update
+(docs/architecture.md, "Evidence: from submit to receipt").
 
 One pass (``run_once``): recover unfinished operations, pick a batch (a due retry first,
-else a new one by the readiness rules of :mod:`rmtui.engine.batching`), claim its
+else a new one by the readiness rules of :mod:`rmtui.engine.evidence.batching`), claim its
 evidence, run the ``update`` role in the supervisor's isolated worktree, and let the
 supervisor admit and publish (one landed commit, the update record, evidence consumed).
 A failure hands the evidence back to the queue (the supervisor's ``release_evidence``
@@ -12,44 +13,29 @@ effect) and schedules the same batch again with exponential backoff; after
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from rmtui.engine import store
+from rmtui.engine import progress, store
 from rmtui.engine.errors import ConflictError, EngineError, OperationFailed, UnavailableError, UsageError
+from rmtui.engine.evidence.queue import Evidence, EvidenceQueue
 from rmtui.engine.locks import try_lock
-from rmtui.engine.queue import Evidence, EvidenceQueue
-from rmtui.engine.roots import MemoryRoot
+from rmtui.engine.memory.roots import MemoryRoot
 
 ROLE = "update"
 KIND = "update"
-EFFECTS = ("evidence_consumed", "update_record")
+EFFECTS = ("evidence_consumed",)
 DRIVER_LOCK = "update-driver.lock"
 DAEMON_LOCK = "daemon.lock"
 BATCH_STATES = ("running", "waiting_retry", "needs_manual_recovery", "committed", "no_change", "superseded")
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS update_batches (
-    batch_id TEXT PRIMARY KEY,
-    uids TEXT NOT NULL,
-    sessions TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    state TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    next_attempt_at REAL,
-    operation_id TEXT,
-    last_error TEXT,
-    receipt TEXT,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS update_batches_state ON update_batches(state, next_attempt_at);
-"""
 
 
 @dataclass
@@ -83,7 +69,7 @@ class BatchStore(store.StoreHandle):
     """The driver's own table in the runtime database: one row per batch and its attempts."""
 
     def __init__(self, root: MemoryRoot) -> None:
-        self.conn = store.connect(root.ensure_runtime(), SCHEMA)
+        self.conn = store.connect(root.ensure_runtime())
 
     def get(self, batch_id: str) -> BatchRecord | None:
         row = self.conn.execute("SELECT * FROM update_batches WHERE batch_id=?", (batch_id,)).fetchone()
@@ -96,7 +82,9 @@ class BatchStore(store.StoreHandle):
         rows = self.conn.execute(sql + " ORDER BY created_at", states).fetchall()
         return [BatchRecord.from_row(r) for r in rows]
 
-    def upsert(self, batch_id: str, uids: list[str], sessions: list[str], reason: str) -> BatchRecord:
+    # ``list`` here names the method above: annotate with the builtin explicitly
+    def upsert(self, batch_id: str, uids: builtins.list[str], sessions: builtins.list[str],
+               reason: str) -> BatchRecord:
         now = time.time()
         with store.transaction(self.conn) as c:
             c.execute("INSERT INTO update_batches(batch_id, uids, sessions, reason, state, attempts, created_at,"
@@ -141,9 +129,13 @@ class UpdateDriver:
     """Runs Update batches for one root. ``executor_factory`` exists for the daemon's reuse
     of configuration; by default the executor comes fresh from ``rightmemory.toml`` per batch."""
 
-    def __init__(self, root: MemoryRoot, *, executor_factory: Callable[[Any], Any] | None = None) -> None:
+    def __init__(self, root: MemoryRoot, *, executor_factory: Callable[[Any], Any] | None = None,
+                 coordinator: Any = None) -> None:
         self.root = root
         self.executor_factory = executor_factory
+        #: the Git-backed queue (``rmtui.engine.sync.coordinator_for``) when sync is on: batches
+        #: are then claimed with its lease and landed by its finalizer, so any machine may run one
+        self.coordinator = coordinator
 
     # -- public --------------------------------------------------------------------------
 
@@ -153,6 +145,8 @@ class UpdateDriver:
         if fd is None:
             raise ConflictError("another Update driver is running on this root")
         try:
+            if self.coordinator is not None:
+                return self._run_shared(self.coordinator, force=force, now=now)
             return self._run_once(force=force, now=now)
         finally:
             os.close(fd)
@@ -189,8 +183,8 @@ class UpdateDriver:
     # -- one pass ------------------------------------------------------------------------
 
     def _run_once(self, *, force: bool, now: float | None) -> dict:
-        from rmtui.engine.batching import select_batch
-        from rmtui.engine.supervisor import Supervisor
+        from rmtui.engine.evidence.batching import select_batch
+        from rmtui.engine.writes.supervisor import Supervisor
 
         cfg = self.root.config()  # reloaded for every batch
         executor = self._executor(cfg)
@@ -217,7 +211,10 @@ class UpdateDriver:
                 batches.update(record.batch_id, state="running", attempts=attempts, operation_id=op.id,
                                next_attempt_at=None)
                 try:
+                    progress.report(f"Update: the update role reads {len(evidence)} candidate(s) of batch "
+                                    f"{record.batch_id[:12]} and edits memory")
                     summary = self._run_role(executor, cfg, op, evidence)
+                    progress.report("Update: validating and publishing the change")
                     receipt = sup.finish(op, summary=summary)
                 except EngineError as exc:
                     return self._failed(sup, batches, cfg, record.batch_id, op, attempts, exc)
@@ -231,10 +228,57 @@ class UpdateDriver:
                 batches.close()
                 q.close()
 
+    def _run_shared(self, coord, *, force: bool, now: float | None) -> dict:
+        """One pass over the shared queue: claim a batch with the upstream lease (or resume
+        ours), run the role at the adopted head, land through the queue's finalizer; a
+        failure writes the batch's recovery record upstream and drops the lease."""
+        from rmtui.engine.evidence.batching import select_batch
+        from rmtui.engine.writes.supervisor import Supervisor
+
+        cfg = self.root.config()
+        executor = self._executor(cfg)
+        now = time.time() if now is None else now
+        with Supervisor(self.root) as sup:
+            sup.recover()
+            for stuck in [o for o in sup.store.list(kind=KIND) if not o.final]:
+                sup.fail(stuck, "the shared queue's turn ended without landing; the batch is claimed afresh")
+            coord.refresh()
+            with EvidenceQueue(self.root) as q:
+                queued = {e.uid: e for e in q.list(state="queued")}
+
+                def choose(eligible: list[str]):
+                    pool = sorted((queued[u] for u in eligible if u in queued), key=lambda e: (e.created_at, e.seq))
+                    batch = select_batch(pool, cfg, now=now, force=force)
+                    return (batch.id, batch.uids) if batch else None
+
+                lease = coord.claim(choose)
+                if lease is None:
+                    return {"state": "idle", "evidence": q.counts(), "lease": coord.describe_lease()}
+                coord.reconcile_local()
+                uids = list(lease.candidate_uids)
+                q.release(uids, None)  # a claim left by an earlier turn of this lease
+                q.claim(uids, lease.batch_id)
+                evidence = [q.get(u) for u in uids]
+            op = sup.begin(KIND, ROLE, batch_id=lease.batch_id, candidate_uids=uids, effects=EFFECTS)
+            op.external_finalizer = f"update-queue:{lease.token}"
+            sup.store.save(op)
+            try:
+                summary = self._run_role(executor, cfg, op, evidence)
+                receipt = sup.finish(op, summary=summary,
+                                     finalizer=lambda o: coord.finalize(lease, o.base_commit, o.candidate_commit))
+            except EngineError as exc:
+                sup.fail(sup.store.get(op.id), f"{exc.kind}: {exc.message}")
+                recovery = coord.release(lease, "stale_base" if (exc.details or {}).get("stale") else "update_failed")
+                recovery = recovery or {}
+                return {"state": "failed", "batch_id": lease.batch_id, "error": exc.to_json(), "recovery": recovery,
+                        "attempts": recovery.get("attempts", 1), "exit_code": exc.exit_code,
+                        "batch_state": "needs_manual_recovery" if recovery.get("manual_recovery") else "waiting_retry"}
+            return {"state": receipt.phase, "batch_id": lease.batch_id, "attempts": 1, "receipt": receipt.to_json()}
+
     def _executor(self, cfg):
         if self.executor_factory is not None:
             return self.executor_factory(cfg)
-        from rmtui.engine.executors import make_executor
+        from rmtui.engine.roles.executors import make_executor
 
         return make_executor(cfg, ROLE)
 
@@ -261,9 +305,9 @@ class UpdateDriver:
         return None
 
     def _run_role(self, executor, cfg, op, evidence: list[Evidence]) -> str:
-        from rmtui.engine.executors import DebugTrace
-        from rmtui.engine.prompts import role_instructions
-        from rmtui.engine.tools import RoleTools
+        from rmtui.engine.roles.executors import DebugTrace
+        from rmtui.engine.roles.prompts import role_instructions
+        from rmtui.engine.roles.tools import RoleTools
 
         tools = RoleTools(op.worktree, ROLE)
         trace = DebugTrace.for_role(self.root.runtime, ROLE, enabled=bool(cfg.get("debug.trace")))
@@ -303,7 +347,8 @@ class UpdateDriver:
 DAEMON_CYCLES: list[Callable[[MemoryRoot], dict]] = []
 
 def run_daemon(root: MemoryRoot, *, poll_seconds: float = 5.0, max_passes: int | None = None,
-               stop: threading.Event | None = None, log: Callable[[str], None] | None = None) -> dict:
+               stop: threading.Event | None = None, log: Callable[[str], None] | None = None,
+               coordinator_factory: Callable[[MemoryRoot], Any] | None = None) -> dict:
     """Run the driver (and, as they arrive, later cycles) until SIGTERM/SIGINT or ``stop``."""
     fd = try_lock(root.runtime / DAEMON_LOCK)
     if fd is None:
@@ -321,7 +366,8 @@ def run_daemon(root: MemoryRoot, *, poll_seconds: float = 5.0, max_passes: int |
         while not stop.is_set():
             passes += 1
             try:
-                out = UpdateDriver(root).run_once()
+                coordinator = coordinator_factory(root) if coordinator_factory else None
+                out = UpdateDriver(root, coordinator=coordinator).run_once()
             except UnavailableError as exc:
                 out = {"state": "unavailable", "error": exc.message}
             except ConflictError as exc:

@@ -1,4 +1,4 @@
-"""Admission of a candidate: the checks of DESIGN.md section 5, steps 1-3.
+"""Admission of a candidate: steps 1-3 of docs/architecture.md, "Admission and publication".
 
 One implementation serves every writer (Update, native assistant, maintenance, Insight,
 guidance capture). Every commit between base and candidate is checked on its own so a
@@ -7,60 +7,35 @@ forbidden intermediate write cannot hide behind a later revert.
 
 from __future__ import annotations
 
-import fnmatch
+import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import git
 
 from rmtui.engine.errors import ConflictError, OperationFailed
-from rmtui.engine.graph import parse_edges
-from rmtui.engine.validation import validate_root
-
-# Path classes (fnmatch patterns on repository-relative paths).
-MEMORY_GRAPH = ("MEMORY.md", "MEMORY_*.md")
-PURSUIT = ("PURSUITS.md", "PURSUIT_*.md")
-CORRECTIONS = ("corrections.md",)
-GUIDANCE = ("AGENT_GUIDANCE_INBOX.md",)
-INSIGHT = ("insight_logs/*.md",)
-QUEUE = ("update_queue/*", "update_queue/*/*")
-RECORDS = ("update_records/*.json",)
-CONFIGS = ("rightmemory.toml", "shared_views.toml")
+from rmtui.engine.memory.graph import parse_edges
+from rmtui.engine.memory.role_table import (
+    ALLOWED_PATHS,
+    CONFIGS,
+    CORRECTIONS,
+    MEMORY_GRAPH,
+    PURSUIT,
+    REFERENCE_REPAIR_ONLY,
+    VALIDATION_EXEMPT,
+    matches,
+)
+from rmtui.engine.memory.validation import validate_root
+from rmtui.engine.writes.config_check import config_issues
 
 #: Paths whose change moves the semantic base (a concurrent change there makes a candidate stale).
 #: The guidance inbox is append-only pending evidence: a capture landing meanwhile is rebased
 #: over, and only a real conflict on the same path (both sides changed it) is stale.
 SEMANTIC = MEMORY_GRAPH + PURSUIT + CORRECTIONS
 
-#: Which paths each writer may commit (DESIGN.md section 3, plus the program's own writers).
-ROLE_ALLOWED_PATHS: dict[str, tuple[str, ...]] = {
-    "update": MEMORY_GRAPH + GUIDANCE + PURSUIT,  # Pursuit: reference repair only, checked below
-    "update-correction": MEMORY_GRAPH + GUIDANCE + PURSUIT + CORRECTIONS,
-    "pruner": MEMORY_GRAPH,
-    "insight": INSIGHT,
-    "sync-reconciler": MEMORY_GRAPH + PURSUIT + CORRECTIONS + GUIDANCE + INSIGHT + QUEUE + CONFIGS[1:],
-    "maintenance": MEMORY_GRAPH + PURSUIT + CORRECTIONS + GUIDANCE + INSIGHT + CONFIGS,
-    "pursuit-editor": PURSUIT + MEMORY_GRAPH,  # Memory: reference repair only
-    "guidance": GUIDANCE,
-    "program": RECORDS + QUEUE,
-}
-#: Roles that may touch Pursuit (resp. Memory) only to repair references to deleted items.
-REFERENCE_REPAIR_ONLY = {"update": PURSUIT, "update-correction": PURSUIT, "pursuit-editor": MEMORY_GRAPH}
-#: Roles exempt from graph validation of the final tree (still path-checked).
-VALIDATION_EXEMPT = {"insight"}
-
 _EDGE_LIST_RE = re.compile(r"\s*(?:→|->)\s*\[([^\]]*)\]\s*$")
-
-
-def matches(path: str, patterns: tuple[str, ...]) -> bool:
-    """Segment-wise glob match: ``*`` never crosses ``/`` (``MEMORY_*.md`` is top level only)."""
-    parts = path.split("/")
-    for pattern in patterns:
-        pp = pattern.split("/")
-        if len(pp) == len(parts) and all(fnmatch.fnmatchcase(a, b) for a, b in zip(parts, pp)):
-            return True
-    return False
 
 
 def is_semantic(path: str) -> bool:
@@ -99,6 +74,13 @@ class DirtyActiveRoot(_RuleConflict):
     rule = "dirty-active-root"
 
 
+class BranchMoved(_RuleConflict):
+    """The root's branch is not at the commit its index holds: something moved the ref without
+    updating the work tree (``git update-ref`` from a worktree, which shares the root's refs)."""
+
+    rule = "branch-moved"
+
+
 @dataclass
 class Change:
     status: str  # A M D T
@@ -106,6 +88,7 @@ class Change:
     new_mode: str
     new_blob: str
     path: str
+    old_blob: str = ""
 
 
 @dataclass
@@ -129,9 +112,9 @@ def commit_changes(repo: git.Repo, parent: str, commit: str) -> list[Change]:
         if not meta.startswith(":"):
             i += 1
             continue
-        old_mode, new_mode, _old, new_blob, status = meta[1:].split()
+        old_mode, new_mode, old_blob, new_blob, status = meta[1:].split()
         path = parts[i + 1].decode("utf-8", "surrogateescape")
-        changes.append(Change(status[0], old_mode, new_mode, new_blob, path))
+        changes.append(Change(status[0], old_mode, new_mode, new_blob, path, old_blob))
         i += 2
     return changes
 
@@ -195,7 +178,7 @@ def _reference_repair(repo: git.Repo, parent: str, change: Change) -> set[str] |
     if len(old) != len(new):
         return None
     dropped: set[str] = set()
-    for o, n in zip(old, new):
+    for o, n in zip(old, new, strict=True):
         if o == n:
             continue
         o_body, o_targets = _split_edges(o)
@@ -230,10 +213,11 @@ def _check_case_collisions(repo: git.Repo, commit: str, touched: set[str]) -> No
 
 def check_commits(repo: git.Repo, base: str, candidate: str, role: str) -> AdmissionResult:
     """Step 2: every commit base..candidate on its own — paths, modes, encodings, collisions."""
-    allowed = ROLE_ALLOWED_PATHS.get(role)
+    allowed = ALLOWED_PATHS.get(role)
     if allowed is None:
         raise AdmissionRefused("role", f"unknown writer role {role!r}")
-    if base != candidate and not repo.is_ancestor(base, candidate):
+    # GitPython annotates is_ancestor() as taking Commit objects; it hands any rev to `git merge-base`
+    if base != candidate and not repo.is_ancestor(base, candidate):  # type: ignore[arg-type]
         raise AdmissionRefused("ancestry", f"candidate {candidate[:10]} does not descend from base {base[:10]}")
     commits = repo.git.rev_list("--reverse", "--topo-order", f"{base}..{candidate}").split()
     result = AdmissionResult(commits=commits)
@@ -274,17 +258,74 @@ def dirty_paths(repo: git.Repo) -> list[str]:
     return [e[3:] for e in out.split("\0") if len(e) > 3]
 
 
+def hidden_paths(repo: git.Repo) -> list[str]:
+    """Index entries marked ``assume-unchanged`` or ``skip-worktree``: Git no longer compares
+    their files with the index, so what is on disk need not be what is committed."""
+    out = repo.git.ls_files("-v", "-z", stdout_as_string=False)
+    hidden = []
+    for entry in out.split(b"\0"):
+        if len(entry) > 2 and (entry[:1] == b"S" or entry[:1].islower()):
+            hidden.append(entry[2:].decode("utf-8", "surrogateescape"))
+    return hidden
+
+
 def check_clean(worktree: Path) -> None:
-    """Step 1: nothing uncommitted or untracked in the writer's worktree."""
+    """Step 1: nothing uncommitted or untracked in the writer's worktree, and nothing hidden
+    from ``git status`` by index flags (the check that counts is on the commit itself)."""
     wt = git.Repo(worktree)
     try:
         dirty = dirty_paths(wt)
+        hidden = hidden_paths(wt)
     finally:
         wt.close()
     if dirty:
         more = f" and {len(dirty) - 1} more" if len(dirty) > 1 else ""
         raise AdmissionRefused("dirty-worktree", f"uncommitted or untracked changes in the worktree: {dirty[0]}{more}",
                                path=dirty[0])
+    if hidden:
+        more = f" and {len(hidden) - 1} more" if len(hidden) > 1 else ""
+        raise AdmissionRefused("hidden-change", f"{hidden[0]}{more} is marked assume-unchanged or skip-worktree, so "
+                               "its file need not be what is committed; clear the flag (git update-index "
+                               "--no-assume-unchanged --no-skip-worktree) and commit what you mean", path=hidden[0])
+
+
+def materialize(repo: git.Repo, treeish: str, dest: Path) -> None:
+    """Write the top-level entries of ``treeish`` into ``dest`` from Git objects, no filters.
+
+    Everything validation reads (graph and backing files, ``corrections.md``, the correction
+    collections, the config files) is a top-level file; a subdirectory becomes an empty one.
+    Symbolic links and submodules are made as such so validation sees them for what they are.
+    """
+    out = repo.git.ls_tree("-z", treeish, stdout_as_string=False)
+    for entry in out.split(b"\0"):
+        if not entry:
+            continue
+        meta, raw_name = entry.split(b"\t", 1)
+        mode, kind, sha = meta.decode().split()
+        name = raw_name.decode("utf-8", "surrogateescape")
+        if name in ("", ".", "..") or "/" in name:
+            raise AdmissionRefused("path", f"{name!r} is not a plain file name", path=name)
+        target = dest / name
+        if kind == "blob" and mode == "120000":
+            os.symlink(os.fsdecode(_blob(repo, sha)), target)
+        elif kind == "blob":
+            target.write_bytes(_blob(repo, sha))
+        else:  # a tree or a submodule: never a graph file
+            target.mkdir()
+
+
+def check_tree_object(repo: git.Repo, treeish: str, role: str, *, changed: list[str] | tuple[str, ...] = (),
+                      dropped_refs: set[str] | None = None) -> list[str]:
+    """Step 3 on exactly what will be published: the tree is read from Git objects (never the
+    writer's files, which index flags or later edits can make differ), its changed config files
+    parsed as the loader would, then the graph validated (:func:`check_tree`)."""
+    with tempfile.TemporaryDirectory(prefix="rmtui-admission-") as tmp:
+        folder = Path(tmp)
+        materialize(repo, treeish, folder)
+        bad = config_issues(folder, [p for p in changed if p in CONFIGS])
+        if bad:
+            raise AdmissionRefused("config", f"{bad[0].file}: {bad[0].message}", path=bad[0].file)
+        return check_tree(folder, role, dropped_refs)
 
 
 def check_tree(worktree: Path, role: str, dropped_refs: set[str] | None = None) -> list[str]:
@@ -296,9 +337,10 @@ def check_tree(worktree: Path, role: str, dropped_refs: set[str] | None = None) 
     if role in VALIDATION_EXEMPT:
         return []
     report = validate_root(worktree, enforce_correction_capacity=False)
-    if not report.ok:
-        first = report.issues[0]
-        more = f" (and {len(report.issues) - 1} more)" if len(report.issues) > 1 else ""
+    if not report.ok:  # warnings never block admission
+        errors = report.errors
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise AdmissionRefused("invalid-graph", f"{first}{more}", path=first.file) from None
     alive = sorted(t for t in (dropped_refs or ()) if t in report.graph.items)
     if alive:

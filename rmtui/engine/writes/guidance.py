@@ -1,20 +1,21 @@
-"""Guidance capture (DESIGN.md section 4): pending agent guidance goes to
+"""Guidance capture (docs/architecture.md, "Guidance capture"): pending agent guidance goes to
 ``AGENT_GUIDANCE_INBOX.md``, each capture its own supervised commit; Update folds it in later.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import git
 
-from rmtui.engine.admission import StaleBase
 from rmtui.engine.errors import ConflictError
-from rmtui.engine.queue import check_identifier, decode_evidence
-from rmtui.engine.roots import MemoryRoot
-from rmtui.engine.supervisor import IDENTITY, Supervisor
+from rmtui.engine.evidence.queue import check_identifier, decode_evidence
+from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.writes.admission import StaleBase
+from rmtui.engine.writes.supervisor import IDENTITY, Supervisor
 
 INBOX = "AGENT_GUIDANCE_INBOX.md"
 HEADER = "# Pending Agent Guidance\n"
@@ -22,9 +23,25 @@ COMMIT_MESSAGE = "guidance: capture pending evidence"
 ATTEMPTS = 5
 
 
+#: A captured line that Markdown (or a reader splitting the inbox on ``## GI-``) could take
+#: for structure: an ATX heading, or a setext underline that turns the line above into one.
+_STRUCTURE_RE = re.compile(r"^( {0,3})(#|=+[ \t]*$|-+[ \t]*$)")
+_LINE_END_RE = re.compile(r"\r\n?")
+
+
+def neutralise(text: str) -> str:
+    """The captured body as plain text inside its entry: a line that would open a heading
+    (``## GI-…`` forging a second entry with another session, or any other) is escaped
+    with a backslash, which Markdown shows as the literal character. Line ends become
+    ``\\n`` first: a lone ``\\r`` ends a Markdown line too."""
+    lines = _LINE_END_RE.sub("\n", text).split("\n")
+    return "\n".join(_STRUCTURE_RE.sub(r"\1\\\2", line) for line in lines)
+
+
 def _entry(session: str, text: str, now: datetime) -> tuple[str, str]:
     gid = f"GI-{now:%Y%m%d}-{secrets.token_hex(4)}"
-    body = f"## {gid}\n\nSession: {session}\nSubmitted: {now:%Y-%m-%dT%H:%M:%S}Z\n\n{text.strip()}\n"
+    body = (f"## {gid}\n\nSession: {session}\nSubmitted: {now:%Y-%m-%dT%H:%M:%S}Z\n\n"
+            f"{neutralise(text.strip())}\n")
     return gid, body
 
 
@@ -36,19 +53,23 @@ def capture(root: MemoryRoot, session: str, data: bytes) -> dict:
     for _ in range(ATTEMPTS):
         with Supervisor(root) as sup:
             op = sup.begin("guidance", "guidance")
-            now = datetime.now(timezone.utc)
-            gid, body = _entry(session, text, now)
-            path = Path(op.worktree) / INBOX
-            current = path.read_text(encoding="utf-8") if path.exists() else HEADER
-            if not current.startswith(HEADER.strip()):
-                current = HEADER + "\n" + current
-            path.write_text(current.rstrip("\n") + "\n\n" + body, encoding="utf-8")
-            wt = git.Repo(op.worktree)
-            try:
-                wt.git.add(INBOX)
-                wt.git.commit("-q", "-m", COMMIT_MESSAGE, env=IDENTITY)
-            finally:
-                wt.close()
+            try:  # an operation begun is always finished or failed, never left running
+                now = datetime.now(UTC)
+                gid, body = _entry(session, text, now)
+                path = Path(op.worktree) / INBOX
+                current = path.read_text(encoding="utf-8") if path.exists() else HEADER
+                if not current.startswith(HEADER.strip()):
+                    current = HEADER + "\n" + current
+                path.write_text(current.rstrip("\n") + "\n\n" + body, encoding="utf-8")
+                wt = git.Repo(op.worktree)
+                try:
+                    wt.git.add(INBOX)
+                    wt.git.commit("-q", "-m", COMMIT_MESSAGE, env=IDENTITY)
+                finally:
+                    wt.close()
+            except BaseException as exc:
+                sup.fail(op, f"{type(exc).__name__}: {exc}")
+                raise
             try:
                 receipt = sup.finish(op, summary=f"captured {gid}", message=COMMIT_MESSAGE)
             except StaleBase as exc:

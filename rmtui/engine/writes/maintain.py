@@ -1,4 +1,4 @@
-"""Manual maintenance (DESIGN.md section 8): a person edits a temporary worktree on a
+"""Manual maintenance (docs/architecture.md, "Manual maintenance"): a person edits a temporary worktree on a
 captured head; landing goes through the same admission and only if that head is current.
 """
 
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import git
 
-from rmtui.engine.admission import dirty_paths
 from rmtui.engine.errors import ConflictError, UsageError
-from rmtui.engine.graph import Issue
 from rmtui.engine.locks import file_lock
-from rmtui.engine.operations import Operation, Receipt
-from rmtui.engine.roots import MemoryRoot
-from rmtui.engine.supervisor import IDENTITY, Supervisor
-from rmtui.engine.validation import validate_root
+from rmtui.engine.memory.graph import Issue
+from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.memory.validation import validate_root
+from rmtui.engine.writes.admission import dirty_paths
+from rmtui.engine.writes.operations import Operation, Receipt
+from rmtui.engine.writes.supervisor import IDENTITY, Supervisor
 
 KIND = "maintenance"
 LEASE_SECONDS = 7 * 24 * 3600
@@ -29,13 +29,18 @@ class MaintenanceStatus:
     head: str
     current: bool
     dirty: list[str]
-    issues: list[Issue]
+    issues: list[Issue]  # errors and warnings; only errors block landing
+
+    @property
+    def errors(self) -> list[Issue]:
+        return [i for i in self.issues if i.is_error]
 
     def to_json(self) -> dict:
         return {
             "operation_id": self.operation.id, "worktree": self.operation.worktree,
             "captured_head": self.operation.base_commit, "head": self.head, "head_current": self.current,
-            "dirty": self.dirty, "valid": not self.issues, "errors": [i.to_json() for i in self.issues],
+            "dirty": self.dirty, "valid": not self.errors, "errors": [i.to_json() for i in self.errors],
+            "warnings": [i.to_json() for i in self.issues if not i.is_error],
             "last_error": self.operation.error,
         }
 
@@ -84,39 +89,48 @@ def status(root: MemoryRoot) -> MaintenanceStatus | None:
 
 def _landable(sup: Supervisor, op: Operation, head: str, tip: str) -> bool:
     """The captured head is still current, or the person rebased the edits onto the new one."""
-    return head == op.base_commit or sup.repo.is_ancestor(head, tip)
+    # GitPython annotates is_ancestor() as taking Commit objects; it hands any rev to `git merge-base`
+    return head == op.base_commit or sup.repo.is_ancestor(head, tip)  # type: ignore[arg-type]
 
 
 def land(root: MemoryRoot, message: str = "maintain: manual edit") -> Receipt:
     """Commit the worktree's edits and land them, or stop and say why (worktree kept)."""
     with Supervisor(root) as sup:
         op = _require(sup)
-        wt = git.Repo(op.worktree)
-        auto_committed = None  # the commit land made of the person's edits, undone on refusal
+        with sup.landing(op.id):
+            return _land(sup, op, message)
+
+
+def _land(sup: Supervisor, op: Operation, message: str) -> Receipt:
+    wt = git.Repo(op.worktree)
+    auto_committed = None  # the commit land made of the person's edits, undone on refusal
+    try:
+        if wt.is_dirty(untracked_files=True):
+            before = wt.head.commit.hexsha
+            wt.git.add("-A")
+            wt.git.commit("-q", "-m", message, env=IDENTITY)
+            auto_committed = before
+        tip = wt.head.commit.hexsha
+        head = sup.head()
         try:
-            if wt.is_dirty(untracked_files=True):
-                before = wt.head.commit.hexsha
-                wt.git.add("-A")
-                wt.git.commit("-q", "-m", message, env=IDENTITY)
-                auto_committed = before
-            tip = wt.head.commit.hexsha
-            head = sup.head()
-            try:
-                if not _landable(sup, op, head, tip):
-                    raise ConflictError(
-                        f"the memory root moved since maintenance began (captured {op.base_commit[:10]}, now "
-                        f"{head[:10]}); nothing was landed. Abort and begin again, or rebase the worktree onto "
-                        "the new head", details={"captured_head": op.base_commit, "head": head})
-                return sup.finish(op, summary=message, message=message)
-            except Exception:
-                # a refused landing leaves the edits as they were (uncommitted), so fixing the
-                # worktree and landing again is enough; the refused commit must not linger
-                if auto_committed is not None and sup.store.get(op.id).phase == "running":
+            if not _landable(sup, op, head, tip):
+                raise ConflictError(
+                    f"the memory root moved since maintenance began (captured {op.base_commit[:10]}, now "
+                    f"{head[:10]}); nothing was landed. Abort and begin again, or rebase the worktree onto "
+                    "the new head", details={"captured_head": op.base_commit, "head": head})
+            return sup.finish(op, summary=message, message=message)
+        except Exception:
+            # a refused landing leaves the edits as they were (uncommitted), so fixing the
+            # worktree and landing again is enough; the refused commit must not linger
+            if auto_committed is not None and sup.store.get(op.id).phase == "running":
+                try:
                     wt.git.reset("-q", "--soft", auto_committed)
                     wt.git.reset("-q")
-                raise
-        finally:
-            wt.close()
+                except git.GitCommandError:
+                    pass  # the refusal is what the person needs to read, not a failed undo
+            raise
+    finally:
+        wt.close()
 
 
 def abort(root: MemoryRoot) -> Receipt:

@@ -1,4 +1,4 @@
-"""Operation records and receipts in ``.runtime`` (DESIGN.md section 4).
+"""Operation records and receipts in ``.runtime`` (docs/architecture.md, "Operations and receipts").
 
 Phases: ``running`` → ``prepared`` → ``committed`` | ``no_change`` | ``failed`` |
 ``abandoned``. A record is written (durably) before each phase's work is considered done,
@@ -7,39 +7,26 @@ so recovery can tell from the record alone what to finish or abandon.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import socket
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from rmtui.engine import store
 from rmtui.engine.errors import UsageError
-from rmtui.engine.roots import MemoryRoot
+from rmtui.engine.memory.roots import MemoryRoot
 
 PHASES = ("running", "prepared", "committed", "no_change", "failed", "abandoned")
 FINAL_PHASES = frozenset({"committed", "no_change", "failed", "abandoned"})
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS operations (
-    id TEXT PRIMARY KEY,
-    body TEXT NOT NULL,
-    phase TEXT NOT NULL,
-    updated_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS operations_phase ON operations(phase, updated_at);
-CREATE TABLE IF NOT EXISTS receipts (
-    id TEXT PRIMARY KEY,
-    body TEXT NOT NULL,
-    created_at REAL NOT NULL
-);
-"""
 
 
 def new_operation_id(kind: str) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"{kind}-{stamp}-{uuid.uuid4().hex[:8]}"
 
 
@@ -102,6 +89,9 @@ class Operation:
     summary: str = ""
     error: str | None = None
     allow_rebase: bool = True
+    #: who lands a prepared candidate when not this supervisor, e.g. ``update-queue:<token>``
+    #: (the Git-backed queue's finalizer); recovery never publishes such a one locally
+    external_finalizer: str | None = None
     effects: list[Effect] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     created_at: float = field(default_factory=time.time)
@@ -110,6 +100,17 @@ class Operation:
     @property
     def final(self) -> bool:
         return self.phase in FINAL_PHASES
+
+    @property
+    def records_batch(self) -> bool:
+        """An Update of queued evidence: it commits the batch's update record with its change."""
+        return bool(self.batch_id and self.candidate_uids)
+
+    @property
+    def trailer_id(self) -> str:
+        """The ``RightMemory-Operation`` value: the batch id for an Update batch (as the
+        original writes it), the operation's own id for every other writer."""
+        return self.batch_id if self.records_batch and self.batch_id else self.id
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -136,6 +137,9 @@ class Receipt:
     warnings: list[str]
     error: str | None
     created_at: float
+    #: the last correction of this landing (``update correct``): status (applied, no_change,
+    #: needs_input, failed), message, the correcting operation and the comments so far
+    correction: dict | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -146,7 +150,7 @@ class OperationStore(store.StoreHandle):
 
     def __init__(self, root: MemoryRoot) -> None:
         self.root = root
-        self.conn = store.connect(root.ensure_runtime(), SCHEMA)
+        self.conn = store.connect(root.ensure_runtime())
 
     def save(self, op: Operation) -> Operation:
         if op.phase not in PHASES:
@@ -171,7 +175,7 @@ class OperationStore(store.StoreHandle):
         except UsageError:
             return None
 
-    def list(self, *, unfinished: bool = False, kind: str | None = None) -> list[Operation]:
+    def list(self, *, unfinished: bool = False, kind: str | None = None) -> builtins.list[Operation]:
         rows = self.conn.execute("SELECT body FROM operations ORDER BY updated_at").fetchall()
         ops = [Operation.from_json(json.loads(r["body"])) for r in rows]
         if unfinished:
@@ -198,7 +202,7 @@ class OperationStore(store.StoreHandle):
         except UsageError:
             return None
 
-    def receipts(self, limit: int | None = None) -> list[Receipt]:
+    def receipts(self, limit: int | None = None) -> builtins.list[Receipt]:
         sql = "SELECT body FROM receipts ORDER BY created_at DESC"
         rows = self.conn.execute(sql + (" LIMIT ?" if limit else ""), (limit,) if limit else ()).fetchall()
         return [Receipt(**json.loads(r["body"])) for r in rows]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import git
 
-from rmtui.engine.roots import MemoryRoot
+from rmtui.engine.memory.roots import MemoryRoot
 
 WORKTREES = "worktrees"
 BRANCH_PREFIX = "rmtui/op/"
@@ -56,3 +56,19 @@ def op_branches(root: MemoryRoot) -> list[str]:
     repo = git.Repo(root.path)
     out = repo.git.for_each_ref("--format=%(refname:short)", f"refs/heads/{BRANCH_PREFIX}")
     return [b for b in out.splitlines() if b]
+
+
+def on_our_branch(root: MemoryRoot) -> set[str]:
+    """Names of worktrees under ours that Git has checked out on our branch namespace: ours
+    even when their operation record is lost (the original never makes ``rmtui/op/`` branches)."""
+    repo = git.Repo(root.path)
+    out = repo.git.worktree("list", "--porcelain")
+    names, path = set(), None
+    for line in out.splitlines():
+        if line.startswith("worktree "):
+            path = Path(line[len("worktree "):])
+        elif line.startswith("branch refs/heads/" + BRANCH_PREFIX) and path is not None:
+            name = line[len("branch refs/heads/" + BRANCH_PREFIX):]
+            if path.name == name and path.parent == worktrees_dir(root):
+                names.add(name)
+    return names

@@ -1,25 +1,40 @@
-"""What every workbench screen shares: live reloads from root changes, engine errors."""
+"""What every workbench screen shares: live reloads from root changes, worker errors."""
 
 from __future__ import annotations
 
 from textual.screen import Screen
+from textual.worker import Worker, WorkerState
 
-from rmtui.engine.watch import ChangeSet
+from rmtui.engine.errors import EngineError
+from rmtui.engine.host.watch import ChangeSet
 
 
-def error_text(exc: BaseException) -> tuple[str, str | None]:
+def error_text(exc: EngineError) -> tuple[str, str | None]:
     """A person-readable message and the refusal rule (if the engine named one)."""
-    from rmtui.engine.errors import EngineError
-
-    if isinstance(exc, EngineError):
-        return exc.message, getattr(exc, "rule", None)
-    return f"{type(exc).__name__}: {exc}", None
+    return exc.message, getattr(exc, "rule", None)
 
 
-class LiveScreen(Screen):
+class WorkbenchScreen(Screen):
+    """A screen whose workers catch only :class:`EngineError` (shown where it was asked for).
+
+    Anything else a worker raises is a bug: Textual's ``Worker.StateChanged`` does not
+    bubble, so the screen undoes its own busy state (:meth:`worker_failed`) and forwards the
+    failure to the app's one handler, which shows it in an error dialog.
+    """
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR:
+            self.worker_failed(event.worker)
+            self.app.post_message(Worker.StateChanged(event.worker, event.state))
+
+    def worker_failed(self, worker: Worker) -> None:
+        """Leave any busy or loading state that the failed worker would have ended."""
+
+
+class LiveScreen(WorkbenchScreen):
     """Reloads what a change set touches; while hidden it only remembers what is stale."""
 
-    #: change kinds (rmtui.engine.watch) this screen reloads on
+    #: change kinds (rmtui.engine.host.watch) this screen reloads on
     WATCH_KINDS: frozenset[str] = frozenset()
 
     def __init__(self, *args, **kwargs) -> None:

@@ -1,20 +1,24 @@
-"""Small modal screens: a reason to reject, an id to jump to, one piece of evidence."""
+"""Small modal screens: a reason to reject, an id to jump to, a yes/no before a bulk or
+destructive action, one piece of evidence, and the dialog that shows a worker's unexpected error."""
 
 from __future__ import annotations
 
+import traceback
 from pathlib import Path
-
 from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
-from textual.widgets import Input, Label, Static
+from textual.widgets import Button, Input, Label, Static
 
+from rmtui.tui.readers import display_path
 from rmtui.tui.widgets.tables import timestamp
+
+PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # the folder holding the rmtui package
 
 
 class PromptScreen(ModalScreen[str | None]):
@@ -52,6 +56,46 @@ class PromptScreen(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Ask before a bulk or destructive action; answers True only for an explicit yes.
+
+    ``y`` confirms and ``n`` or escape cancels from anywhere in the dialog; enter presses the
+    focused button, which is Cancel for a destructive action (so a stray enter loses nothing).
+    """
+
+    CSS_PATH = Path(__file__).parent / "dialogs.tcss"
+    BINDINGS: ClassVar = [
+        Binding("y", "answer(True)", "Yes", id="confirm.yes"),
+        Binding("n,escape", "answer(False)", "No", id="confirm.no"),
+    ]
+
+    def __init__(self, title: str, question: str, *, yes: str = "Yes", destructive: bool = False) -> None:
+        super().__init__()
+        self.title_text = title
+        self.question = question
+        self.yes = yes
+        self.destructive = destructive
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog confirm-dialog" + (" -destructive" if self.destructive else "")) as box:
+            box.border_title = self.title_text
+            box.border_subtitle = "y yes · n or escape no"
+            yield Static(self.question, id="confirm-question")
+            with Horizontal(id="confirm-buttons"):
+                yield Button(f"{self.yes} (y)", id="confirm-yes", variant="error" if self.destructive else "primary")
+                yield Button("Cancel (n)", id="confirm-no")
+
+    def on_mount(self) -> None:
+        self.query_one("#confirm-no" if self.destructive else "#confirm-yes", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id == "confirm-yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
 
 
 class EvidenceScreen(ModalScreen[str | None]):
@@ -97,3 +141,102 @@ class EvidenceScreen(ModalScreen[str | None]):
 
     def action_reject(self) -> None:
         self.dismiss("reject")
+
+
+def error_location(exc: BaseException) -> str:
+    """``file:line in function`` of the innermost traceback frame (where it was raised)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "unknown location"
+    frame = frames[-1]
+    path = Path(frame.filename)
+    try:
+        shown = path.resolve().relative_to(PACKAGE_PARENT).as_posix()
+    except ValueError:
+        shown = display_path(path)
+    return f"{shown}:{frame.lineno} in {frame.name}"
+
+
+class ErrorScreen(ModalScreen[None]):
+    """An exception a worker did not expect: a bug, not a refusal (refusals, EngineError,
+    show on the screen that asked). Type, message and where it was raised."""
+
+    CSS_PATH = Path(__file__).parent / "dialogs.tcss"
+    BINDINGS: ClassVar = [Binding("escape,enter", "close", "Close", id="error.close")]
+
+    def __init__(self, error: BaseException, *, worker: str = "") -> None:
+        super().__init__()
+        self.error = error
+        self.kind = type(error).__name__
+        self.message = str(error)
+        self.location = error_location(error)
+        self.worker = worker
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog error-dialog") as box:
+            box.border_title = "Unexpected error"
+            box.border_subtitle = "escape or enter closes"
+            yield Static(Text.assemble((self.kind, "bold"), f": {self.message}" if self.message else ""),
+                         id="error-message")
+            yield Static(Text(f"at {self.location}"), id="error-location")
+            if self.worker:
+                yield Static(Text(f"in the worker {self.worker}"), id="error-worker")
+
+    def shows(self, error: BaseException) -> bool:
+        """True when this dialog already shows the same failure (same type, same place)."""
+        return (type(error).__name__, error_location(error)) == (self.kind, self.location)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class HelpScreen(ModalScreen[None]):
+    """The keys of the screen below (its own, its panes', then the global ones), each with the
+    binding id that remaps it; keys that do not apply right now are dimmed."""
+
+    CSS_PATH = Path(__file__).parent / "dialogs.tcss"
+    BINDINGS: ClassVar = [Binding("escape,question_mark,q", "close", "Close", id="help.close")]
+
+    def __init__(self, rows: list, *, screen_name: str = "", config_path: str = "") -> None:
+        super().__init__()
+        self.rows = rows
+        self.screen_name = screen_name
+        self.config_path = config_path
+
+    def compose(self) -> ComposeResult:
+        from rich.table import Table
+
+        from rmtui.tui.keys import TEXTUAL_KEYS
+
+        table = Table(box=None, show_header=True, header_style="bold", pad_edge=False, expand=True)
+        table.add_column("key", no_wrap=True)
+        table.add_column("action", ratio=1)
+        table.add_column("binding id", no_wrap=True)
+        section = None
+        for row in self.rows:
+            if row.section != section:
+                if section is not None:
+                    table.add_row("", "", "")
+                section = row.section
+                table.add_row(Text(section, style="bold underline"), "", "")
+            style = "" if row.applies else "dim"
+            table.add_row(Text(row.keys, style="bold" if row.applies else "dim"), Text(row.description, style=style),
+                          Text(row.binding_id, style="italic " + style))
+        table.add_row("", "", "")
+        table.add_row(Text("Textual", style="bold underline"), "", "")
+        for keys, description in TEXTUAL_KEYS:
+            table.add_row(Text(keys, style="bold"), description, "")
+        self.table = table
+        with Vertical(classes="dialog help-dialog") as box:
+            box.border_title = f"Keys · {self.screen_name}" if self.screen_name else "Keys"
+            box.border_subtitle = "escape closes"
+            with VerticalScroll(id="help-keys"):
+                yield Static(table, id="help-table")
+            remap = "Remap a key by its binding id"
+            if self.config_path:
+                remap += f" in {self.config_path}"
+            yield Static(Text(remap + ': [keys] then "evidence.approve" = "y". Dimmed keys do not apply right now.'),
+                         id="help-remap")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import ClassVar
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
+from rmtui.engine.errors import EngineError
 from rmtui.tui import readers
 from rmtui.tui.messages import DiffLoaded, EngineFailed
-from rmtui.tui.screens.base import error_text
+from rmtui.tui.screens.base import WorkbenchScreen, error_text
 from rmtui.tui.widgets.diff_view import DiffView
+from rmtui.tui.wording import count
 
 
-class DiffScreen(Screen):
+class DiffScreen(WorkbenchScreen):
     CSS_PATH = Path(__file__).parent / "diff.tcss"
     BINDINGS: ClassVar = [
         Binding("escape,q", "close", "Close", id="diff.close"),
@@ -43,11 +43,11 @@ class DiffScreen(Screen):
     def on_mount(self) -> None:
         self.load()
 
-    @work(thread=True, exclusive=True, group="diff")
+    @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
     def load(self) -> None:
         try:
             header, files = readers.read_diff(self.app.root, self.op_id)
-        except Exception as exc:
+        except EngineError as exc:
             self.post_message(EngineFailed("diff", error_text(exc)[0]))
             return
         self.post_message(DiffLoaded(self.op_id, header, files))
@@ -58,7 +58,7 @@ class DiffScreen(Screen):
         text.append(h["id"], style="bold")
         text.append(f"  {h['kind']} · {h['role']} · {h['phase']}\n")
         landed = h["landed"][:10] if h["landed"] else ("worktree, so far" if h.get("live") else "none")
-        text.append(f"base {h['base'][:10]} → {landed} · {len(message.files)} files · "
+        text.append(f"base {h['base'][:10]} → {landed} · {count(len(message.files), 'file')} · "
                     f"+{sum(f.added for f in message.files)} −{sum(f.removed for f in message.files)}")
         if h["summary"]:
             text.append(f"\n{h['summary']}")
@@ -73,6 +73,10 @@ class DiffScreen(Screen):
 
     def on_engine_failed(self, message: EngineFailed) -> None:
         self.query_one("#diff-header", Static).update(f"cannot show the diff: {message.text}")
+        self.loaded = True
+
+    def worker_failed(self, worker) -> None:
+        self.query_one("#diff-header", Static).update("cannot show the diff: an unexpected error (see the error dialog)")
         self.loaded = True
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -1,20 +1,20 @@
-"""Insight logs: the list of ``insight_logs/*.md``, rendered as Markdown, tailed live."""
+"""Insight logs: the list of ``insight_logs/*.md``, rendered as Markdown, tailed live; above
+them the points gauge (points against the trigger threshold) and the last run's outcome."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import Footer, Header, Markdown, OptionList
+from textual.widgets import Footer, Header, Markdown, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from rmtui.engine import watch
+from rmtui.engine.host import watch
 from rmtui.tui import readers
 from rmtui.tui.messages import InsightLogsLoaded
 from rmtui.tui.screens.base import LiveScreen
@@ -22,7 +22,7 @@ from rmtui.tui.screens.base import LiveScreen
 
 class InsightScreen(LiveScreen):
     CSS_PATH = Path(__file__).parent / "insight.tcss"
-    WATCH_KINDS = frozenset({watch.INSIGHT, watch.HEAD})
+    WATCH_KINDS = frozenset({watch.INSIGHT, watch.HEAD, watch.STATE})  # STATE: points move with receipts
     BINDINGS: ClassVar = [
         Binding("f", "toggle_follow", "Follow new logs", id="insight.follow"),
     ]
@@ -37,6 +37,7 @@ class InsightScreen(LiveScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
+        yield Static("", id="insight-gauge")
         with Horizontal(id="insight-body"):
             yield OptionList(id="insight-list")
             with VerticalScroll(id="insight-view"):
@@ -48,9 +49,22 @@ class InsightScreen(LiveScreen):
         self.query_one("#insight-view").border_title = "Log"
 
     def reload(self, kinds: set[str]) -> None:
-        self.load_logs()
+        if kinds & {watch.INSIGHT, watch.HEAD}:
+            self.load_logs()
+        self.load_gauge()
 
-    @work(thread=True, exclusive=True, group="insight")
+    @work(thread=True, exclusive=True, group="insight-gauge", exit_on_error=False)
+    def load_gauge(self) -> None:
+        from rmtui.engine.cycles.insight import insight_status
+
+        try:
+            text = gauge_text(insight_status(self.app.root))
+        except Exception as exc:  # the gauge only informs; the logs stay usable without it
+            text = f"Insight points: unavailable ({exc})"
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self.query_one("#insight-gauge", Static).update, text)
+
+    @work(thread=True, exclusive=True, group="insight", exit_on_error=False)
     def load_logs(self) -> None:
         logs = readers.read_insight_logs(self.app.root)
         if not get_current_worker().is_cancelled:
@@ -101,3 +115,25 @@ class InsightScreen(LiveScreen):
 
     def _titles(self) -> None:
         self.sub_title = f"Insight logs · {len(self.logs)} · " + ("following new logs" if self.follow else "paused")
+
+
+def gauge_text(st: dict, width: int = 20) -> str:
+    """``Insight points ▰▰▱▱ 3/150 · last run: artifact …`` from ``insight_status``."""
+    points, threshold = float(st["points"]), float(st["threshold"]) or 1.0
+    filled = min(width, int(width * points / threshold))
+    line = f"Insight points {'▰' * filled}{'▱' * (width - filled)} {points:g}/{threshold:g}"
+    if st.get("active_operation_id"):
+        line += " · running"
+    elif st.get("due"):
+        line += " · due"
+    last = st.get("last_run")
+    if last:
+        outcome = {"artifact": f"wrote {last.get('log') or 'a log'}", "noop": "no-op (nothing stood out)",
+                   "failed": f"failed: {last.get('message') or 'see insight status'}"}.get(str(last.get("state")),
+                                                                                     str(last.get("state")))
+        line += f" · last run: {outcome}"
+    else:
+        line += " · no run yet"
+    if st.get("backoff"):
+        line += f" · {st['backoff']}"
+    return line

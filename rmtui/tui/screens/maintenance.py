@@ -1,5 +1,6 @@
 """Manual maintenance: a worktree on a captured head, edited in $EDITOR, landed or aborted
-through the engine, with the worktree's validation errors shown live as files change."""
+through the engine, with the worktree's validation errors shown live as files change.
+Aborting a worktree with changes asks first: its edits go with it."""
 
 from __future__ import annotations
 
@@ -18,11 +19,13 @@ from textual.widgets import Footer, Header, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from rmtui.engine import watch
+from rmtui.engine.errors import EngineError
+from rmtui.engine.host import watch
 from rmtui.tui import readers
 from rmtui.tui.messages import EngineDone, EngineFailed, MaintenanceLoaded
 from rmtui.tui.screens.base import LiveScreen, error_text
-from rmtui.tui.screens.dialogs import PromptScreen
+from rmtui.tui.screens.dialogs import ConfirmScreen, PromptScreen
+from rmtui.tui.wording import count
 
 
 def editor_command() -> list[str]:
@@ -68,11 +71,11 @@ class MaintenanceScreen(LiveScreen):
     def reload(self, kinds: set[str]) -> None:
         self.load_status()
 
-    @work(thread=True, exclusive=True, group="maint-status")
+    @work(thread=True, exclusive=True, group="maint-status", exit_on_error=False)
     def load_status(self) -> None:
         try:
             status, files = readers.read_maintenance(self.app.root)
-        except Exception as exc:
+        except EngineError as exc:
             self.post_message(EngineFailed("status", error_text(exc)[0]))
             return
         if not get_current_worker().is_cancelled:
@@ -108,18 +111,18 @@ class MaintenanceScreen(LiveScreen):
                 text.append(f"the root moved to {st['head'][:10]}: landing will be refused", style="bold")
             text.append(f"\nchanged: {', '.join(st['dirty']) if st['dirty'] else 'nothing yet'}")
             status_line.update(text)
-            if st["valid"]:
-                errors.update(Text("valid: no validation errors"))
-                errors.set_classes("-valid")
-            else:
-                body = Text()
-                for i, e in enumerate(st["errors"]):
-                    if i:
-                        body.append("\n")
-                    body.append(f"{e['file']}:{e['line']}: ", style="bold")
-                    body.append(f"{e['rule']}: {e['message']}")
-                errors.update(body)
-                errors.set_classes("-invalid")
+            # warnings are listed after the errors and never make the worktree invalid
+            findings = [*st["errors"], *st.get("warnings", [])]
+            body = Text("valid: no validation errors" if st["valid"] else "")
+            for i, e in enumerate(findings):
+                if i or st["valid"]:
+                    body.append("\n")
+                body.append(f"{e['file']}:{e['line']}: ", style="bold")
+                if e.get("severity") == "warning":
+                    body.append("warning: ", style="italic")
+                body.append(f"{e['rule']}: {e['message']}")
+            errors.update(body)
+            errors.set_classes("-valid" if st["valid"] else "-invalid")
             self.query_one("#maint-validation").border_title = (
                 "Validation · valid" if st["valid"] else
                 f"Validation · {len(st['errors'])} error{'s' if len(st['errors']) != 1 else ''}")
@@ -139,6 +142,10 @@ class MaintenanceScreen(LiveScreen):
             return True if active and self.query_one("#maint-files", OptionList).highlighted_option is not None else None
         return True
 
+    def worker_failed(self, worker) -> None:
+        if worker.group == "maint-write":
+            self._set_busy(False)
+
     def _set_busy(self, busy: bool) -> None:
         self.busy = busy
         self.refresh_bindings()
@@ -147,13 +154,13 @@ class MaintenanceScreen(LiveScreen):
         self._set_busy(True)
         self.begin()
 
-    @work(thread=True, exclusive=True, group="maint-write")
+    @work(thread=True, exclusive=True, group="maint-write", exit_on_error=False)
     def begin(self) -> None:
-        from rmtui.engine import maintain
+        from rmtui.engine.writes import maintain
 
         try:
             op = maintain.begin(self.app.root)
-        except Exception as exc:
+        except EngineError as exc:
             self.post_message(EngineFailed("begin", error_text(exc)[0]))
             return
         self.post_message(EngineDone(f"maintenance {op.id} began in {readers.display_path(op.worktree)}"))
@@ -168,13 +175,13 @@ class MaintenanceScreen(LiveScreen):
                                           empty_error="A landing needs a commit message.", input_id="land-message"),
                              done)
 
-    @work(thread=True, exclusive=True, group="maint-write")
+    @work(thread=True, exclusive=True, group="maint-write", exit_on_error=False)
     def land(self, message: str) -> None:
-        from rmtui.engine import maintain
+        from rmtui.engine.writes import maintain
 
         try:
             receipt = maintain.land(self.app.root, message=message)
-        except Exception as exc:
+        except EngineError as exc:
             text, rule = error_text(exc)
             self.post_message(EngineFailed("land", text, rule=rule))
             return
@@ -182,16 +189,30 @@ class MaintenanceScreen(LiveScreen):
         self.post_message(EngineDone(f"landed {landed}: {', '.join(receipt.changed_paths) or 'no change'}"))
 
     def action_abort(self) -> None:
-        self._set_busy(True)
-        self.abort()
+        dirty = (self.status or {}).get("dirty") or []
+        if not dirty:
+            self._set_busy(True)
+            self.abort()
+            return
 
-    @work(thread=True, exclusive=True, group="maint-write")
+        def done(yes: bool | None) -> None:
+            if yes:
+                self._set_busy(True)
+                self.abort()
+
+        shown = ", ".join(dirty[:5]) + (f" and {len(dirty) - 5} more" if len(dirty) > 5 else "")
+        self.app.push_screen(ConfirmScreen(
+            "Abort maintenance",
+            f"Abort {self.status['operation_id']}? Its changes to {count(len(dirty), 'file')} ({shown}) are "
+            "discarded with the worktree.", yes="Abort and discard", destructive=True), done)
+
+    @work(thread=True, exclusive=True, group="maint-write", exit_on_error=False)
     def abort(self) -> None:
-        from rmtui.engine import maintain
+        from rmtui.engine.writes import maintain
 
         try:
             maintain.abort(self.app.root)
-        except Exception as exc:
+        except EngineError as exc:
             self.post_message(EngineFailed("abort", error_text(exc)[0]))
             return
         self.post_message(EngineDone("maintenance aborted; the worktree is removed"))

@@ -2,13 +2,14 @@
 
 The playground never records a delivery (``record=False``), so trying needs here does not
 change what a real session receives next; the session field only chooses whose delivery
-history decides what counts as already returned.
+history decides what counts as already returned. ``escape`` leaves a text box, after which
+the screen keys (1-4, ?) work again; the first retrieval shows what the engine is doing
+(starting the embedding model, embedding passages) on a progress line.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import ClassVar
 
 from rich.text import Text
@@ -16,20 +17,23 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Label, Static, Switch
 
-from rmtui.tui.messages import RetrieveAnswered
-from rmtui.tui.screens.base import error_text
+from rmtui.engine.errors import EngineError
+from rmtui.tui.messages import EngineProgress, RetrieveAnswered
+from rmtui.tui.screens.base import WorkbenchScreen, error_text
+from rmtui.tui.widgets.progress_line import ProgressLine
+from rmtui.tui.wording import count, score_text
 
 DEFAULT_SESSION = "workbench-playground"
 
 
-class RetrieveScreen(Screen):
+class RetrieveScreen(WorkbenchScreen):
     CSS_PATH = Path(__file__).parent / "retrieve.tcss"
     BINDINGS: ClassVar = [
         Binding("ctrl+r", "run", "Retrieve", id="retrieve.run"),
         Binding("ctrl+l", "focus_need", "Edit need", id="retrieve.focus_need"),
+        Binding("escape", "leave_input", "Leave the text box", id="retrieve.leave_input"),
     ]
 
     def __init__(self) -> None:
@@ -42,7 +46,7 @@ class RetrieveScreen(Screen):
         yield Header()
         with Horizontal(id="retrieve-form"):
             yield Input(placeholder="What does the agent need? (enter to retrieve)", id="need")
-            yield Input(value=DEFAULT_SESSION, placeholder="session id", id="session")
+            yield Input(value=DEFAULT_SESSION, placeholder="session id", id="session", select_on_focus=False)
             yield Label("include returned", id="returned-label")
             yield Switch(value=False, id="include-returned")
         yield Static("Type a need and press enter.", id="retrieve-status")
@@ -50,6 +54,7 @@ class RetrieveScreen(Screen):
             yield DataTable(cursor_type="row", id="results")
             with VerticalScroll(id="agent-text-box"):
                 yield Static("", id="agent-text")
+        yield ProgressLine(id="retrieve-progress")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -69,10 +74,21 @@ class RetrieveScreen(Screen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "run":
             return None if self.running else True
+        if action == "leave_input":
+            return isinstance(self.app.focused, Input)
         return True
 
     def action_focus_need(self) -> None:
         self.query_one("#need", Input).focus()
+
+    def action_leave_input(self) -> None:
+        self.query_one("#results", DataTable).focus()
+
+    def on_descendant_focus(self) -> None:
+        self.refresh_bindings()  # escape applies in a text box only
+
+    def on_descendant_blur(self) -> None:
+        self.refresh_bindings()
 
     def action_run(self) -> None:
         need = self.query_one("#need", Input).value.strip()
@@ -83,18 +99,21 @@ class RetrieveScreen(Screen):
         self.running = True
         self.refresh_bindings()
         self.query_one("#retrieve-status", Static).update(f"retrieving {need!r}…")
+        self.query_one(ProgressLine).start("Retrieving")
         self.run_retrieve(need, session, self.query_one("#include-returned", Switch).value)
 
-    @work(thread=True, exclusive=True, group="retrieve")
+    @work(thread=True, exclusive=True, group="retrieve", exit_on_error=False)
     def run_retrieve(self, need: str, session: str, include_returned: bool) -> None:
-        try:
-            from rmtui.engine.retrieve import retrieve
+        from rmtui.engine import progress
+        from rmtui.engine.retrieval.retrieve import retrieve
 
-            result = retrieve(self.app.root, session, need, include_returned=include_returned, record=False)
-        except Exception as exc:
+        try:
+            with progress.reporting(lambda p: self.post_message(EngineProgress("retrieve", p))):
+                result = retrieve(self.app.root, session, need, include_returned=include_returned, record=False)
+        except EngineError as exc:
             self.post_message(RetrieveAnswered(need, [], "", error=error_text(exc)[0]))
             return
-        status = f"{len(result.results)} results · mode {result.mode}"
+        status = f"{count(len(result.results), 'result')} · mode {result.mode}"
         if result.skipped:
             status += f" · {len(result.skipped)} already returned to {session}"
         if result.timings.get("total") is not None:
@@ -103,8 +122,18 @@ class RetrieveScreen(Screen):
             status += f"\nwarning: {w}"
         self.post_message(RetrieveAnswered(need, result.results, result.text, status=status))
 
+    def on_engine_progress(self, message: EngineProgress) -> None:
+        self.query_one(ProgressLine).show(message.progress)
+
+    def worker_failed(self, worker) -> None:
+        self.running = False
+        self.query_one(ProgressLine).stop()
+        self.refresh_bindings()
+        self.query_one("#retrieve-status", Static).update("retrieve failed with an unexpected error.")
+
     def on_retrieve_answered(self, message: RetrieveAnswered) -> None:
         self.running = False
+        self.query_one(ProgressLine).stop()
         self.refresh_bindings()
         self.answer = message
         table = self.query_one("#results", DataTable)
@@ -116,6 +145,6 @@ class RetrieveScreen(Screen):
         self.query_one("#retrieve-status", Static).update(message.status)
         for i, r in enumerate(message.results, 1):
             lines = f"{r.get('file')}:{r.get('start_line')}-{r.get('end_line')}"
-            table.add_row(str(i), f"{float(r.get('score') or 0):.3f}", r.get("id") or r.get("key"), r.get("kind", ""),
+            table.add_row(str(i), score_text(float(r.get("score") or 0)), r.get("id") or r.get("key"), r.get("kind", ""),
                           lines, r.get("status", ""), key=r.get("key") or str(i))
         self.query_one("#agent-text", Static).update(Text(message.text))

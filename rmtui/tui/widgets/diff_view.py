@@ -10,7 +10,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from rmtui.tui.messages import DiffFile
+from rmtui.tui.models import DiffFile
 
 
 class DiffFileView(Static):

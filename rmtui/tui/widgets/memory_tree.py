@@ -5,6 +5,8 @@ costs only what is on screen. The same laziness serves jumps: revealing an item 
 just the headings above it. The filter searches every item (id and title) and shows the
 matches with their headings; it never walks the tree widget, only the parsed graph.
 Labels are built at render time from component classes, so a theme switch restyles them.
+``enter`` on an item with edges opens its edge list (or follows its only edge); on any
+other node it opens or closes the node, as in any tree.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from typing import ClassVar
 
 from rich.style import Style
 from rich.text import Text
+from textual.binding import Binding
+from textual.message import Message
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from rmtui.engine.graph import MEMORY_ROOT_FILE, PURSUIT_ROOT_FILE, Graph, Item
+from rmtui.engine.memory.graph import MEMORY_ROOT_FILE, PURSUIT_ROOT_FILE, Graph, Item
 
 DOMAINS = (("memory", "Memory", MEMORY_ROOT_FILE), ("pursuit", "Pursuit", PURSUIT_ROOT_FILE))
 FILTER_LIMIT = 100
@@ -79,7 +83,34 @@ def children_of(graph: Graph, entry: Entry) -> list[Entry]:
     return []
 
 
+def edge_targets(entry: Entry | None, graph: Graph | None, incoming: dict[str, list]) -> list[str]:
+    """Ids an item's edges lead to: outgoing targets that exist, then incoming sources."""
+    if entry is None or entry.kind != "item" or entry.item is None or graph is None:
+        return []
+    item = entry.item
+    out = [e.target for e in item.edges if e.target in graph.items]
+    if item.id:
+        out += [source.id for source, _edge in incoming.get(item.id, []) if source.id]
+    return out
+
+
 class MemoryTree(Tree[Entry]):
+    # The subclass's enter bindings replace Tree's: edges first, else open or close the node.
+    BINDINGS: ClassVar = [
+        Binding("enter", "edges", "Edges", id="tree.edges"),
+        Binding("enter", "follow_edge", "Follow edge", id="tree.follow"),
+        Binding("enter", "select_cursor", "Open/close", show=False, id="tree.toggle"),
+    ]
+
+    class EdgesRequested(Message):
+        """The person asked for the edges of ``key`` (``follow``: it has one, go there)."""
+
+        def __init__(self, key: str, targets: list[str], *, follow: bool) -> None:
+            super().__init__()
+            self.key = key
+            self.targets = targets
+            self.follow = follow
+
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "memory-tree--domain", "memory-tree--kind", "memory-tree--id", "memory-tree--title",
         "memory-tree--uncertain", "memory-tree--file", "memory-tree--notice",
@@ -89,6 +120,7 @@ class MemoryTree(Tree[Entry]):
         super().__init__("graph", **kwargs)
         self.show_root = False
         self.graph: Graph | None = None
+        self.incoming: dict[str, list] = {}  # target id -> [(item, edge)]
         self.filter_text = ""
         self.match_count = 0
         self._index: list[tuple[Item, str]] = []
@@ -122,14 +154,16 @@ class MemoryTree(Tree[Entry]):
     def _on_tree_node_expanded(self, event: Tree.NodeExpanded[Entry]) -> None:
         self.populate(event.node)
 
-    def set_graph(self, graph: Graph, index: list[tuple[Item, str]] | None = None) -> None:
+    def set_graph(self, graph: Graph, index: list[tuple[Item, str]] | None = None,
+                  incoming: dict[str, list] | None = None) -> None:
         """Show a new reading of the graph, keeping what was expanded and the cursor.
 
-        ``index`` is the filter's haystack ([(item, "id title" lower-cased)]), built off the
-        UI thread by the caller when it can be.
+        ``index`` is the filter's haystack ([(item, "id title" lower-cased)]) and ``incoming``
+        the edges by target, both built off the UI thread by the caller when it can be.
         """
         expanded, cursor = self._state() if self._saved is None else self._saved
         self.graph = graph
+        self.incoming = incoming if incoming is not None else {}
         self._index = index if index is not None else [(i, f"{i.id or ''} {i.title}".lower()) for i in graph.ordered]
         if self.filter_text:
             self._saved = (expanded, cursor)
@@ -261,6 +295,35 @@ class MemoryTree(Tree[Entry]):
         if first is not None:
             self.move_to(first)
         return len(matches)
+
+    # -- edges ---------------------------------------------------------------
+    def cursor_edges(self) -> list[str]:
+        node = self.cursor_node
+        return edge_targets(node.data if node is not None else None, self.graph, self.incoming)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # False (not None) hides the binding and lets enter fall through to the next one
+        if action == "edges":
+            return len(self.cursor_edges()) > 1
+        if action == "follow_edge":
+            return len(self.cursor_edges()) == 1
+        return True
+
+    def edge_binding_state(self) -> int:
+        """0, 1 or 2 (several): which enter binding applies under the cursor now."""
+        return min(len(self.cursor_edges()), 2)
+
+    def action_edges(self) -> None:
+        self._request_edges(follow=False)
+
+    def action_follow_edge(self) -> None:
+        self._request_edges(follow=True)
+
+    def _request_edges(self, *, follow: bool) -> None:
+        node = self.cursor_node
+        targets = self.cursor_edges()
+        if node is not None and node.data is not None and targets:
+            self.post_message(self.EdgesRequested(node.data.key, targets, follow=follow))
 
     # -- labels --------------------------------------------------------------
     def render_label(self, node: TreeNode[Entry], base_style: Style, style: Style) -> Text:

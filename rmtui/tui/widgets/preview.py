@@ -8,22 +8,39 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from rmtui.engine.graph import Graph, Item
-from rmtui.tui.messages import FollowItem, LastCommit
+from rmtui.engine.memory.graph import Graph, Item
+from rmtui.tui.messages import FollowItem
+from rmtui.tui.models import LastCommit
 from rmtui.tui.widgets.memory_tree import Entry, item_key
+from rmtui.tui.wording import count
 
 PREVIEW_LINES = 400
 
 
 class EdgeList(OptionList):
-    """Outgoing and incoming edges; choosing one follows it."""
+    """Outgoing and incoming edges; choosing one follows it, escape goes back to the tree."""
 
     BINDINGS: ClassVar = [
         Binding("enter", "select", "Follow edge", id="preview.follow"),
+        Binding("escape", "leave", "Back to tree", id="preview.leave"),
     ]
+
+    class Left(Message):
+        """The person left the edge list without following an edge."""
+
+    def action_leave(self) -> None:
+        self.post_message(self.Left())
+
+    def open(self) -> None:
+        """Focus the list on its first edge that can be followed."""
+        first = next((i for i, o in enumerate(self._options) if not o.disabled), None)
+        self.focus()
+        if first is not None:
+            self.highlighted = first
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
@@ -131,9 +148,9 @@ class ItemPreview(Vertical):
         files = summary.get("files", [])
         meta = Text.assemble(("Memory" if entry.domain == "memory" else "Pursuit", "bold"),
                              f"  {summary.get('headings', 0)} headings · {summary.get('nodes', 0)} nodes · "
-                             f"{summary.get('uncertain', 0)} uncertain · {len(files)} files")
+                             f"{summary.get('uncertain', 0)} uncertain · {count(len(files), 'file')}")
         self.query_one("#preview-meta", Static).update(meta)
-        body = "\n".join(files[:PREVIEW_LINES]) + (f"\n… {len(files) - PREVIEW_LINES} more files"
+        body = "\n".join(files[:PREVIEW_LINES]) + (f"\n… {count(len(files) - PREVIEW_LINES, 'more file')}"
                                                   if len(files) > PREVIEW_LINES else "")
         if entry.domain == "pursuit" and graph.focus:
             body = "Focus: " + ", ".join(graph.focus) + "\n\n" + body

@@ -8,15 +8,22 @@ an error after the fact. Actions only post messages: the screen does the engine 
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
-from typing import Callable, ClassVar
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import ClassVar
 
 from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
+from rmtui.engine.display import printable  # evidence text is shown, never obeyed
+
 FIRST_LINE_WIDTH = 72
+#: what the evidence table's other columns take before its text column (mark, state, age,
+#: each with one cell of padding either side, and the scrollbar)
+FIXED_COLUMNS = 3 + 10 + 6 + 2 + 1
+SESSION_AND_UID = 24 + 10  # the columns right of the text, shown when the text keeps 40 cells
 
 
 def age(seconds: float) -> str:
@@ -105,37 +112,79 @@ class _KeyedTable(DataTable):
 
 
 class EvidenceTable(_KeyedTable):
-    """The evidence inbox and queue: approve, reject with a reason, bulk approve, view."""
+    """The evidence inbox and queue: approve, reject with a reason, bulk decisions, view.
+
+    After a decision the cursor stays in the inbox, on the next undecided row (the decided
+    one moves to the queued or rejected group); a bulk decision without marks asks first.
+    """
 
     BINDINGS: ClassVar = [
         Binding("a", "approve", "Approve", id="evidence.approve"),
         Binding("x", "reject", "Reject", id="evidence.reject"),
-        Binding("A", "approve_all", "Approve marked/all", id="evidence.approve_all"),
         Binding("m", "mark", "Mark", id="evidence.mark"),
+        Binding("A", "approve_all", "Approve marked/all", id="evidence.approve_all"),
+        Binding("X", "reject_all", "Reject marked/all", id="evidence.reject_all"),
         Binding("v", "view", "View", id="evidence.view"),
     ]
 
     class Requested(Message):
-        """The person asked for ``action`` on evidence ``uids``."""
+        """The person asked for ``action`` on evidence ``uids``; ``confirm``: ask first (a bulk
+        decision over the whole inbox, nothing marked)."""
 
-        def __init__(self, action: str, uids: list[str]) -> None:
+        def __init__(self, action: str, uids: list[str], *, confirm: bool = False) -> None:
             super().__init__()
             self.action = action
             self.uids = uids
+            self.confirm = confirm
 
     def __init__(self, clock: Callable[[], float] = time.time, **kwargs) -> None:
         super().__init__(**kwargs)
         self.clock = clock
         self.marked: set[str] = set()
         self.evidence: list = []
+        self.text_width = FIRST_LINE_WIDTH
+        self._decided: tuple[set[str], int] | None = None  # (uids, their inbox position)
+        self._cursor_to: str | None = None
 
     def on_mount(self) -> None:
         self.add_column(" ", key="mark", width=1)
         self.add_column("state", key="state", width=8)
-        self.add_column("session", key="session")
         self.add_column("age", key="age", width=4)
         self.add_column("evidence", key="first")
+        self.add_column("session", key="session")
         self.add_column("uid", key="uid", width=8)
+
+    def on_resize(self) -> None:
+        # the evidence column takes what the fixed columns leave (session and uid scroll off
+        # to the right on a narrow terminal rather than squeezing the text)
+        room = self.scrollable_content_region.width - FIXED_COLUMNS
+        if room - SESSION_AND_UID >= 40:
+            room -= SESSION_AND_UID
+        width = max(16, min(FIRST_LINE_WIDTH, room))
+        if width != self.text_width:
+            self.text_width = width
+            if self.evidence:
+                self.set_evidence(self.evidence)
+
+    @property
+    def inbox(self) -> list:
+        return [e for e in self.evidence if e.state == "inbox"]
+
+    def expect_decision(self, uids: list[str]) -> None:
+        """A decision on ``uids`` is on its way: when it shows, keep the cursor in the inbox."""
+        order = [e.uid for e in self.inbox]
+        positions = [order.index(u) for u in uids if u in order]
+        self._decided = (set(uids), min(positions) if positions else 0)
+
+    def forget_decision(self) -> None:
+        self._decided = None
+
+    def put_cursor_on(self, uid: str) -> None:
+        """Move the cursor to ``uid`` now, or when a refresh brings it."""
+        if uid in self.rows_by_key:
+            self.move_cursor(row=self.get_row_index(uid), animate=False)
+        else:
+            self._cursor_to = uid
 
     def set_evidence(self, evidence: list) -> None:
         self.evidence = evidence
@@ -145,10 +194,28 @@ class EvidenceTable(_KeyedTable):
         rows = []
         for e in evidence:
             first = e.first_line if e.state != "rejected" else f"{e.first_line}  (rejected: {e.reason})"
-            state = Text(e.state, style=f"bold" if e.state == "inbox" else "")
-            rows.append((e.uid, e, ("•" if e.uid in self.marked else " ", state, _clip(e.session, 22),
-                                    age(now - e.created_at), _clip(first, FIRST_LINE_WIDTH), e.uid[:8])))
+            state = Text(e.state, style="bold" if e.state == "inbox" else "")
+            rows.append((e.uid, e, ("•" if e.uid in self.marked else " ", state, age(now - e.created_at),
+                                    Text(_clip(printable(first), self.text_width)), Text(_clip(e.session, 22)), e.uid[:8])))
         self.replace_rows(rows)
+        self._place_cursor()
+
+    def _place_cursor(self) -> None:
+        if self._cursor_to is not None and self._cursor_to in self.rows_by_key:
+            self.move_cursor(row=self.get_row_index(self._cursor_to), animate=False)
+            self._cursor_to = None
+            return
+        if self._decided is None:
+            return
+        uids, position = self._decided
+        states = {e.uid: e.state for e in self.evidence if e.uid in uids}
+        if any(s == "inbox" for s in states.values()):
+            return  # the decision has not shown yet
+        self._decided = None
+        inbox = self.inbox
+        if inbox:
+            target = inbox[min(position, len(inbox) - 1)].uid
+            self.move_cursor(row=self.get_row_index(target), animate=False)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         ev = self.current
@@ -156,7 +223,7 @@ class EvidenceTable(_KeyedTable):
             return True if ev is not None and ev.state == "inbox" else None
         if action == "reject":
             return True if ev is not None and ev.state in ("inbox", "queued") else None
-        if action == "approve_all":
+        if action in ("approve_all", "reject_all"):
             return True if any(e.state == "inbox" for e in self.evidence) else None
         if action == "view":
             return True if ev is not None else None
@@ -170,10 +237,20 @@ class EvidenceTable(_KeyedTable):
         if self.current is not None:
             self.post_message(self.Requested("reject", [self.current.uid]))
 
+    def _bulk(self) -> tuple[list[str], bool]:
+        """The marked inbox evidence, else the whole inbox (which needs a confirmation)."""
+        marked = [e.uid for e in self.inbox if e.uid in self.marked]
+        return (marked, False) if marked else ([e.uid for e in self.inbox], True)
+
     def action_approve_all(self) -> None:
-        uids = [e.uid for e in self.evidence if e.state == "inbox" and (not self.marked or e.uid in self.marked)]
+        uids, confirm = self._bulk()
         if uids:
-            self.post_message(self.Requested("approve", uids))
+            self.post_message(self.Requested("approve", uids, confirm=confirm))
+
+    def action_reject_all(self) -> None:
+        uids, confirm = self._bulk()
+        if uids:
+            self.post_message(self.Requested("reject", uids, confirm=confirm))
 
     def action_mark(self) -> None:
         ev = self.current
@@ -182,6 +259,8 @@ class EvidenceTable(_KeyedTable):
         self.marked ^= {ev.uid}
         self.update_cell(ev.uid, "mark", "•" if ev.uid in self.marked else " ")
         self.update_bindings()
+        if self.cursor_row < self.row_count - 1:  # marking walks down, as in a file manager
+            self.move_cursor(row=self.cursor_row + 1, animate=False)
 
     def action_view(self) -> None:
         if self.current is not None:
@@ -238,7 +317,15 @@ class OperationsTable(_KeyedTable):
 class ReceiptsTable(_KeyedTable):
     """Receipts of finished operations, newest first."""
 
-    BINDINGS: ClassVar = [Binding("d", "diff", "Diff", id="receipts.diff")]
+    BINDINGS: ClassVar = [Binding("d", "diff", "Diff", id="receipts.diff"),
+                          Binding("c", "correct", "Correct landing", id="receipts.correct")]
+
+    class CorrectionRequested(Message):
+        """``c`` on a landed Update: send it back for correction (the main screen asks why)."""
+
+        def __init__(self, receipt) -> None:
+            super().__init__()
+            self.receipt = receipt
 
     def on_mount(self) -> None:
         self.add_column("operation", key="id")
@@ -250,6 +337,10 @@ class ReceiptsTable(_KeyedTable):
         rows = []
         for r in receipts:
             changed = ", ".join(r.changed_paths) or (r.error or "-")
+            corr = getattr(r, "correction", None) or {}
+            if corr.get("status"):  # the last correction round; a question waits for an answer
+                changed = (f"asks: {corr.get('message')}" if corr["status"] == "needs_input"
+                           else f"correction {corr['status']} · {changed}")
             rows.append((r.operation_id, r, (short_op(r.operation_id), r.phase, (r.landed_commit or "-")[:10],
                                              _clip(changed, 60))))
         self.replace_rows(rows)
@@ -257,11 +348,18 @@ class ReceiptsTable(_KeyedTable):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "diff":
             return True if self.current is not None and self.current.landed_commit else None
+        if action == "correct":
+            r = self.current
+            return True if r is not None and r.phase == "committed" and r.kind in ("update", "assistant") else None
         return True
 
     def action_diff(self) -> None:
         if self.current is not None and self.current.landed_commit:
             self.post_message(OperationsTable.DiffRequested(self.current.operation_id))
+
+    def action_correct(self) -> None:
+        if self.check_action("correct", ()):
+            self.post_message(self.CorrectionRequested(self.current))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
@@ -269,4 +367,4 @@ class ReceiptsTable(_KeyedTable):
 
 
 def timestamp(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%SZ")

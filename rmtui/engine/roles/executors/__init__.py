@@ -1,11 +1,11 @@
-"""Role executors behind one interface (DESIGN.md section 11).
+"""Role executors behind one interface (docs/architecture.md, "Executors").
 
 ``make_executor(config, role)`` picks the configured one: Anthropic Messages, OpenAI Chat
 Completions (any compatible endpoint), or a ``claude``/``codex`` CLI subprocess.
 SDKs are imported only when their executor is built.
 """
 
-from rmtui.engine.executors.base import (
+from rmtui.engine.roles.executors.base import (
     AbortTurn,
     Conversation,
     Executor,
@@ -14,8 +14,8 @@ from rmtui.engine.executors.base import (
     ToolSpec,
     TurnResult,
 )
-from rmtui.engine.executors.config import build_executor, make_executor, resolve_role_executor
-from rmtui.engine.executors.trace import DebugTrace
+from rmtui.engine.roles.executors.config import build_executor, make_executor, resolve_role_executor
+from rmtui.engine.roles.executors.trace import DebugTrace
 
 __all__ = [
     "AbortTurn", "Conversation", "DebugTrace", "Executor", "ExecutorSettings", "ToolError", "ToolSpec",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmtui.engine.executors.base import (
+from rmtui.engine.roles.executors.base import (
     ApiExecutor,
     ExecutorSettings,
     ModelReply,

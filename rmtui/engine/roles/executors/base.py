@@ -1,4 +1,4 @@
-"""The executor interface and the provider-neutral tool-use loop (DESIGN.md section 11).
+"""The executor interface and the provider-neutral tool-use loop (docs/architecture.md, "Executors").
 
 A role runs as a conversation: instructions (system text), a set of tools, and user turns.
 API executors (Anthropic Messages, OpenAI Chat Completions) share one loop here and differ
@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from rmtui.engine.errors import EngineError, OperationFailed, UnavailableError, UsageError
-from rmtui.engine.executors.trace import DebugTrace
+from rmtui.engine.roles.executors.trace import DebugTrace
 
 
 class ToolError(EngineError):
@@ -292,4 +293,4 @@ def require_key(settings: ExecutorSettings, env_name: str) -> str:
     if settings.api_base:
         return "no-key"  # local OpenAI/Anthropic-compatible servers do not check keys
     raise UnavailableError(f"{settings.role}: no API key for {settings.provider}; set {env_name} "
-                           f"(or name another variable with api_key_env)")
+                           f"(or name another variable with api_key_env in rmtui.toml)")

@@ -20,9 +20,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rmtui.engine import roles
 from rmtui.engine.errors import OperationFailed, UnavailableError, UsageError
-from rmtui.engine.executors.base import (
+from rmtui.engine.memory import role_table as roles
+from rmtui.engine.roles.executors.base import (
     AbortTurn,
     Conversation,
     Executor,
@@ -31,7 +31,7 @@ from rmtui.engine.executors.base import (
     ToolSpec,
     TurnResult,
 )
-from rmtui.engine.executors.trace import DebugTrace
+from rmtui.engine.roles.executors.trace import DebugTrace
 
 CLAUDE_GIT_TOOLS = ("Bash(git status:*)", "Bash(git diff:*)", "Bash(git log:*)", "Bash(git add:*)",
                     "Bash(git rm:*)", "Bash(git mv:*)", "Bash(git commit:*)")

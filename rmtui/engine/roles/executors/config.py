@@ -1,19 +1,24 @@
-"""Which executor runs a role, from ``rightmemory.toml`` (DESIGN.md section 11).
+"""Which executor runs a role, from the root's configuration (docs/architecture.md, "Executors").
 
-``[<role>.model]`` (``model_id = "provider:model"``, ``api_base``, ``api_key_env``,
-``kwargs``, limits) or ``[<role>.agent_cli]`` (``provider``, ``model``, ``command``).
-A role without settings borrows the settings of the first configured writer role;
-``retrieve`` never borrows (an unconfigured retrieve stays on the embedding backend).
-API keys come only from the environment.
+``[<role>.model]`` (``model_id = "provider:model"``, ``api_base``, ``api_key``, ``kwargs``) or
+``[<role>.agent_cli]`` (``provider``, ``model``) in rightmemory.toml, as the original has them;
+rmtui's own knobs (``api_key_env``, limits, ``command``) sit in the same tables of rmtui.toml.
+As in the original, a role other than retrieve without settings of its own uses the first
+configured of update, dreamer, insight, reviewer, pruner, sync-reconciler, historian,
+shared-view-builder, else the top-level ``[agent_cli] provider``; retrieve has only its own
+table or that global provider (an unconfigured retrieve stays on the embedding backend).
+An ``api_key`` in the table wins over the environment (``status`` warns that it is tracked).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rmtui.engine.config import ROLES, WRITER_ROLES, Config, api_key_from_env
 from rmtui.engine.errors import UnavailableError, UsageError
-from rmtui.engine.executors.base import ExecutorSettings
+from rmtui.engine.memory import config as _config_module
+from rmtui.engine.memory.config import EXECUTOR_FALLBACK_ORDER, Config, api_key_from_env
+from rmtui.engine.memory.role_table import ROLES
+from rmtui.engine.roles.executors.base import ExecutorSettings
 
 API_PROVIDERS = ("anthropic", "openai")
 CLI_PROVIDERS = ("claude", "codex")
@@ -23,7 +28,7 @@ NEVER_BORROWS = frozenset({"retrieve"})
 @dataclass(frozen=True)
 class RoleExecutorConfig:
     role: str          # the role that runs
-    source_role: str   # whose table the settings come from (differs when borrowed)
+    source_role: str   # whose table the settings come from ("agent_cli": the global provider)
     kind: str          # "model" | "agent_cli"
     settings: ExecutorSettings
 
@@ -36,6 +41,8 @@ def _own(cfg: Config, role: str) -> tuple[str, dict] | None:
     model = cfg.table(f"{role}.model")
     cli = cfg.table(f"{role}.agent_cli")
     model = model if model and model.get("model_id") else None
+    if cli and cli.get("model") and not cli.get("provider") and cfg.get("agent_cli.provider"):
+        cli = {**cli, "provider": cfg.get("agent_cli.provider")}  # as the original: the global provider
     cli = cli if cli and cli.get("provider") else None
     if model and cli:
         raise UsageError(f"rightmemory.toml: [{role}.model] and [{role}.agent_cli] are both set; keep one")
@@ -46,43 +53,54 @@ def _own(cfg: Config, role: str) -> tuple[str, dict] | None:
     return None
 
 
+def _knobs(cfg: Config, role: str, source: str) -> str:
+    """Whose rmtui.toml limits apply: the source's when rmtui runs that role, else the role's own."""
+    return source if source in ROLES else role
+
+
 def _settings(cfg: Config, role: str, source: str, kind: str, table: dict) -> ExecutorSettings:
+    knobs = _knobs(cfg, role, source)
     if kind == "agent_cli":
         return ExecutorSettings(role=role, provider=table["provider"], model=table.get("model") or "",
                                 command=table.get("command"),
-                                timeout_seconds=cfg.get(f"{source}.model.timeout_seconds"),
-                                tool_retries=cfg.get(f"{source}.model.tool_retries"))
-    model_id = str(table["model_id"])
+                                timeout_seconds=cfg.get(f"{knobs}.model.timeout_seconds"),
+                                tool_retries=cfg.get(f"{knobs}.model.tool_retries"))
+    model_id = str(table["model_id"]).strip()
     provider, sep, model = model_id.partition(":")
     if not sep or not model or provider not in API_PROVIDERS:
         raise UsageError(f"rightmemory.toml: [{source}.model] model_id {model_id!r} must be "
                          f"'anthropic:<model>' or 'openai:<model>'")
+    api_key = (table.get("api_key") or "").strip() or api_key_from_env(provider, table.get("api_key_env"))
     return ExecutorSettings(
         role=role, provider=provider, model=model,
         api_base=table.get("api_base"),
-        api_key=api_key_from_env(provider, table.get("api_key_env")),
+        api_key=api_key,
         kwargs=dict(table.get("kwargs") or {}),
-        max_requests=cfg.get(f"{source}.model.max_requests"),
-        tool_retries=cfg.get(f"{source}.model.tool_retries"),
-        timeout_seconds=cfg.get(f"{source}.model.timeout_seconds"),
+        max_requests=cfg.get(f"{knobs}.model.max_requests"),
+        tool_retries=cfg.get(f"{knobs}.model.tool_retries"),
+        timeout_seconds=cfg.get(f"{knobs}.model.timeout_seconds"),
     )
 
 
 def resolve_role_executor(cfg: Config, role: str) -> RoleExecutorConfig | None:
-    """The role's own settings, else (except for retrieve) the first configured writer's."""
+    """The role's own settings, else (not for retrieve) the first configured role's in the
+    original's order, else the global ``[agent_cli] provider``; None when there is nothing."""
     if role not in ROLES:
         raise UsageError(f"unknown role {role!r} (one of {', '.join(ROLES)})")
     own = _own(cfg, role)
     if own is not None:
         kind, table = own
         return RoleExecutorConfig(role, role, kind, _settings(cfg, role, role, kind, table))
-    if role in NEVER_BORROWS:
-        return None
-    for writer in WRITER_ROLES:
-        found = _own(cfg, writer)
-        if found is not None:
-            kind, table = found
-            return RoleExecutorConfig(role, writer, kind, _settings(cfg, role, writer, kind, table))
+    if role not in NEVER_BORROWS:
+        for source in EXECUTOR_FALLBACK_ORDER:
+            found = _own(cfg, source) if source != role else None
+            if found is not None:
+                kind, table = found
+                return RoleExecutorConfig(role, source, kind, _settings(cfg, role, source, kind, table))
+    provider = cfg.get("agent_cli.provider")
+    if provider:
+        table = {"provider": provider, "command": (cfg.table(f"{role}.agent_cli") or {}).get("command")}
+        return RoleExecutorConfig(role, "agent_cli", "agent_cli", _settings(cfg, role, role, "agent_cli", table))
     return None
 
 
@@ -90,23 +108,40 @@ def make_executor(cfg: Config, role: str):
     """Build the configured executor for ``role``; refuse clearly when none is configured."""
     resolved = resolve_role_executor(cfg, role)
     if resolved is None:
-        hint = "" if role in NEVER_BORROWS else " or for a writer role such as [update.model]"
+        hint = "" if role in NEVER_BORROWS else ", or [update.model] for every role,"
         raise UnavailableError(f"no model is configured for role {role!r}: set [{role}.model] model_id "
-                               f"or [{role}.agent_cli] provider in rightmemory.toml{hint}")
+                               f"or [{role}.agent_cli] provider{hint} or a top-level [agent_cli] provider "
+                               f"in rightmemory.toml")
     return build_executor(resolved.settings)
 
 
 def build_executor(settings: ExecutorSettings):
     if settings.provider == "anthropic":
-        from rmtui.engine.executors.anthropic_exec import AnthropicExecutor
+        from rmtui.engine.roles.executors.anthropic_exec import AnthropicExecutor
 
         return AnthropicExecutor(settings)
     if settings.provider == "openai":
-        from rmtui.engine.executors.openai_exec import OpenAIExecutor
+        from rmtui.engine.roles.executors.openai_exec import OpenAIExecutor
 
         return OpenAIExecutor(settings)
     if settings.provider in CLI_PROVIDERS:
-        from rmtui.engine.executors.cli_exec import CliExecutor
+        from rmtui.engine.roles.executors.cli_exec import CliExecutor
 
         return CliExecutor(settings)
     raise UsageError(f"unknown executor provider {settings.provider!r}")
+
+
+def _executor_sources(cfg: Config) -> set[str]:
+    """The role tables the configured executors of rmtui's roles come from."""
+    used: set[str] = set()
+    for role in ROLES:
+        try:
+            resolved = resolve_role_executor(cfg, role)
+        except Exception:  # noqa: BLE001 - a bad executor table is reported where it is used
+            continue
+        if resolved is not None:
+            used.add(resolved.source_role)
+    return used
+
+
+_config_module.executor_sources = _executor_sources

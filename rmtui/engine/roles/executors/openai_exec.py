@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from rmtui.engine.errors import OperationFailed
-from rmtui.engine.executors.base import (
+from rmtui.engine.roles.executors.base import (
     ApiExecutor,
     ExecutorSettings,
     ModelReply,

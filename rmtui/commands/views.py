@@ -1,0 +1,244 @@
+"""``shared-view …``: the front of shared views (engine: rmtui.engine.views, COMPAT §6).
+
+Provider: ``create VIEW --include ID…`` (or ``--question``), ``build VIEW``,
+``publish VIEW [--git REPO_URL]``, ``token VIEW``, ``serve``. Consumer:
+``connect REPO_URL#share=VIEW`` (Git) or ``connect URL --token-env NAME`` (HTTP),
+``pull [VIEW]``, ``list`` (``--json``: each view with ``view_id`` and ``status``),
+``ask VIEW "question"``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from rmtui.commands import Result
+from rmtui.commands.core import root_of
+from rmtui.engine.errors import UsageError
+
+#: Pull outcomes that mean the command did not do its job (scripts test the exit code).
+FAILED = ("stale", "unavailable")
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser("shared-view", parents=[common], help="share memory with other roots (MF#/MQ# views)")
+    s = p.add_subparsers(dest="view_cmd", required=True)
+
+    q = s.add_parser("create", parents=[common], help="define a view: the items it shares (or a question view)")
+    q.add_argument("view")
+    q.add_argument("--include", nargs="+", default=[], metavar="ID",
+                   help="headings (with everything under them), nodes, or MEMORY_<id>.md backing files")
+    q.add_argument("--exclude", nargs="+", default=[], metavar="ID", help="ids to leave out of included subtrees")
+    q.add_argument("--title")
+    q.add_argument("--intent", help="what the view is for (view.md, the package description)")
+    q.add_argument("--question", action="store_true", help="a question view (MQ#) instead of a file view")
+    q.add_argument("--instructions-file", help="question view: the private retriever.md instructions")
+    q.set_defaults(handler=cmd_create)
+
+    q = s.add_parser("build", parents=[common], help="render and validate a view's version-2 package")
+    q.add_argument("view")
+    q.set_defaults(handler=cmd_build)
+
+    q = s.add_parser("publish", parents=[common], help="build, then push to a Git share repository (or serve it)")
+    q.add_argument("view")
+    q.add_argument("--git", metavar="REPO_URL", help="Git share repository (created on first publish if empty)")
+    q.add_argument("--branch", help="branch of the share repository (default: its default branch)")
+    q.add_argument("--share", help="share id in the repository (default: the view id)")
+    q.add_argument("--provider", help="provider id recorded in share.toml (default: $USER)")
+    q.add_argument("--no-push", action="store_true", help="commit in the local cache only")
+    q.set_defaults(handler=cmd_publish)
+
+    q = s.add_parser("token", parents=[common], help="issue a bearer token for one consumer of a view")
+    q.add_argument("view")
+    q.add_argument("--label", help="who the token is for")
+    q.add_argument("--revoke", metavar="TOKEN_ID", help="revoke an issued token instead")
+    q.set_defaults(handler=cmd_token)
+
+    q = s.add_parser("serve", parents=[common], help="serve built views and answer question views over HTTP")
+    q.add_argument("--host", default="127.0.0.1")
+    q.add_argument("--port", type=int, default=8767, help="0 picks a free port")
+    q.add_argument("--allow-remote", action="store_true", help="listen on a non-loopback address")
+    q.add_argument("--max-answers", type=int, default=2, help="questions answered at once")
+    q.set_defaults(handler=cmd_serve)
+
+    q = s.add_parser("connect", parents=[common], help="connect a view: REPO_URL#share=VIEW, or an HTTP URL")
+    q.add_argument("url")
+    q.add_argument("--token-env", metavar="NAME", help="environment variable holding the HTTP bearer token")
+    q.add_argument("--as", dest="as_id", metavar="ID", help="local heading id (default: the view id)")
+    q.add_argument("--title", help="title of the local heading")
+    q.add_argument("--relationship", default="human", choices=("human", "owned-agent", "team-space", "external"))
+    q.add_argument("--no-pull", action="store_true", help="record the connection only")
+    q.set_defaults(handler=cmd_connect)
+
+    q = s.add_parser("pull", parents=[common], help="download, validate and import file views")
+    q.add_argument("view", nargs="?")
+    q.add_argument("--timeout", type=float, default=30.0)
+    q.set_defaults(handler=cmd_pull)
+
+    q = s.add_parser("list", parents=[common], help="connected views and their freshness (or --provided)")
+    q.add_argument("--provided", action="store_true", help="the views this root defines instead")
+    q.set_defaults(handler=cmd_list)
+
+    q = s.add_parser("ask", parents=[common], help="ask a question view; the answer is shown, not stored")
+    q.add_argument("view")
+    q.add_argument("question", nargs="+")
+    q.set_defaults(handler=cmd_ask)
+
+
+def cmd_create(args) -> Result:
+    from rmtui.engine.views import provider
+
+    root = root_of(args)
+    if args.question:
+        instructions = None
+        if args.instructions_file:
+            with open(args.instructions_file, encoding="utf-8") as fh:
+                instructions = fh.read()
+        data = provider.create_question_view(root, args.view, title=args.title, intent=args.intent,
+                                             instructions=instructions)
+        return Result(data, f"question view {args.view} defined (shared_views/{args.view}/)")
+    data = provider.create_file_view(root, args.view, args.include, title=args.title, intent=args.intent,
+                                     exclude=args.exclude)
+    return Result(data, f"file view {args.view} defined: {', '.join(args.include)}")
+
+
+def _built_text(res) -> str:
+    info = res.info
+    lines = [f"built {res.view_id}: {info.items} item(s), {len(info.files)} file(s), version {info.digest[:12]}",
+             f"  {res.package}"]
+    lines += [f"  warning: {w}" for w in res.warnings + info.warnings]
+    return "\n".join(lines)
+
+
+def cmd_build(args) -> Result:
+    from rmtui.engine.views import provider
+
+    res = provider.build(root_of(args), args.view)
+    return Result(res.to_json(), _built_text(res))
+
+
+def cmd_publish(args) -> Result:
+    from rmtui.engine.views import gitshare, provider
+
+    root = root_of(args)
+    res = provider.build(root, args.view)
+    data = {"build": res.to_json()}
+    text = [_built_text(res)]
+    if args.git:
+        who = args.provider or _provider_id()
+        pub = gitshare.publish(root, res.package, repo_url=args.git, view_id=args.view, title=res.info.title,
+                               description=res.info.description, share_id=args.share, branch=args.branch,
+                               provider_id=who, push=not args.no_push)
+        data["git"] = pub
+        state = "pushed" if pub["pushed"] else ("unchanged" if not pub["changed"] else "committed, not pushed")
+        text += [f"git share {pub['share_id']} on {pub['branch']}: {state}", f"  join: {pub['join_url']}"]
+    else:
+        text.append("served by `shared-view serve` (issue consumer tokens with `shared-view token`)")
+    return Result(data, "\n".join(text))
+
+
+def _provider_id() -> str:
+    import re
+
+    raw = os.environ.get("USER") or os.environ.get("USERNAME") or "rmtui"
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", raw) or "rmtui"
+
+
+def cmd_token(args) -> Result:
+    from rmtui.engine.views import files, provider
+
+    root = root_of(args)
+    if args.revoke:
+        if not files.revoke_token(root, args.revoke):
+            raise UsageError(f"no issued token {args.revoke!r}")
+        return Result({"revoked": args.revoke}, f"revoked {args.revoke}")
+    kind = provider.view_kind(root.path, files.check_view_id(args.view))
+    if kind is None:
+        raise UsageError(f"no view `{args.view}` in shared_views/ (create it first)")
+    tid, token = files.issue_token(root, args.view, kind, args.label)
+    return Result({"token_id": tid, "view_id": args.view, "kind": kind, "token": token},
+                  f"{token}\n(token {tid} for {kind} view {args.view}; shown once, only its hash is kept)")
+
+
+def cmd_serve(args) -> Result:
+    from rmtui.engine.views.server import Limits, ViewServer
+
+    root = root_of(args)
+    srv = ViewServer(root, host=args.host, port=args.port, allow_remote=args.allow_remote,
+                     limits=Limits(max_answers=max(1, args.max_answers)))
+    sys.stderr.write(f"rmtui: serving shared views at {srv.url} (Ctrl-C stops)\n")
+    sys.stderr.flush()
+    srv.serve_forever()
+    return Result({"url": srv.url, "state": "stopped"}, "stopped")
+
+
+def cmd_connect(args) -> Result:
+    from rmtui.engine.views import consumer
+
+    root = root_of(args)
+    if "#" in args.url and "share=" in args.url.split("#", 1)[1]:
+        if args.token_env:
+            raise UsageError("a Git share needs no token; --token-env is for HTTP providers")
+        data = consumer.connect_git(root, args.url, as_id=args.as_id, relationship=args.relationship,
+                                    pull_now=not args.no_pull)
+    else:
+        if not args.token_env:
+            raise UsageError("an HTTP connection needs --token-env NAME (the variable holding the bearer token)")
+        token = os.environ.get(args.token_env, "")
+        if not token:
+            raise UsageError(f"${args.token_env} is empty or unset")
+        data = consumer.connect_http(root, args.url, token, as_id=args.as_id, relationship=args.relationship,
+                                     title=args.title, pull_now=not args.no_pull)
+    conn = data["connection"]
+    text = [f"connected {conn['id']} ({conn['type']} view via {conn['target']['kind']})"]
+    code = 0
+    if "pull" in data:
+        text.append(_pull_line(data["pull"]))
+        code = 4 if data["pull"]["status"] in FAILED else 0
+    return Result(data, "\n".join(text), code)
+
+
+def _pull_line(r: dict) -> str:
+    if r["status"] in FAILED:
+        return f"{r['view_id']}: {r['status']}: {r['reason']}"
+    what = "new version" if r.get("changed") else "unchanged"
+    return f"{r['view_id']}: {r['status']}, {what} ({r['items']} item(s), version {str(r['version'])[:12]})"
+
+
+def cmd_pull(args) -> Result:
+    from rmtui.engine.views import consumer
+
+    results = [r.to_json() for r in consumer.pull(root_of(args), args.view, timeout=args.timeout)]
+    code = 4 if any(r["status"] in FAILED for r in results) else 0
+    return Result(results, "\n".join(_pull_line(r) for r in results) or "no file views are connected", code)
+
+
+def cmd_list(args) -> Result:
+    from rmtui.engine.views import consumer, provider
+
+    root = root_of(args)
+    if args.provided:
+        views = provider.list_views(root)
+        lines = [f"{v['view_id']}  {v['kind']}  " + (f"built {str(v.get('version'))[:12]}, {v.get('items')} item(s)"
+                                                     if v.get("built") else "not built")
+                 + f"  tokens {v['tokens']}" for v in views]
+        return Result(views, "\n".join(lines) or "this root defines no views")
+    rows = consumer.list_connections(root)
+    lines = []
+    for r in rows:
+        line = f"{r['view_id']}  {r['type']}  {r['status']}"
+        if r.get("items") is not None:
+            line += f"  {r['items']} item(s)"
+        if r.get("last_success_at"):
+            line += f"  pulled {r['last_success_at']}"
+        if r.get("reason") and r["status"] != "fresh":
+            line += f"  ({r['reason']})"
+        lines.append(line)
+    return Result(rows, "\n".join(lines) or "no shared views are connected")
+
+
+def cmd_ask(args) -> Result:
+    from rmtui.engine.views import consumer
+
+    data = consumer.ask(root_of(args), args.view, " ".join(args.question))
+    return Result(data, data["text"].rstrip("\n"), 0 if data["status"] == "answered" else 4)

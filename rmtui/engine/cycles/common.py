@@ -1,0 +1,144 @@
+"""What the cycles share: a role conversation over one folder, the cycle lock, the per-cycle
+state file with failure backoff, and small Git readers of the active root."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rmtui.engine.errors import ConflictError
+from rmtui.engine.fsutil import atomic_write_text
+from rmtui.engine.locks import file_lock, try_lock
+from rmtui.engine.memory.roots import MemoryRoot
+
+CYCLES_DIR = "cycles"
+#: Failures in a row after which the daemon stops running a cycle until a manual run succeeds.
+MAX_FAILURES = 5
+BACKOFF_SECONDS = 60.0
+BACKOFF_CAP_SECONDS = 3600.0
+
+UNCOMMITTED_REMINDER = ("Your worktree has uncommitted changes:\n{dirty}\nCommit what should land (git_add, "
+                        "git_commit) and discard nothing silently; then give your final report.")
+
+
+class RoleSession:
+    """One conversation with ``role`` whose tools work over ``where`` (a worktree, or the live
+    root for a read-only role)."""
+
+    def __init__(self, root: MemoryRoot, executor: Any, role: str, where: Path | str, *, cfg: Any,
+                 preamble: str = "", **trace_fields: Any) -> None:
+        from rmtui.engine.roles.executors import DebugTrace
+        from rmtui.engine.roles.prompts import role_instructions
+        from rmtui.engine.roles.tools import RoleTools
+
+        self.role = role
+        self.tools = RoleTools(where, role)
+        trace = DebugTrace.for_role(root.runtime, role, enabled=bool(cfg.get("debug.trace")))
+        if trace_fields:
+            trace.event("operation", **trace_fields)
+        self.conv = executor.start(system=preamble + role_instructions(role), tools=self.tools.specs(),
+                                   cwd=str(where), trace=trace)
+        self.last = ""
+
+    def send(self, text: str) -> str:
+        self.last = self.conv.send(text).text.strip()
+        return self.last
+
+    def dirty(self) -> str:
+        return self.tools.repo.git.status("--porcelain", "--untracked-files=all").strip()
+
+    def remind_uncommitted(self) -> str:
+        """One bounded reminder when work is left uncommitted (admission refuses it)."""
+        dirty = self.dirty()
+        if dirty:
+            self.send(UNCOMMITTED_REMINDER.format(dirty=dirty))
+        return self.last
+
+    def close(self) -> None:
+        self.conv.close()
+        self.tools.repo.close()
+
+    def __enter__(self) -> RoleSession:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+@contextmanager
+def cycle_lock(root: MemoryRoot, name: str, *, wait: bool = False) -> Iterator[None]:
+    """One run of cycle ``name`` per root at a time (a front-level lock: taken before any
+    operation lock and ``memory.lock``)."""
+    path = root.ensure_runtime() / CYCLES_DIR / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if wait:
+        with file_lock(path):
+            yield
+        return
+    fd = try_lock(path)
+    if fd is None:
+        raise ConflictError(f"a {name} run is already in progress on this root")
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+# -- per-cycle state (outcomes, failure backoff) -----------------------------------------------
+
+def _state_path(root: MemoryRoot, name: str) -> Path:
+    return root.runtime / CYCLES_DIR / f"{name}.json"
+
+
+def load_state(root: MemoryRoot, name: str) -> dict[str, Any]:
+    """The cycle's record: ``last_outcome``, ``failures``, ``next_attempt_at``, ``stopped``.
+    It only reports and paces the daemon; a corrupt file reads as empty."""
+    try:
+        data = json.loads(_state_path(root, name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def record_outcome(root: MemoryRoot, name: str, outcome: dict[str, Any], *, failed: bool,
+                   now: float | None = None) -> dict[str, Any]:
+    """Save a run's outcome; failures in a row back off exponentially and stop the daemon's
+    runs after :data:`MAX_FAILURES` (a successful run, manual or not, starts over)."""
+    now = time.time() if now is None else now
+    state = load_state(root, name)
+    keep = {k: v for k, v in outcome.items() if k in ("state", "operation_id", "landed_commit", "message", "error",
+                                                      "log", "result", "receipt_phase", "removed", "status")}
+    state["last_outcome"] = {**keep, "at": now}
+    if failed:
+        failures = int(state.get("failures") or 0) + 1
+        state["failures"] = failures
+        state["next_attempt_at"] = now + min(BACKOFF_CAP_SECONDS, BACKOFF_SECONDS * 2 ** (failures - 1))
+        state["stopped"] = failures >= MAX_FAILURES
+    else:
+        state.update(failures=0, next_attempt_at=None, stopped=False, last_success_at=now)
+    path = _state_path(root, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(state, indent=2, sort_keys=True, default=str) + "\n")
+    return state
+
+
+def backing_off(root: MemoryRoot, name: str, now: float | None = None) -> str | None:
+    """Why the daemon should not run ``name`` now (stopped, or waiting out a backoff), or None."""
+    state = load_state(root, name)
+    now = time.time() if now is None else now
+    if state.get("stopped"):
+        return f"stopped after {state.get('failures')} failures in a row; run it by hand once the cause is fixed"
+    nxt = state.get("next_attempt_at")
+    if isinstance(nxt, (int, float)) and nxt > now:
+        return f"backing off after {state.get('failures')} failure(s) until {time.strftime('%H:%M:%S', time.localtime(nxt))}"
+    return None
+
+
+def error_outcome(exc: Any) -> dict[str, Any]:
+    """The outcome dict of an engine error (``exc`` is an :class:`EngineError`)."""
+    return {"state": "failed", "error": exc.to_json(), "message": exc.message, "exit_code": exc.exit_code}

@@ -1,0 +1,205 @@
+"""Corrections of a landing (COMPAT §7, §9): a person sends a landed Update back.
+
+``correct_landing(root, receipt, comment)`` finds the receipt of a landed Update (role
+``update`` or ``update-correction``), opens a supervisor operation of kind ``correction`` at
+the *current* head and runs the ``update-correction`` role there with the original commit
+(message and diff), its evidence, the person's comment and the earlier rounds. The role may
+fix Memory (and Pursuit references) and record the lesson in ``corrections.md``; admission
+checks it like any Update. It must end with exactly
+``{"status": "applied"|"no_change"|"needs_input", "message": …}``:
+
+- ``applied``: its commits land (one commit, ``RightMemory-Operation: <correction op>``);
+- ``no_change``: nothing lands;
+- ``needs_input``: a question back to the person; the operation is abandoned (nothing lands)
+  and the question waits on the receipt until the person answers with another comment.
+
+The status actually stored follows what landed (``applied`` only with a landed change). The
+result is stored on the original receipt (``Receipt.correction``) with the history of rounds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+from rmtui.engine.cycles import common
+from rmtui.engine.errors import ConflictError, EngineError, OperationFailed, UsageError
+from rmtui.engine.memory.roots import MemoryRoot
+
+ROLE = "update-correction"
+KIND = "correction"
+NAME = "correction"
+STATUSES = ("applied", "no_change", "needs_input")
+CORRECTABLE_ROLES = ("update", "update-correction")
+MAX_COMMENT_CHARS = 8000
+MAX_DIFF_CHARS = 40000
+RESULT_SHAPE = '{"status": "applied" | "no_change" | "needs_input", "message": "…"}'
+
+
+def find_receipt(store: Any, ref: str) -> Any:
+    """A receipt by operation id, batch id, or a unique prefix of either."""
+    ref = (ref or "").strip()
+    if not ref:
+        raise UsageError("name the receipt (its operation id)")
+    receipts = store.receipts()
+    exact = [r for r in receipts if ref in (r.operation_id, r.batch_id)]
+    if exact:
+        return exact[0]
+    hits = [r for r in receipts if r.operation_id.startswith(ref) or (r.batch_id or "").startswith(ref)]
+    if not hits:
+        raise UsageError(f"no receipt {ref!r}")
+    if len(hits) > 1:
+        raise UsageError(f"{ref!r} names {len(hits)} receipts; give more of the operation id",
+                         details={"matches": [r.operation_id for r in hits[:10]]})
+    return hits[0]
+
+
+def parse_result(text: str) -> dict[str, str] | None:
+    """The role's result object: the last JSON object in its answer with exactly the two keys."""
+    candidates = [text.strip()] + [m.group(0) for m in re.finditer(r"\{[^{}]*\}", text, re.DOTALL)][::-1]
+    fence = re.findall(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.DOTALL)
+    candidates = fence[::-1] + candidates
+    for raw in candidates:
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            continue
+        if (isinstance(data, dict) and set(data) == {"status", "message"} and data["status"] in STATUSES
+                and isinstance(data["message"], str)):
+            return {"status": data["status"], "message": data["message"].strip()}
+    return None
+
+
+def correction_prompt(worktree: str, receipt: Any, original: str, evidence: list[tuple[str, str]],
+                      comment: str, history: list[dict]) -> str:
+    parts = [
+        f"Correction of a landed Update: operation {receipt.operation_id}"
+        + (f" (batch {receipt.batch_id})" if receipt.batch_id else "")
+        + f", landed as {str(receipt.landed_commit)[:12]}, changed {', '.join(receipt.changed_paths)}.",
+        f"Your isolated worktree is {worktree}, at the current head (later changes included); every tool path "
+        "is relative to it. Rework the landing there: fix what the person's comment shows to be wrong, record "
+        "the lesson in corrections.md only with a real Memory or Pursuit fix, validate_memory, then git_add and "
+        "git_commit once. Commit nothing if nothing should change, or if you need the person's answer first.",
+        "The landed commit:\n<landing>\n" + original + "\n</landing>",
+    ]
+    for uid, text in evidence:
+        parts.append(f"<candidate uid=\"{uid}\">\n{text.rstrip()}\n</candidate>")
+    for past in history:
+        parts.append(f"Earlier round: the person wrote \"{past.get('comment')}\"; the result was "
+                     f"{past.get('status')}: {past.get('message')}")
+    parts.append(f"The person's comment now:\n<comment>\n{comment.strip()}\n</comment>")
+    parts.append("End your final answer with exactly one JSON object and nothing after it: " + RESULT_SHAPE +
+                 ". applied: you committed the fix; no_change: the landing stands (say why); needs_input: ask the "
+                 "person one question (commit nothing).")
+    return "\n\n".join(parts)
+
+
+def correct_landing(root: MemoryRoot, receipt_ref: str, comment: str, *, executor: Any = None) -> dict[str, Any]:
+    """Run one correction round; answers ``{"status", "message", "receipt", "operation_id", ...}``
+    (``status`` ``failed`` with ``exit_code`` when the round itself failed)."""
+    from rmtui.engine.writes.operations import OperationStore
+
+    comment = (comment or "").strip()
+    if not comment:
+        raise UsageError("the comment must not be blank")
+    if len(comment) > MAX_COMMENT_CHARS or "\x00" in comment:
+        raise UsageError(f"the comment must be text of at most {MAX_COMMENT_CHARS} characters")
+    with OperationStore(root) as store:
+        receipt = find_receipt(store, receipt_ref)
+        op = store.find(receipt.operation_id)
+    if op is None or op.role not in CORRECTABLE_ROLES:
+        raise UsageError(f"{receipt.operation_id} is not an Update; only a landed Update can be corrected")
+    if receipt.phase != "committed" or not receipt.landed_commit or not receipt.changed_paths:
+        raise UsageError(f"{receipt.operation_id} is {receipt.phase} and changed no memory; only a landed "
+                         "Update can be corrected")
+    with common.cycle_lock(root, NAME):
+        out = _round(root, receipt, comment, executor)  # raises only before its operation began
+        _store(root, receipt.operation_id, comment, out)
+        out["receipt"] = receipt.operation_id
+        common.record_outcome(root, NAME, out, failed=out["status"] == "failed")
+        return out
+
+
+def _round(root: MemoryRoot, receipt: Any, comment: str, executor: Any) -> dict[str, Any]:
+    import git
+
+    from rmtui.engine.evidence.queue import EvidenceQueue
+    from rmtui.engine.writes.supervisor import Supervisor
+
+    cfg = root.config()
+    if executor is None:
+        from rmtui.engine.roles.executors import make_executor
+
+        executor = make_executor(cfg, ROLE)
+    repo = git.Repo(root.path)
+    try:
+        original = repo.git.show("--no-color", "--stat", "--patch", receipt.landed_commit)
+    except git.GitCommandError as exc:
+        raise ConflictError(f"the landed commit {receipt.landed_commit[:12]} is not in this root") from exc
+    finally:
+        repo.close()
+    if len(original) > MAX_DIFF_CHARS:
+        original = original[:MAX_DIFF_CHARS] + f"\n[cut at {MAX_DIFF_CHARS} characters; git_show it for the rest]"
+    evidence: list[tuple[str, str]] = []
+    with EvidenceQueue(root) as q:
+        for uid in receipt.candidate_uids:
+            try:
+                evidence.append((uid, q.get(uid).text))
+            except UsageError:
+                continue
+    history = list(((receipt.correction or {}).get("history")) or [])
+    with Supervisor(root) as sup:
+        op = sup.begin(KIND, ROLE)
+        try:
+            result, summary = _converse(root, op, executor, cfg, receipt, original, evidence, comment, history)
+            if result["status"] == "needs_input":
+                sup.abandon(sup.store.get(op.id), "the correction needs the person's input")
+                return {"status": "needs_input", "message": result["message"], "operation_id": op.id,
+                        "landed_commit": None}
+            landing = sup.finish(op, summary=summary)
+        except EngineError as exc:
+            failed = sup.fail(sup.store.get(op.id), f"{exc.kind}: {exc.message}")
+            return {**common.error_outcome(exc), "status": "failed", "operation_id": op.id,
+                    "correction_receipt": failed.to_json()}
+    landed = bool(landing.landed_commit and landing.changed_paths)
+    status, message = result["status"], result["message"]
+    if status == "applied" and not landed:
+        status, message = "no_change", f"{message} (nothing changed: the role committed no fix)"
+    elif status == "no_change" and landed:
+        status, message = "applied", f"{message} (the role's commit landed)"
+    return {"status": status, "message": message, "operation_id": op.id, "landed_commit": landing.landed_commit,
+            "changed_paths": landing.changed_paths, "correction_receipt": landing.to_json()}
+
+
+def _converse(root: MemoryRoot, op: Any, executor: Any, cfg: Any, receipt: Any, original: str,
+              evidence: list[tuple[str, str]], comment: str, history: list[dict]) -> tuple[dict[str, str], str]:
+    with common.RoleSession(root, executor, ROLE, op.worktree, cfg=cfg, operation=op.id,
+                            correcting=receipt.operation_id) as session:
+        text = session.send(correction_prompt(op.worktree, receipt, original, evidence, comment, history))
+        result = parse_result(text)
+        if result is None or result["status"] != "needs_input":
+            if session.dirty():
+                text = session.remind_uncommitted()
+                result = parse_result(text) or result
+        if result is None:  # one bounded reminder of the result's shape
+            text = session.send("End with exactly one JSON object and nothing after it: " + RESULT_SHAPE)
+            result = parse_result(text)
+    if result is None:
+        raise OperationFailed("the update-correction role did not answer with " + RESULT_SHAPE,
+                              details={"answer": text[-500:]})
+    return result, text
+
+
+def _store(root: MemoryRoot, operation_id: str, comment: str, out: dict[str, Any]) -> None:
+    """The round's result on the original receipt (the last one, with every round so far)."""
+    from rmtui.engine.writes.operations import OperationStore
+
+    entry = {"status": out["status"], "message": out.get("message", ""), "comment": comment,
+             "operation_id": out.get("operation_id"), "landed_commit": out.get("landed_commit"), "at": time.time()}
+    with OperationStore(root) as store:
+        receipt = store.receipt(operation_id)
+        history = list(((receipt.correction or {}).get("history")) or []) + [entry]
+        receipt.correction = {**entry, "history": history}
+        store.save_receipt(receipt)

@@ -1,0 +1,208 @@
+"""The Insight cycle (COMPAT §7, DESIGN §10): reflection once enough evidence has landed.
+
+Points come from the supervisor's ``insight_points`` effect (one per landed Memory-changing
+update transaction, :mod:`rmtui.engine.writes.triggers`). At ``insight.watch.trigger_points``
+the watcher claims one run (``active_operation_id = insight-watch-<hex>``, with the points it
+claims), runs the ``insight`` role in a supervisor worktree, and lets the supervisor admit
+what it committed: exactly one new ``insight_logs/YYYY-MM-DD-HHMMSS.md`` (subject
+``insight: …``) or nothing at all (a no-op). The claimed points are deducted only when the run
+succeeds (result ``artifact`` or ``noop``); a failed run leaves them for the next claim.
+Anything but ``insight_logs/*.md`` is refused by admission (the role table); more than one new
+log, or a change to an existing one, is refused here before publication.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rmtui.engine.cycles import common
+from rmtui.engine.errors import ConflictError, EngineError, OperationFailed
+from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.writes import triggers
+
+ROLE = "insight"
+KIND = "insight"
+NAME = "insight"
+LOG_DIR = "insight_logs"
+LOG_RE = re.compile(r"^insight_logs/(\d{4}-\d{2}-\d{2}-\d{6})\.md$")
+SUBJECT_PREFIX = "insight:"
+
+
+def _threshold(cfg: Any) -> float:
+    return float(cfg.get("insight.watch.trigger_points"))
+
+
+def insight_status(root: MemoryRoot) -> dict[str, Any]:
+    """Points against the threshold, the claim in progress, the last success and last run."""
+    threshold = _threshold(root.config())
+    st = triggers.load(root, NAME)
+    cycle = common.load_state(root, NAME)
+    return {
+        "points": float(st["points"]),
+        "threshold": threshold,
+        "due": float(st["points"]) >= threshold,
+        "active_operation_id": st.get("active_operation_id"),
+        "active_operation_points": st.get("active_operation_points"),
+        "last_success_at": st.get("last_success_at"),
+        "last_success_result": st.get("last_success_result"),
+        "last_success_operation_id": st.get("last_success_operation_id"),
+        "last_run": cycle.get("last_outcome"),
+        "failures": cycle.get("failures", 0),
+        "backoff": common.backing_off(root, NAME),
+    }
+
+
+def log_name(now: float | None = None) -> str:
+    stamp = datetime.fromtimestamp(time.time() if now is None else now, UTC).strftime("%Y-%m-%d-%H%M%S")
+    return f"{LOG_DIR}/{stamp}.md"
+
+
+def insight_prompt(worktree: str, name: str, existing: list[str], points: float) -> str:
+    earlier = ("Earlier logs: " + ", ".join(existing[-20:])) if existing else "There are no earlier logs."
+    return "\n\n".join([
+        f"Insight run: {points:g} point(s) of landed Memory changes since the last reflection.",
+        f"Your isolated worktree is {worktree}; every tool path is relative to it.",
+        f"If you find reflections worth a person's attention, create exactly one new file `{name}` (this run's "
+        "UTC time), git_add it and git_commit it with the message `insight: <topic>`. Write nothing else: "
+        "Memory, Pursuit and earlier logs stay as they are. If nothing meaningful stands out, write nothing; "
+        "a no-op is a valid outcome.",
+        earlier,
+        "End with the report your instructions describe.",
+    ])
+
+
+def run_insight(root: MemoryRoot, *, force: bool = False, executor: Any = None,
+                now: float | None = None) -> dict[str, Any]:
+    """Claim and run Insight at the threshold (or ``force``): ``{"state": "idle"|"artifact"|
+    "noop"|"failed", "points", "threshold", ...}``."""
+    with common.cycle_lock(root, NAME):
+        cfg = root.config()
+        threshold = _threshold(cfg)
+        claim: dict[str, Any] = {}
+
+        def take(st: dict[str, Any]) -> None:
+            # we hold the cycle lock: a claim still recorded is a run that died; its points stay
+            st["active_operation_id"] = st["active_operation_points"] = None
+            if float(st["points"]) < threshold and not force:
+                return
+            claim["id"] = f"insight-watch-{uuid.uuid4().hex[:12]}"
+            claim["points"] = float(st["points"])
+            st["active_operation_id"], st["active_operation_points"] = claim["id"], claim["points"]
+
+        st = triggers.update(root, NAME, take)
+        if not claim:
+            return {"state": "idle", "points": float(st["points"]), "threshold": threshold}
+        try:
+            out = _run(root, cfg, executor, claim, now)
+        except EngineError as exc:
+            _settle(root, claim, None)
+            out = {**common.error_outcome(exc), "claim": claim["id"]}
+            common.record_outcome(root, NAME, out, failed=True)
+            raise
+        st = _settle(root, claim, out if out["state"] in ("artifact", "noop") else None)
+        out.update(points=float(st["points"]), threshold=threshold, claim=claim["id"])
+        common.record_outcome(root, NAME, out, failed=out["state"] == "failed")
+        return out
+
+
+def _settle(root: MemoryRoot, claim: dict[str, Any], success: dict[str, Any] | None) -> dict[str, Any]:
+    """End the claim: on success deduct the claimed points and record it; else only release."""
+
+    def settle(st: dict[str, Any]) -> None:
+        if st.get("active_operation_id") == claim["id"]:
+            st["active_operation_id"] = st["active_operation_points"] = None
+        if success is not None:
+            st["points"] = max(0.0, float(st["points"]) - claim["points"])
+            st["last_success_at"] = triggers.now_iso()
+            st["last_success_operation_id"] = success.get("operation_id")
+            st["last_success_result"] = success["state"]
+
+    return triggers.update(root, NAME, settle)
+
+
+def _run(root: MemoryRoot, cfg: Any, executor: Any, claim: dict[str, Any], now: float | None) -> dict[str, Any]:
+    from rmtui.engine.writes.supervisor import Supervisor
+
+    if executor is None:
+        from rmtui.engine.roles.executors import make_executor
+
+        executor = make_executor(cfg, ROLE)
+    with Supervisor(root) as sup:
+        op = sup.begin(KIND, ROLE)
+        try:
+            summary, log, subject = _work(root, op, executor, cfg, claim, now)
+            message = None
+            if log is not None:
+                message = subject if subject.startswith(SUBJECT_PREFIX) else f"{SUBJECT_PREFIX} {Path(log).stem}"
+            receipt = sup.finish(op, summary=summary, message=message)
+        except EngineError as exc:
+            receipt = sup.fail(sup.store.get(op.id), f"{exc.kind}: {exc.message}")
+            return {**common.error_outcome(exc), "operation_id": op.id, "receipt": receipt.to_json()}
+        except Exception as exc:  # a defect must not leave the operation running
+            wrapped = OperationFailed(f"{type(exc).__name__}: {exc}")
+            receipt = sup.fail(sup.store.get(op.id), f"{wrapped.kind}: {wrapped.message}")
+            return {**common.error_outcome(wrapped), "operation_id": op.id, "receipt": receipt.to_json()}
+    landed = receipt.landed_commit is not None and bool(receipt.changed_paths)
+    return {"state": "artifact" if landed else "noop", "result": "artifact" if landed else "noop",
+            "operation_id": op.id, "landed_commit": receipt.landed_commit, "log": log if landed else None,
+            "summary": summary, "receipt": receipt.to_json()}
+
+
+def _work(root: MemoryRoot, op: Any, executor: Any, cfg: Any, claim: dict[str, Any],
+          now: float | None) -> tuple[str, str | None, str]:
+    import git
+
+    wt = Path(op.worktree)
+    repo = git.Repo(wt)
+    try:
+        existing = sorted(p for p in repo.git.ls_tree("-r", "--name-only", "HEAD", "--", LOG_DIR).splitlines() if p)
+    finally:
+        repo.close()
+    stamp = time.time() if now is None else now
+    name = log_name(stamp)
+    while name in existing:
+        stamp += 1
+        name = log_name(stamp)
+    with common.RoleSession(root, executor, ROLE, wt, cfg=cfg, operation=op.id, claim=claim["id"]) as session:
+        session.send(insight_prompt(str(wt), name, existing, claim["points"]))
+        session.remind_uncommitted()
+        summary = session.last
+    repo = git.Repo(wt)
+    try:
+        raw = repo.git.diff("--name-status", "--no-renames", op.base_commit, "HEAD")
+        subjects = repo.git.log("--format=%s", f"{op.base_commit}..HEAD").splitlines()
+    finally:
+        repo.close()
+    changes = [line.split("\t", 1) for line in raw.splitlines() if line.strip()]
+    logs = [(status, path) for status, path in changes if path.startswith(LOG_DIR + "/")]
+    new = [path for status, path in logs if status == "A" and LOG_RE.match(path)]
+    if len(logs) != len(new) or len(new) > 1:
+        raise OperationFailed("insight may write exactly one new insight_logs/YYYY-MM-DD-HHMMSS.md and change no "
+                              f"earlier log; it changed: {', '.join(f'{s} {p}' for s, p in logs)}",
+                              details={"changes": [{"status": s, "path": p} for s, p in logs]})
+    # anything outside insight_logs/ is left to admission, which refuses it (the role table)
+    subject = subjects[-1].strip() if subjects else ""  # the first commit's, as the squash keeps
+    return summary, (new[0] if new else None), subject
+
+
+# -- the daemon's watcher -----------------------------------------------------------------------
+
+def insight_cycle(root: MemoryRoot) -> dict[str, Any]:
+    """The daemon's Insight watcher: claim a run at the threshold, unless backing off."""
+    why = common.backing_off(root, NAME)
+    if why:
+        return {"state": "idle", "backoff": why}
+    if not insight_status(root)["due"]:
+        return {"state": "idle"}
+    try:
+        out = run_insight(root)
+    except ConflictError as exc:  # a run by hand holds the cycle
+        return {"state": "busy", "error": exc.message}
+    except EngineError as exc:
+        return {"state": "failed", "error": exc.message}
+    return {k: out[k] for k in ("state", "operation_id", "log", "points", "message") if k in out}

@@ -1,0 +1,285 @@
+"""The Pruner cycle (COMPAT §7, DESIGN §10): expire stale active memory in generations.
+
+Due after ``pruner.generation_commits`` commits touching ``MEMORY.md``/``MEMORY_*.md`` since
+the newest commit whose subject starts ``prune:`` (with none, after that many such commits;
+the boundary is then the Memory commit that many back). A run opens a supervisor operation
+of kind ``prune``; the ``pruner`` role removes expired items in its worktree; the program
+checks what was removed against what must stay (ids Pursuit references, items in revival
+grace) and composes the commit itself: ``prune: expired active memory`` with the ledger
+(``Removed:``, ``Revival grace:`` with ``grace K/N``), or the empty ``prune: checkpoint``.
+The supervisor admits (Memory graph paths only) and lands it as one commit.
+
+Revival grace: an item a ledger once listed as removed that is back in Memory has proven its
+worth; it survives ``pruner.revival_grace_checkpoints`` (N) due checkpoints. Its K is one more
+than the highest ``grace K/N`` recorded for it since its latest removal; when that K reached N
+the grace is over and the item may be pruned again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rmtui.engine.cycles import common
+from rmtui.engine.cycles.ledger import PRUNE_PREFIX, Ledger, compose_message, parse_ledger, reasons_from
+from rmtui.engine.errors import ConflictError, EngineError, OperationFailed
+from rmtui.engine.memory.roots import MemoryRoot
+
+ROLE = "pruner"
+KIND = "prune"
+NAME = "prune"
+MEMORY_PATHSPEC = (":(top,glob)MEMORY.md", ":(top,glob)MEMORY_*.md")
+
+
+@dataclass
+class PruneCommit:
+    commit: str
+    date: str
+    subject: str
+    ledger: Ledger
+
+    def to_json(self) -> dict:
+        return {"commit": self.commit, "date": self.date, "subject": self.subject, **self.ledger.to_json()}
+
+
+def _repo(path: Path | str):
+    import git
+
+    return git.Repo(path)
+
+
+def prune_history(repo: Any, rev: str = "HEAD", limit: int | None = None) -> list[PruneCommit]:
+    """Every commit reachable from ``rev`` whose subject starts ``prune:``, newest first."""
+    args = ["--format=%H%x00%cI%x00%B%x1e", f"--grep=^{PRUNE_PREFIX}"]
+    if limit:
+        args.append(f"--max-count={limit * 4}")  # --grep also matches body lines; filtered below
+    out = repo.git.log(*args, rev)
+    found: list[PruneCommit] = []
+    for record in out.split("\x1e"):
+        record = record.strip("\n")
+        if not record:
+            continue
+        commit, date, message = record.split("\x00", 2)
+        subject = message.split("\n", 1)[0].strip()
+        if subject.startswith(PRUNE_PREFIX):
+            found.append(PruneCommit(commit.strip(), date, subject, parse_ledger(message)))
+            if limit and len(found) >= limit:
+                break
+    return found
+
+
+def last_prune_commit(repo: Any, rev: str = "HEAD") -> str | None:
+    history = prune_history(repo, rev, limit=1)
+    return history[0].commit if history else None
+
+
+def memory_commits(repo: Any, since: str | None, rev: str = "HEAD") -> list[str]:
+    """Commits touching the Memory graph files after ``since`` (all of them without), newest first."""
+    args = [rev] + ([f"^{since}"] if since else []) + ["--", *MEMORY_PATHSPEC]
+    return repo.git.rev_list(*args).split()
+
+
+def memory_ids(graph: Any) -> dict[str, str]:
+    """Addressable Memory items: id -> the file that holds it, in source order."""
+    return {i.id: i.file for i in graph.ordered if i.id and i.domain == "memory"}
+
+
+def pursuit_references(graph: Any) -> set[str]:
+    """Memory ids some Pursuit item has an edge to (the Pruner keeps them)."""
+    mem = memory_ids(graph)
+    return {e.target for i in graph.ordered if i.domain == "pursuit" for e in i.edges if e.target in mem}
+
+
+def grace_plan(history: list[PruneCommit], present: dict[str, str], n: int) -> dict[str, tuple[int, int]]:
+    """Items present now that a ledger removed and that are still in revival grace:
+    id -> (K this checkpoint, N)."""
+    plan: dict[str, tuple[int, int]] = {}
+    for ident in present:
+        removal = next((i for i, pc in enumerate(history) if ident in pc.ledger.removed_ids()), None)
+        if removal is None:
+            continue
+        newer = history[:removal]
+        k_prev = max((g[0] for pc in newer if (g := pc.ledger.grace_of(ident))), default=0)
+        if k_prev < n:
+            plan[ident] = (k_prev + 1, n)
+    return plan
+
+
+def prune_status(root: MemoryRoot) -> dict[str, Any]:
+    """``due``, the Memory commits since the last ``prune:`` commit, the boundary, and the
+    cycle's last outcome (what ``prune status`` shows)."""
+    from rmtui.engine.memory.graph import load_graph
+
+    cfg = root.config()
+    generation = int(cfg.get("pruner.generation_commits"))
+    grace_n = int(cfg.get("pruner.revival_grace_checkpoints"))
+    repo = _repo(root.path)
+    try:
+        head = repo.git.rev_parse("HEAD")
+        history = prune_history(repo, head)
+        last = history[0] if history else None
+        commits = memory_commits(repo, last.commit if last else None, head)
+        if last is not None:
+            boundary: str | None = last.commit
+        else:
+            boundary = commits[generation - 1] if len(commits) >= generation else None
+    finally:
+        repo.close()
+    graph = load_graph(root.path)
+    present = memory_ids(graph)
+    grace = grace_plan(history, present, grace_n)
+    state = common.load_state(root, NAME)
+    return {
+        "due": len(commits) >= generation,
+        "memory_commits_since_prune": len(commits),
+        "generation_commits": generation,
+        "revival_grace_checkpoints": grace_n,
+        "head": head,
+        "last_prune_commit": last.commit if last else None,
+        "last_prune_subject": last.subject if last else None,
+        "boundary": boundary,
+        "revival_grace": [{"id": i, "file": present[i], "next_checkpoint": k, "of": n} for i, (k, n) in grace.items()],
+        "pursuit_referenced": sorted(pursuit_references(graph)),
+        "last_outcome": state.get("last_outcome"),
+        "failures": state.get("failures", 0),
+        "backoff": common.backing_off(root, NAME),
+    }
+
+
+def prune_prompt(worktree: str, status: dict[str, Any], keep_pursuit: set[str],
+                 grace: dict[str, tuple[int, int]]) -> str:
+    since = (f"the last prune commit {status['last_prune_commit'][:12]}" if status.get("last_prune_commit")
+             else "the start of history")
+    parts = [
+        f"Prune run: {status['memory_commits_since_prune']} Memory-changing commit(s) since {since} "
+        f"(a generation is {status['generation_commits']}).",
+        f"Your isolated worktree is {worktree}; every tool path is relative to it.",
+        "Remove the expired items from the Memory graph files (MEMORY.md, MEMORY_*.md) and drop every edge that "
+        "pointed to them; validate_memory; then git_add and git_commit once. In the commit body put one line per "
+        "removed item, `- <id>: <reason>`. The program writes the prune ledger (Removed, Revival grace) into the "
+        "landed commit from what you actually removed. If nothing should go, change nothing: the program then "
+        "records an empty `prune: checkpoint`.",
+    ]
+    if keep_pursuit:
+        parts.append("Keep these items: Pursuit references them.\n" +
+                     "\n".join(f"- `{i}`" for i in sorted(keep_pursuit)))
+    if grace:
+        parts.append("Keep these items: they were pruned before and re-added since, so they are in revival grace "
+                     "(this checkpoint counts as K of N).\n" +
+                     "\n".join(f"- `{i}`: grace {k}/{n}" for i, (k, n) in grace.items()))
+    parts.append("Earlier prune ledgers: git_log with grep \"prune:\". End with the report your instructions describe.")
+    return "\n\n".join(parts)
+
+
+def run_prune(root: MemoryRoot, *, force: bool = False, executor: Any = None) -> dict[str, Any]:
+    """One Pruner run if due (or ``force``): ``{"state": "idle"|"expired"|"checkpoint"|"failed", ...}``."""
+    with common.cycle_lock(root, NAME):
+        status = prune_status(root)
+        if not status["due"] and not force:
+            return {"state": "idle", **status}
+        try:
+            out = _run(root, status, executor)
+        except EngineError as exc:
+            out = common.error_outcome(exc)
+            common.record_outcome(root, NAME, out, failed=True)
+            raise
+        common.record_outcome(root, NAME, out, failed=out["state"] == "failed")
+        return out
+
+
+def _run(root: MemoryRoot, status: dict[str, Any], executor: Any) -> dict[str, Any]:
+    from rmtui.engine.writes.supervisor import Supervisor
+
+    cfg = root.config()
+    if executor is None:
+        from rmtui.engine.roles.executors import make_executor
+
+        executor = make_executor(cfg, ROLE)
+    with Supervisor(root) as sup:
+        op = sup.begin(KIND, ROLE)
+        try:
+            message, summary, removed, grace = _work(root, op, executor, cfg, status)
+            receipt = sup.finish(op, summary=summary, message=message, allow_empty=True)
+        except EngineError as exc:
+            receipt = sup.fail(sup.store.get(op.id), f"{exc.kind}: {exc.message}")
+            return {**common.error_outcome(exc), "operation_id": op.id, "receipt": receipt.to_json()}
+        except Exception as exc:  # a defect must not leave the operation running
+            wrapped = OperationFailed(f"{type(exc).__name__}: {exc}")
+            receipt = sup.fail(sup.store.get(op.id), f"{wrapped.kind}: {wrapped.message}")
+            return {**common.error_outcome(wrapped), "operation_id": op.id, "receipt": receipt.to_json()}
+    state = "expired" if receipt.changed_paths else "checkpoint"
+    if receipt.landed_commit is None:
+        state = "failed"
+    return {"state": state, "operation_id": op.id, "landed_commit": receipt.landed_commit,
+            "message": message.split("\n", 1)[0], "removed": removed, "revival_grace": grace,
+            "receipt": receipt.to_json(), "receipt_phase": receipt.phase}
+
+
+def _work(root: MemoryRoot, op: Any, executor: Any, cfg: Any,
+          status: dict[str, Any]) -> tuple[str, str, list[str], list[dict]]:
+    """Run the role; answers the composed commit message, the summary, removed ids and grace."""
+    from rmtui.engine.memory.graph import load_graph
+
+    wt = Path(op.worktree)
+    graph = load_graph(wt)
+    before = memory_ids(graph)
+    keep_pursuit = pursuit_references(graph)
+    repo = _repo(wt)
+    try:
+        history = prune_history(repo, op.base_commit)
+    finally:
+        repo.close()
+    grace = grace_plan(history, before, int(cfg.get("pruner.revival_grace_checkpoints")))
+    protected = keep_pursuit | set(grace)
+
+    def removed_now() -> list[str]:
+        after = memory_ids(load_graph(wt))
+        return [i for i in before if i not in after]
+
+    with common.RoleSession(root, executor, ROLE, wt, cfg=cfg, operation=op.id) as session:
+        session.send(prune_prompt(str(wt), status, keep_pursuit, grace))
+        session.remind_uncommitted()
+        hit = [i for i in removed_now() if i in protected]
+        if hit:  # one bounded correction: the program never lands the removal of a kept item
+            session.send("These items must stay (Pursuit references them, or they are in revival grace), but your "
+                         f"work removed them: {', '.join(hit)}. Restore them exactly, validate_memory, and commit "
+                         "again (git_add, git_commit); then give your final report.")
+            session.remind_uncommitted()
+            hit = [i for i in removed_now() if i in protected]
+        summary = session.last
+    if hit:
+        raise OperationFailed(f"the pruner removed items that must stay: {', '.join(hit)}",
+                              details={"kept_ids": hit})
+    removed = removed_now()
+    repo = _repo(wt)
+    try:
+        bodies = repo.git.log("--format=%B", f"{op.base_commit}..HEAD")
+        changed = repo.git.rev_parse("HEAD^{tree}") != repo.git.rev_parse(f"{op.base_commit}^{{tree}}")
+    finally:
+        repo.close()
+    reasons = {**reasons_from(summary), **reasons_from(bodies)}
+    removed_entries = [(before[i], i, reasons.get(i, "expired")) for i in removed]
+    grace_entries = [(before[i], i, k, n) for i, (k, n) in grace.items()]
+    message = compose_message(removed_entries, grace_entries, changed=changed)
+    return (message, summary, removed,
+            [{"id": i, "file": before[i], "grace": f"{k}/{n}"} for i, (k, n) in grace.items()])
+
+
+# -- the daemon's due check --------------------------------------------------------------------
+
+def prune_cycle(root: MemoryRoot) -> dict[str, Any]:
+    """The daemon's Pruner check: run when due, unless backing off after failures."""
+    why = common.backing_off(root, NAME)
+    if why:
+        return {"state": "idle", "backoff": why}
+    status = prune_status(root)
+    if not status["due"]:
+        return {"state": "idle"}
+    try:
+        out = run_prune(root)
+    except ConflictError as exc:  # a run by hand holds the cycle
+        return {"state": "busy", "error": exc.message}
+    except EngineError as exc:
+        return {"state": "failed", "error": exc.message}
+    return {k: out[k] for k in ("state", "operation_id", "landed_commit", "removed", "message") if k in out}

@@ -1,0 +1,35 @@
+"""Text at output boundaries: what a terminal would take for a command is shown, not obeyed.
+
+Evidence, memory and error messages carry text from agents and users. Printed raw, an
+escape sequence in it (``ESC [ 2 J``, an OSC title or hyperlink, a bidi override) would
+drive the reader's terminal instead of being read. :func:`printable` spells such
+characters as escapes; :func:`json_text` does the same inside JSON so the document stays
+valid and equal in meaning.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 controls but tab and newline, a CR not ending a CRLF, DEL, C1 controls, the bidi
+# embedding/override/isolate controls, and lone surrogates (undecodable bytes).
+_UNSAFE_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]|\r(?!\n)")
+# Inside JSON text: C0 controls are already escaped by the encoder.
+_JSON_UNSAFE_RE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape(m: re.Match) -> str:
+    c = m.group(0)
+    n = ord(c)
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with terminal controls written as visible escapes (``\\x1b``, ``\\u202e``)."""
+    return _UNSAFE_RE.sub(_escape, text)
+
+
+def json_text(text: str) -> str:
+    """JSON text (``json.dumps(..., ensure_ascii=False)``) with the same characters as
+    ``\\uXXXX`` escapes: still valid JSON of the same value, safe on a terminal."""
+    return _JSON_UNSAFE_RE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)

@@ -1,0 +1,331 @@
+"""Sync with the upstream: pull, push, status (COMPAT §5).
+
+Pull: fetch; refuse any incoming path off the allow-list (and any symlink, executable or
+submodule); stage the incoming state in a candidate worktree (the exact upstream commit
+when the root is behind, a merge when both moved); validate it from its checkout with the
+correction capacity off; publish by compare-and-swap through the supervisor. A conflict
+or an invalid result becomes a repair by the sync-reconciler in that worktree; nothing is
+published until the repaired candidate validates. Queue and record paths are never
+repaired, only refused. The active root is untouched by every refusal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from rmtui.engine.errors import EngineError, UsageError
+from rmtui.engine.locks import file_lock
+from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.memory.validation import validate_root
+from rmtui.engine.sync import state as sync_state
+from rmtui.engine.sync.paths import is_queue_or_record, is_synced
+from rmtui.engine.sync.remote import (
+    Upstream,
+    counts,
+    fetch,
+    git,
+    is_ancestor,
+    push,
+    rev,
+    upstream_of,
+)
+from rmtui.engine.writes import worktrees
+from rmtui.engine.writes.admission import dirty_paths
+from rmtui.engine.writes.supervisor import IDENTITY, Supervisor
+
+PULL_CHECK_SECONDS = 300
+PULL_CHECK_FETCH_TIMEOUT = 2.0
+REPAIR_POLICY = "staged-sync-repair-v1"
+
+
+@dataclass
+class SyncResult:
+    status: str
+    message: str
+    files: list[str] = field(default_factory=list)
+    ahead: int = 0
+    behind: int = 0
+    head: str | None = None
+    upstream: str | None = None
+    upstream_commit: str | None = None
+    receipt: dict | None = None
+    repair: dict | None = None
+    state: dict | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class SyncRefused(EngineError):
+    """Incoming state that must not land (off-list path, bad mode, queue conflict, rewritten history)."""
+
+    kind = "refused"
+    exit_code = 1
+
+
+def _lock(root: MemoryRoot):
+    return file_lock(root.ensure_runtime() / "sync" / "sync.lock")
+
+
+def _configured(root: MemoryRoot) -> tuple[Upstream | None, SyncResult | None]:
+    if not root.config().get("sync.enabled"):
+        return None, SyncResult("disabled", "sync is off: set [sync] enabled = true in rightmemory.toml")
+    up = upstream_of(root.path)
+    if up is None:
+        return None, SyncResult("unconfigured", "the branch has no upstream: git branch --set-upstream-to <remote>/<b>")
+    return up, None
+
+
+def _finish(root: MemoryRoot, result: SyncResult, **stamps: str) -> SyncResult:
+    st = sync_state.load(root)
+    st.record(result.status, result.message, result.files)
+    for key, value in stamps.items():
+        setattr(st, key, value)
+    sync_state.save(root, st)
+    result.state = asdict(st)
+    return result
+
+
+def status(root: MemoryRoot) -> SyncResult:
+    """What is known without the network: last fetched upstream, ahead/behind, the state file."""
+    up, off = _configured(root)
+    st = sync_state.load(root)
+    if off is not None:
+        off.state = asdict(st)
+        return off
+    assert up is not None
+    head = rev(root.path, "HEAD")
+    tip = rev(root.path, up.ref)
+    ahead, behind = counts(root.path, head or "", tip) if head else (0, 0)
+    result = SyncResult(st.last_status or "unknown", st.last_status_message or "not synced yet",
+                        list(st.last_status_files), ahead, behind, head, f"{up.remote}/{up.branch}", tip,
+                        state=asdict(st))
+    return result
+
+
+def maybe_pull(root: MemoryRoot, *, every: float = PULL_CHECK_SECONDS,
+               fetch_timeout: float = PULL_CHECK_FETCH_TIMEOUT) -> SyncResult | None:
+    """The bounded pull check a reading agent makes: at most every ``every`` seconds, with a
+    short fetch timeout, never an error (a retrieval answers from what is local)."""
+    try:
+        if not root.config().get("sync.enabled"):
+            return None
+        st = sync_state.load(root)
+        if st.last_pull_check_at:
+            last = datetime.fromisoformat(st.last_pull_check_at).timestamp()
+            if time.time() - last < every:
+                return None
+        st.last_pull_check_at = sync_state.now_iso()
+        sync_state.save(root, st)
+        return pull(root, fetch_timeout=fetch_timeout)
+    except EngineError:
+        return None
+
+
+def pull(root: MemoryRoot, *, fetch_timeout: float | None = None, executor=None) -> SyncResult:
+    up, off = _configured(root)
+    if off is not None:
+        return _finish(root, off)
+    assert up is not None
+    with _lock(root):
+        timeout = fetch_timeout if fetch_timeout is not None else float(root.config().get("sync.fetch_timeout_seconds"))
+        got = fetch(root.path, up, timeout=timeout)
+        if not got.ok:
+            status_ = "offline" if got.offline else "error"
+            return _finish(root, SyncResult(status_, f"fetch from {up.remote}: {got.message}"))
+        try:
+            return _pull_fetched(root, up, executor)
+        except SyncRefused as exc:
+            return _finish(root, SyncResult("error", exc.message, list((exc.details or {}).get("files", []))))
+
+
+def _pull_fetched(root: MemoryRoot, up: Upstream, executor, *, push_merge: bool = True) -> SyncResult:
+    head = rev(root.path, "HEAD")
+    tip = rev(root.path, up.ref)
+    if head is None:
+        raise UsageError("the root has no commit yet")
+    label = f"{up.remote}/{up.branch}"
+    if tip is None:  # the upstream branch does not exist yet: the first push makes it
+        return _finish(root, SyncResult("fresh", f"{label} is empty", head=head, upstream=label))
+    st = sync_state.load(root)
+    previous = st.last_upstream_commit
+    if previous and rev(root.path, previous) and not is_ancestor(root.path, previous, tip):
+        raise SyncRefused(f"{label} was rewritten: {tip[:10]} does not descend from the last pulled "
+                          f"{previous[:10]}; nothing pulled (repair the upstream, do not force-push memory)")
+    ahead, behind = counts(root.path, head, tip)
+    if is_ancestor(root.path, tip, head):
+        stamps = {"last_successful_pull_at": sync_state.now_iso(), "last_upstream_commit": tip}
+        res = SyncResult("synced", "up to date" if not ahead else f"{ahead} local commit(s) to push",
+                         ahead=ahead, behind=0, head=head, upstream=label, upstream_commit=tip)
+        return _finish(root, res, **stamps)
+    base = git(root.path, "merge-base", head, tip, check=False).strip()
+    if not base:
+        raise SyncRefused(f"{label} shares no history with the root; refusing to merge unrelated histories")
+    incoming = _incoming(root.path, base, tip)
+    dirty = [p for p in dirty_paths(_repo(root)) if is_synced(p)]
+    if dirty:
+        return _finish(root, SyncResult("dirty", "uncommitted changes on synchronized paths; commit or "
+                                        "discard them first", dirty, ahead, behind, head, label, tip))
+    if ahead == 0 and incoming and all(is_queue_or_record(p) for p in incoming):
+        # only queue and record files moved: no graph to validate, the records are parsed strictly
+        from rmtui.engine.sync.queue_git import snapshot
+
+        snapshot(root.path, tip)
+        return _publish(root, up, head, tip, incoming, behind, label, None, push_merge=False)
+    digest = hashlib.sha256(f"{head}\0{tip}\0{REPAIR_POLICY}".encode()).hexdigest()[:16]
+    wt = worktrees.worktrees_dir(root) / f"sync-{digest}"
+    _fresh_worktree(root, wt, head)
+    try:
+        conflicts: list[str] = []
+        if ahead == 0:
+            git(wt, "checkout", "--quiet", "--detach", tip)
+            candidate = tip
+        else:
+            merged = subprocess.run(["git", "merge", "--no-ff", "--no-edit", "-m", f"sync: merge {label}", tip],
+                                    cwd=wt, capture_output=True, text=True, env=_identity_env())
+            if merged.returncode != 0:
+                conflicts = git(wt, "diff", "--name-only", "--diff-filter=U").split()
+                if not conflicts:
+                    raise SyncRefused(f"merge of {label} failed: {merged.stderr.strip()[:300]}")
+                never = [p for p in conflicts if is_queue_or_record(p) or not is_synced(p)]
+                if never:
+                    raise SyncRefused(f"conflict on queue or record paths, never repaired: {', '.join(never)}",
+                                      details={"files": never})
+                candidate = ""
+            else:
+                candidate = git(wt, "rev-parse", "HEAD").strip()
+        problems = conflicts or _invalid(wt)
+        if problems:
+            from rmtui.engine.sync.repair import repair
+
+            outcome = repair(root, wt, head=head, tip=tip, label=label, conflicts=conflicts,
+                             problems=problems, executor=executor)
+            if outcome.commit is None:
+                res = SyncResult("conflict", outcome.message, conflicts or problems[:20], ahead, behind, head,
+                                 label, tip, repair=outcome.to_json())
+                return _finish(root, res)
+            candidate = outcome.commit
+            repair_info: dict | None = outcome.to_json()
+        else:
+            repair_info = None
+    finally:
+        worktrees.remove(root, wt, None)
+    return _publish(root, up, head, candidate, incoming, behind, label, repair_info,
+                    push_merge=push_merge and ahead > 0)
+
+
+def _publish(root: MemoryRoot, up: Upstream, head: str, candidate: str, incoming: list[str], behind: int,
+             label: str, repair_info: dict | None, *, push_merge: bool) -> SyncResult:
+    """Land the validated candidate through the supervisor; push it when it is a merge."""
+    tip = rev(root.path, up.ref)
+    with Supervisor(root) as sup:
+        receipt = sup.publish_exact("sync", "sync-reconciler", head, candidate, changed=incoming,
+                                    summary=f"pulled {behind} commit(s) from {label}")
+    res = SyncResult("synced", f"pulled {behind} commit(s) from {label}", incoming, 0, 0,
+                     receipt.landed_commit, label, tip, receipt=receipt.to_json(), repair=repair_info)
+    res = _finish(root, res, last_successful_pull_at=sync_state.now_iso(), last_upstream_commit=tip or candidate)
+    if push_merge:  # a merge is a local commit the upstream lacks
+        pushed = push_now(root, up)
+        res.status = pushed.status if pushed.status != "pushed" else "synced"
+    return res
+
+
+def push_now(root: MemoryRoot, up: Upstream) -> SyncResult:
+    """Push HEAD; on a refusal pull (with repair) and retry once; transport failure is ``offline``."""
+    label = f"{up.remote}/{up.branch}"
+    timeout = float(root.config().get("sync.fetch_timeout_seconds"))
+    got = fetch(root.path, up, timeout=timeout)
+    if not got.ok:
+        return _finish(root, SyncResult("offline" if got.offline else "error", f"fetch from {up.remote}: "
+                                        f"{got.message}", upstream=label))
+    for attempt in (0, 1):
+        head = rev(root.path, "HEAD") or ""
+        tip = rev(root.path, up.ref)
+        if tip and is_ancestor(root.path, head, tip):
+            return _finish(root, SyncResult("synced", f"nothing to push: {label} has {head[:10]}", head=head,
+                                            upstream=label, upstream_commit=tip))
+        out = push(root.path, up, head, timeout=timeout)
+        if out.ok:
+            fetch(root.path, up)
+            return _finish(root, SyncResult("pushed", f"pushed {head[:10]} to {label}", head=head, upstream=label,
+                                            upstream_commit=head),
+                           last_successful_push_at=sync_state.now_iso())
+        if out.offline:
+            return _finish(root, SyncResult("offline", f"push to {label}: {out.message}", head=head, upstream=label))
+        if attempt:
+            return _finish(root, SyncResult("error", f"push to {label} refused: {out.message}", head=head,
+                                            upstream=label))
+        got = fetch(root.path, up, timeout=timeout)
+        if not got.ok:
+            return _finish(root, SyncResult("offline" if got.offline else "error", got.message))
+        pulled = _pull_fetched(root, up, None, push_merge=False)  # the loop pushes the merge
+        if pulled.status not in ("synced", "fresh"):
+            return pulled
+    raise AssertionError("unreachable")
+
+
+def push_root(root: MemoryRoot) -> SyncResult:
+    up, off = _configured(root)
+    if off is not None:
+        return _finish(root, off)
+    assert up is not None
+    with _lock(root):
+        try:
+            from rmtui.engine.sync.queue_git import GitQueue
+
+            queue = GitQueue(root)
+            if queue.publish_pending():  # evidence submitted here reaches the shared queue first
+                _pull_fetched(root, up, None, push_merge=False)
+                queue.reconcile_local()
+            return push_now(root, up)
+        except SyncRefused as exc:
+            return _finish(root, SyncResult("error", exc.message, list((exc.details or {}).get("files", []))))
+
+
+def _incoming(root: Path, base: str, tip: str) -> list[str]:
+    """Paths the upstream changed since ``base``; refuses off-list paths and non-regular files."""
+    out = git(root, "diff", "--name-only", "--no-renames", "-z", base, tip)
+    paths = [p for p in out.split("\0") if p]
+    off = [p for p in paths if not is_synced(p)]
+    if off:
+        raise SyncRefused(f"incoming path outside the synchronized allow-list: {off[0]}"
+                          + (f" (and {len(off) - 1} more)" if len(off) > 1 else ""), details={"files": off})
+    if paths:
+        listing = git(root, "ls-tree", "-z", tip, "--", *paths)
+        for entry in filter(None, listing.split("\0")):
+            meta, _, path = entry.partition("\t")
+            mode = meta.split()[0]
+            if mode != "100644":
+                what = {"120000": "a symlink", "100755": "an executable", "160000": "a submodule"}.get(mode, mode)
+                raise SyncRefused(f"incoming {path} is {what}; only regular files sync", details={"files": [path]})
+    return paths
+
+
+def _invalid(wt: Path) -> list[str]:
+    report = validate_root(wt, enforce_correction_capacity=False)
+    return [f"{i.file}:{i.line}: {i.rule}: {i.message}" for i in report.issues if getattr(i, "severity", "error")
+            == "error"]
+
+
+def _fresh_worktree(root: MemoryRoot, wt: Path, head: str) -> None:
+    if wt.exists():
+        worktrees.remove(root, wt, None)
+    wt.parent.mkdir(parents=True, exist_ok=True)
+    git(root.path, "worktree", "add", "--quiet", "--detach", str(wt), head)
+
+
+def _identity_env() -> dict:
+    import os
+
+    return {**os.environ, **IDENTITY}
+
+
+def _repo(root: MemoryRoot):
+    import git as gitpython
+
+    return gitpython.Repo(root.path)

@@ -1,0 +1,100 @@
+"""The upstream of a root's branch: who it is, fetching it, pushing to it (plain Git).
+
+Transport failures are told apart from refusals so a laptop on a train reports
+``offline`` (retried later) rather than ``error``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from rmtui.engine.errors import UsageError
+
+GIT_TIMEOUT = 30.0
+#: Phrases of Git's transport failures (as opposed to a refused push or a broken repository).
+_OFFLINE = ("could not read from remote", "unable to access", "could not resolve host", "connection refused",
+            "connection timed out", "network is unreachable", "does not appear to be a git repository",
+            "unable to connect", "timed out", "no route to host", "connection reset", "early eof")
+
+
+@dataclass(frozen=True)
+class Upstream:
+    remote: str
+    branch: str
+
+    @property
+    def ref(self) -> str:
+        return f"refs/remotes/{self.remote}/{self.branch}"
+
+
+@dataclass
+class GitOutcome:
+    ok: bool
+    offline: bool
+    message: str
+
+
+def git(root: Path, *args: str, timeout: float = GIT_TIMEOUT, check: bool = True) -> str:
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", "LC_ALL": "C"}
+    try:
+        proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as exc:
+        raise TimeoutError(f"git {args[0]} timed out after {timeout:g} s") from exc
+    if check and proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, ["git", *args], proc.stdout, proc.stderr)
+    return proc.stdout
+
+
+def upstream_of(root: Path) -> Upstream | None:
+    """The configured upstream of the checked-out branch (``branch.<b>.remote``/``merge``)."""
+    try:
+        branch = git(root, "symbolic-ref", "--short", "-q", "HEAD").strip()
+    except subprocess.CalledProcessError:
+        raise UsageError("the root is on a detached HEAD; sync needs a branch with an upstream") from None
+    remote = git(root, "config", "--get", f"branch.{branch}.remote", check=False).strip()
+    merge = git(root, "config", "--get", f"branch.{branch}.merge", check=False).strip()
+    if not remote or not merge.startswith("refs/heads/"):
+        return None
+    return Upstream(remote, merge[len("refs/heads/"):])
+
+
+def _run(root: Path, args: list[str], timeout: float) -> GitOutcome:
+    try:
+        git(root, *args, timeout=timeout)
+    except TimeoutError as exc:
+        return GitOutcome(False, True, str(exc))
+    except subprocess.CalledProcessError as exc:
+        text = (exc.stderr or exc.stdout or "").strip()
+        offline = any(p in text.lower() for p in _OFFLINE)
+        return GitOutcome(False, offline, text.splitlines()[-1] if text else f"git {args[0]} failed")
+    return GitOutcome(True, False, "")
+
+
+def fetch(root: Path, up: Upstream, *, timeout: float = GIT_TIMEOUT) -> GitOutcome:
+    return _run(root, ["fetch", "--quiet", "--no-tags", up.remote,
+                       f"+refs/heads/{up.branch}:{up.ref}"], timeout)
+
+
+def push(root: Path, up: Upstream, commit: str, *, timeout: float = GIT_TIMEOUT) -> GitOutcome:
+    """Push exactly ``commit`` to the upstream branch; never forced."""
+    return _run(root, ["push", "--quiet", "--porcelain", up.remote, f"{commit}:refs/heads/{up.branch}"], timeout)
+
+
+def rev(root: Path, name: str) -> str | None:
+    out = git(root, "rev-parse", "--verify", "-q", f"{name}^{{commit}}", check=False).strip()
+    return out or None
+
+
+def is_ancestor(root: Path, a: str, b: str) -> bool:
+    return subprocess.run(["git", "merge-base", "--is-ancestor", a, b], cwd=root, capture_output=True).returncode == 0
+
+
+def counts(root: Path, head: str, tip: str | None) -> tuple[int, int]:
+    """(ahead, behind) of ``head`` against ``tip``."""
+    if not tip:
+        return 0, 0
+    out = git(root, "rev-list", "--left-right", "--count", f"{head}...{tip}", check=False).split()
+    return (int(out[0]), int(out[1])) if len(out) == 2 else (0, 0)

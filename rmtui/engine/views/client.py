@@ -1,0 +1,143 @@
+"""The consumer's HTTP client of a shared view provider (COMPAT §6 routes), on ``http.client``.
+
+``GET /api/views/<view>/package`` (the version-2 package as a zip), ``GET
+/api/share/questions/<view>/ready`` and ``POST /api/share/questions/<view>/ask``, each with
+the connection's bearer token. Responses are size-bounded; a refused token is told apart
+from an unreachable provider.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import ssl
+from dataclasses import dataclass
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from rmtui.engine.errors import UnavailableError, UsageError
+from rmtui.engine.views import files
+from rmtui.engine.views.package import MAX_BYTES
+
+MAX_JSON_BYTES = 1024 * 1024
+MAX_PACKAGE_BYTES = MAX_BYTES + 1024 * 1024  # a zip of a maximal package, with headroom for its directory
+_VIEW_PATH = re.compile(r"^(?P<base>.*?)/api/views/(?P<id>[^/]+)(?:/package)?/?$")
+_QUESTION_PATH = re.compile(r"^(?P<base>.*?)/api/share/questions/(?P<id>[^/]+)(?:/ask|/ready)?/?$")
+
+
+class ProviderError(UnavailableError):
+    """The provider could not be reached, refused the token, or answered nonsense (exit 4)."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message, details={"status": status} if status else None)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class ProviderURL:
+    base_url: str
+    kind: str  # "file" | "question"
+    view_id: str
+
+
+def parse_provider_url(url: str) -> ProviderURL:
+    """``http(s)://host[:port][/prefix]/api/views/<view>`` (a file view),
+    ``…/api/share/questions/<view>`` (a question view), or a base URL with ``#view=<id>`` /
+    ``#question=<id>``."""
+    p = urlsplit(url.strip())
+    if p.scheme not in ("http", "https") or not p.hostname:
+        raise UsageError(f"{url!r} must be an http(s):// URL of a shared view provider")
+    if p.username or p.password:
+        raise UsageError(f"{url!r} must not carry credentials; pass the token with --token-env")
+    frag = dict(part.split("=", 1) for part in p.fragment.split("&") if "=" in part)
+    base_path = p.path.rstrip("/")
+    if "view" in frag or "question" in frag:
+        kind = "file" if "view" in frag else "question"
+        vid = frag.get("view") or frag.get("question") or ""
+    elif m := _VIEW_PATH.match(p.path):
+        kind, vid, base_path = "file", m.group("id"), m.group("base")
+    elif m := _QUESTION_PATH.match(p.path):
+        kind, vid, base_path = "question", m.group("id"), m.group("base")
+    else:
+        raise UsageError(f"{url!r} names no view: use …/api/views/<view>, …/api/share/questions/<view>, "
+                         "or add #view=<view>")
+    base = urlunsplit((p.scheme, p.netloc, base_path, "", ""))
+    return ProviderURL(base.rstrip("/"), kind, files.check_view_id(vid))
+
+
+class ProviderClient:
+    def __init__(self, base_url: str, token: str, *, timeout: float = 30.0, cafile: str | None = None) -> None:
+        self._parts = urlsplit(base_url.rstrip("/"))
+        if self._parts.scheme not in ("http", "https") or not self._parts.hostname:
+            raise UsageError(f"provider URL {base_url!r} must be http(s)://host[:port]")
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.cafile = cafile
+
+    def _request(self, method: str, route: str, body: bytes | None, limit: int) -> tuple[int, dict, bytes]:
+        host, port = self._parts.hostname or "", self._parts.port
+        conn: http.client.HTTPConnection
+        if self._parts.scheme == "https":
+            ctx = ssl.create_default_context(cafile=self.cafile)
+            conn = http.client.HTTPSConnection(host, port, timeout=self.timeout, context=ctx)
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json, application/zip"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        try:
+            conn.request(method, (self._parts.path or "") + route, body=body, headers=headers)
+            resp = conn.getresponse()
+            raw = resp.read(limit + 1)
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, raw
+        except ssl.SSLCertVerificationError as exc:
+            raise ProviderError(f"provider at {self.base_url} has an untrusted certificate: {exc.verify_message}") \
+                from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise ProviderError(f"provider at {self.base_url} is unreachable: {exc}") from None
+        finally:
+            conn.close()
+
+    def _check(self, status: int, raw: bytes, limit: int, what: str) -> None:
+        if len(raw) > limit:
+            raise ProviderError(f"{what}: the provider's answer is over {limit} bytes")
+        if status in (401, 403):
+            raise ProviderError(f"{what}: the provider refused the token (HTTP {status})", status=status)
+        if status != 200:
+            try:
+                msg = json.loads(raw).get("message") or raw[:200].decode("utf-8", "replace")
+            except (ValueError, AttributeError):
+                msg = raw[:200].decode("utf-8", "replace")
+            raise ProviderError(f"{what}: HTTP {status}: {msg}", status=status)
+
+    def _json(self, method: str, route: str, payload: dict | None, what: str) -> dict:
+        body = json.dumps(payload, ensure_ascii=False).encode() if payload is not None else None
+        status, _headers, raw = self._request(method, route, body, MAX_JSON_BYTES)
+        self._check(status, raw, MAX_JSON_BYTES, what)
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise ProviderError(f"{what}: the provider answered invalid JSON") from None
+        if not isinstance(data, dict):
+            raise ProviderError(f"{what}: the provider's answer is not a JSON object")
+        return data
+
+    def package(self, view_id: str) -> bytes:
+        what = f"package of {view_id}"
+        status, headers, raw = self._request("GET", f"/api/views/{quote(view_id, safe='')}/package", None,
+                                             MAX_PACKAGE_BYTES)
+        self._check(status, raw, MAX_PACKAGE_BYTES, what)
+        if "zip" not in headers.get("content-type", ""):
+            raise ProviderError(f"{what}: the provider did not send a zip package")
+        return raw
+
+    def ready(self, view_id: str) -> dict:
+        return self._json("GET", f"/api/share/questions/{quote(view_id, safe='')}/ready", None,
+                          f"question view {view_id}")
+
+    def ask(self, view_id: str, question: str) -> dict:
+        data = self._json("POST", f"/api/share/questions/{quote(view_id, safe='')}/ask", {"question": question},
+                          f"question to {view_id}")
+        inner = data.get("data")
+        return inner if isinstance(inner, dict) else data

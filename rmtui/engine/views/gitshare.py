@@ -1,0 +1,296 @@
+"""Git share transport (COMPAT §6; RightMemory's git share design): file views through a plain
+Git repository, no server needed. Repository access is the privacy boundary.
+
+Layout of the share repository, one folder per share::
+
+    shares/<share-id>/share.toml     version 1, share_id, title, provider_id, transport "git",
+                                     parts ["file"], [file] view_id, title, description, path, manifest
+    shares/<share-id>/package/       the version-2 package (view.md, recipe.toml, ..., dist/)
+
+Join URL: ``<repo>#share=<id>[&branch=<b>]``; no branch means the repository's default one.
+Each root keeps one bare cache per (repository, branch) at
+``.runtime/git_shares/<16 hex of sha256(url NUL branch)>``. Nothing is ever checked out:
+the consumer reads the package from Git objects (``ls-tree`` then ``cat-file``), so a
+symlink or submodule in the tree is refused for what it is, never followed; the provider
+builds its commit in a scratch index and pushes it (never forced).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
+
+from rmtui.engine.errors import UnavailableError, UsageError
+from rmtui.engine.locks import file_lock
+from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.views import files
+from rmtui.engine.views.package import PackageRefused, safe_name, walk_package, write_entries
+
+GIT_TIMEOUT = 60.0
+SHARE_VERSION = 1
+PACKAGE_PATH = "package"
+REMOTE_PREFIX = "refs/remotes/share/"
+IDENTITY = {"GIT_AUTHOR_NAME": "rmtui", "GIT_AUTHOR_EMAIL": "rmtui@localhost",
+            "GIT_COMMITTER_NAME": "rmtui", "GIT_COMMITTER_EMAIL": "rmtui@localhost"}
+_MISSING_REF = ("couldn't find remote ref", "could not find remote ref", "no such ref")
+
+
+class GitShareError(UnavailableError):
+    """The share repository could not be reached or read (exit 4)."""
+
+
+@dataclass(frozen=True)
+class ShareRef:
+    repo_url: str
+    share_id: str
+    branch: str | None = None
+
+    @property
+    def url(self) -> str:
+        return join_url(self.repo_url, self.share_id, self.branch)
+
+
+def _strip_fragment(url: str) -> str:
+    p = urlsplit(url.strip())
+    return urlunsplit((p.scheme, p.netloc, p.path, p.query, ""))
+
+
+def parse_join_url(url: str) -> ShareRef:
+    """``<repo>#share=<id>[&branch=<b>]`` → its parts; a URL without ``share`` is refused."""
+    text = url.strip()
+    frag = parse_qs(urlsplit(text).fragment, keep_blank_values=False)
+    share = (frag.get("share") or [""])[0]
+    if not share:
+        raise UsageError(f"{url!r} is not a Git share URL: it needs #share=<share-id>")
+    branch: str | None = (frag.get("branch") or [""])[0] or None
+    repo = _strip_fragment(text)
+    if not repo:
+        raise UsageError(f"{url!r} names no repository")
+    if branch is not None and (branch.startswith("-") or ".." in branch or not branch.strip()):
+        raise UsageError(f"branch {branch!r} in {url!r} is not a branch name")
+    return ShareRef(repo, files.check_view_id(share, "share id"), branch.strip() if branch else None)
+
+
+def join_url(repo_url: str, share_id: str, branch: str | None = None) -> str:
+    frag = {"share": share_id} | ({"branch": branch} if branch else {})
+    return f"{_strip_fragment(repo_url)}#{urlencode(frag)}"
+
+
+def cache_path(root: MemoryRoot, repo_url: str, branch: str | None) -> Path:
+    key = f"{_strip_fragment(repo_url)}\0{(branch or '').strip()}"
+    return root.ensure_runtime() / "git_shares" / hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+
+
+def _git(cwd: Path, *args: str, timeout: float = GIT_TIMEOUT, data: bytes | None = None,
+         env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    full = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", "LC_ALL": "C", **(env or {})}
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, input=data, capture_output=True, timeout=timeout, env=full)
+    except subprocess.TimeoutExpired:
+        raise GitShareError(f"git {args[0]} timed out after {timeout:g} s") from None
+    if check and proc.returncode != 0:
+        err = proc.stderr.decode("utf-8", "replace").strip()
+        raise GitShareError(f"git {args[0]} failed: {err.splitlines()[-1] if err else proc.returncode}",
+                            details={"stderr": err})
+    return proc
+
+
+def _out(proc: subprocess.CompletedProcess) -> str:
+    return proc.stdout.decode("utf-8", "surrogateescape").strip()
+
+
+def _cache(root: MemoryRoot, ref_url: str, branch: str | None) -> Path:
+    path = cache_path(root, ref_url, branch)
+    if not (path / "HEAD").is_file():
+        path.mkdir(parents=True, exist_ok=True)
+        _git(path, "init", "-q", "--bare")
+    return path
+
+
+def _default_branch(cache: Path, repo_url: str, timeout: float) -> str | None:
+    proc = _git(cache, "ls-remote", "--symref", repo_url, "HEAD", timeout=timeout)
+    for line in _out(proc).splitlines():
+        if line.startswith("ref: refs/heads/") and line.endswith("\tHEAD"):
+            return line[len("ref: refs/heads/"):-len("\tHEAD")]
+    return None
+
+
+def _fetch(cache: Path, repo_url: str, branch: str, timeout: float) -> str | None:
+    """Fetch ``branch`` into the cache; its tip, or None when the repository has no such branch."""
+    proc = _git(cache, "fetch", "--quiet", "--no-tags", repo_url,
+                f"+refs/heads/{branch}:{REMOTE_PREFIX}{branch}", timeout=timeout, check=False)
+    if proc.returncode != 0:
+        err = proc.stderr.decode("utf-8", "replace").lower()
+        if any(m in err for m in _MISSING_REF):
+            return None
+        msg = err.strip().splitlines()[-1] if err.strip() else f"exit {proc.returncode}"
+        raise GitShareError(f"could not fetch {repo_url} ({branch}): {msg}")
+    return _out(_git(cache, "rev-parse", "--verify", f"{REMOTE_PREFIX}{branch}^{{commit}}"))
+
+
+def _resolve(root: MemoryRoot, ref: ShareRef, timeout: float) -> tuple[Path, str, str | None]:
+    cache = _cache(root, ref.repo_url, ref.branch)
+    branch = ref.branch or _default_branch(cache, ref.repo_url, timeout) or "main"
+    return cache, branch, _fetch(cache, ref.repo_url, branch, timeout)
+
+
+# -- consumer ----------------------------------------------------------------------------------
+
+def _share_meta(cache: Path, tip: str, share_id: str) -> dict:
+    proc = _git(cache, "cat-file", "blob", f"{tip}:shares/{share_id}/share.toml", check=False)
+    if proc.returncode != 0:
+        raise PackageRefused("missing-share", f"the repository has no shares/{share_id}/share.toml")
+    try:
+        meta = tomllib.loads(proc.stdout.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise PackageRefused("share-metadata", f"share.toml: {exc}") from None
+    if meta.get("version") != SHARE_VERSION or meta.get("share_id") != share_id or meta.get("transport") != "git":
+        raise PackageRefused("share-metadata", f'share.toml needs version = 1, share_id = "{share_id}", '
+                             'transport = "git"')
+    if meta.get("parts") != ["file"]:
+        raise PackageRefused("share-metadata", 'share.toml parts must be ["file"] (Git shares carry file views only)')
+    part = meta.get("file")
+    if not isinstance(part, dict):
+        raise PackageRefused("share-metadata", "share.toml has no [file] table")
+    try:
+        files.check_view_id(part.get("view_id"), "share.toml [file] view_id")
+    except UsageError as exc:
+        raise PackageRefused("share-metadata", exc.message) from None
+    path = part.get("path", PACKAGE_PATH)
+    if not isinstance(path, str):
+        raise PackageRefused("share-metadata", "share.toml [file] path must be a string")
+    safe_name(path)  # never outside shares/<id>/
+    return meta
+
+
+def describe(root: MemoryRoot, ref: ShareRef, *, timeout: float = GIT_TIMEOUT) -> dict:
+    """What a join URL offers: the share's metadata (``share.toml``) at the branch's tip."""
+    cache, _branch, tip = _resolve(root, ref, timeout)
+    if tip is None:
+        raise PackageRefused("missing-share", f"{ref.repo_url} has no branch {_branch!r}")
+    return _share_meta(cache, tip, ref.share_id)
+
+
+def fetch_package(root: MemoryRoot, ref: ShareRef, target: Path, *, timeout: float = GIT_TIMEOUT) -> dict:
+    """Unpack the share's package at the branch's tip into the new folder ``target`` (checked entry
+    by entry before writing; :func:`rmtui.engine.views.package.validate_package` comes after)."""
+    cache, branch, tip = _resolve(root, ref, timeout)
+    if tip is None:
+        raise PackageRefused("missing-share", f"{ref.repo_url} has no branch {branch!r}")
+    meta = _share_meta(cache, tip, ref.share_id)
+    base = f"shares/{ref.share_id}/{safe_name(meta['file'].get('path', PACKAGE_PATH))}"
+    proc = _git(cache, "ls-tree", "-r", "-l", "-z", f"{tip}:{base}", check=False)
+    if proc.returncode != 0:
+        raise PackageRefused("missing-share", f"the repository has no {base}/")
+    entries: list[tuple[str, str, int]] = []
+    blobs: dict[str, str] = {}
+    for raw in proc.stdout.split(b"\0"):
+        if not raw:
+            continue
+        head, _, name_b = raw.partition(b"\t")
+        mode, _kind, sha, size = head.decode().split()
+        name = name_b.decode("utf-8", "surrogateescape")
+        entries.append((name, mode, int(size) if size.isdigit() else 0))
+        blobs[name] = sha
+
+    def read(name: str) -> bytes:
+        return _git(cache, "cat-file", "blob", blobs[name]).stdout
+
+    write_entries(entries, read, target)
+    return {"commit": tip, "branch": branch, "share": meta}
+
+
+# -- provider ------------------------------------------------------------------------------------
+
+def _local_repo_path(repo_url: str) -> Path | None:
+    p = urlsplit(repo_url)
+    if p.scheme == "file":
+        return Path(p.path)
+    if not p.scheme and not p.netloc and ":" not in repo_url.split("/", 1)[0]:
+        return Path(repo_url).expanduser()
+    return None
+
+
+def share_toml(share_id: str, view_id: str, title: str, description: str, provider_id: str) -> str:
+    lines = files.toml_table({"version": SHARE_VERSION, "share_id": share_id, "title": title,
+                              "provider_id": provider_id, "transport": "git", "parts": ["file"]})
+    lines += ["", "[file]", *files.toml_table({"view_id": view_id, "title": title, "description": description,
+                                               "path": PACKAGE_PATH,
+                                               "manifest": f"{PACKAGE_PATH}/dist/manifest.toml"})]
+    return "\n".join(lines) + "\n"
+
+
+def publish(root: MemoryRoot, package: Path, *, repo_url: str, view_id: str, title: str, description: str,
+            share_id: str | None = None, branch: str | None = None, provider_id: str = "rmtui",
+            push: bool = True, timeout: float = GIT_TIMEOUT) -> dict:
+    """Commit ``package`` (a validated package folder) as ``shares/<share>/`` on the branch and push it.
+
+    A local repository path that does not exist yet is created (bare); an empty repository
+    gets the branch on this first publish. A push refused because someone published
+    meanwhile is retried once on the new tip; a push is never forced.
+    """
+    share_id = files.check_view_id(share_id or view_id, "share id")
+    local = _local_repo_path(repo_url)
+    if local is not None and not local.exists():
+        local.parent.mkdir(parents=True, exist_ok=True)
+        _git(local.parent, "init", "-q", "--bare", "-b", branch or "main", str(local))
+    listing = walk_package(Path(package))
+    cache = _cache(root, repo_url, branch)
+    with file_lock(Path(str(cache) + ".lock")):
+        chosen = branch or _default_branch(cache, repo_url, timeout) or "main"
+        for attempt in (0, 1):
+            tip = _fetch(cache, repo_url, chosen, timeout)
+            commit, changed = _commit(cache, tip, share_id, view_id, title, description, provider_id, package,
+                                      [n for n, _ in listing])
+            if not changed:
+                return {"share_id": share_id, "branch": chosen, "commit": tip, "pushed": False, "changed": False,
+                        "join_url": join_url(repo_url, share_id, branch)}
+            if not push:
+                return {"share_id": share_id, "branch": chosen, "commit": commit, "pushed": False, "changed": True,
+                        "join_url": join_url(repo_url, share_id, branch)}
+            proc = _git(cache, "push", "--quiet", "--porcelain", repo_url, f"{commit}:refs/heads/{chosen}",
+                        timeout=timeout, check=False)
+            if proc.returncode == 0:
+                _git(cache, "update-ref", f"{REMOTE_PREFIX}{chosen}", commit)
+                return {"share_id": share_id, "branch": chosen, "commit": commit, "pushed": True, "changed": True,
+                        "join_url": join_url(repo_url, share_id, branch)}
+            err = (proc.stderr + proc.stdout).decode("utf-8", "replace").strip()
+            if attempt or not any(w in err for w in ("rejected", "non-fast-forward", "fetch first")):
+                raise GitShareError(f"could not push the share to {repo_url} ({chosen}): "
+                                    f"{err.splitlines()[-1] if err else proc.returncode}; commit {commit[:12]} "
+                                    "is kept in the local cache; publish again to retry")
+    raise GitShareError("unreachable")  # pragma: no cover
+
+
+def _commit(cache: Path, tip: str | None, share_id: str, view_id: str, title: str, description: str,
+            provider_id: str, package: Path, names: list[str]) -> tuple[str, bool]:
+    index = cache / f"publish-{os.getpid()}.index"
+    env = {**IDENTITY, "GIT_INDEX_FILE": str(index)}
+    prefix = f"shares/{share_id}"
+    try:
+        if tip:
+            _git(cache, "read-tree", tip, env=env)
+        else:
+            _git(cache, "read-tree", "--empty", env=env)
+        _git(cache, "rm", "--cached", "-r", "-q", "--ignore-unmatch", "--", prefix, env=env)
+        blobs = [("share.toml", share_toml(share_id, view_id, title, description, provider_id).encode())]
+        blobs += [(f"{PACKAGE_PATH}/{n}", (Path(package) / n).read_bytes()) for n in names]
+        info = b""
+        for rel, data in blobs:
+            sha = _out(_git(cache, "hash-object", "-w", "--stdin", data=data))
+            info += f"100644 {sha}\t{prefix}/{rel}".encode() + b"\0"
+        _git(cache, "update-index", "-z", "--index-info", data=info, env=env)
+        tree = _out(_git(cache, "write-tree", env=env))
+        if tip and tree == _out(_git(cache, "rev-parse", f"{tip}^{{tree}}")):
+            return tip, False
+        parents = ["-p", tip] if tip else []
+        commit = _out(_git(cache, "commit-tree", tree, *parents, "-m", f"share: publish {share_id}", env=env))
+        return commit, True
+    finally:
+        index.unlink(missing_ok=True)
+        Path(str(index) + ".lock").unlink(missing_ok=True)

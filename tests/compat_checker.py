@@ -1,0 +1,149 @@
+"""A checker of the original RightMemory tool's tracked formats (COMPAT §1, §3, §4), written
+from the facts independently of the engine, so a root rmtui wrote can be held against them.
+
+``check_root(path)`` walks the whole history of a root and returns a list of violations:
+- every heading anchor in every Markdown graph file has the grammar ``{KIND#id}`` (no space);
+- every ``update_records/*.json`` is named ``update-batch-<64 hex>.json``, has exactly the keys
+  ``schema_version`` (1), ``operation_id`` (= its file name, = the original's batch id
+  recomputed here from its candidates) and ``candidates`` (sorted, unique, full records);
+- each candidate has exactly the original's fields and value rules;
+- a commit adding a record is the commit of that batch (its trailer ``RightMemory-Operation``
+  equals the record's batch id), and the record is added in that same commit, never later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+ANCHOR = re.compile(r"\{(MF|MQ|F|M|S|)#([^}]*)\}")
+ID = re.compile(r"^[A-Za-z0-9_.-]+$")
+RECORD_NAME = re.compile(r"^update_records/(update-batch-[0-9a-f]{64})\.json$")
+UID = re.compile(r"^[0-9a-f]{32}$")
+CANDIDATE_KEYS = {"schema_version", "uid", "session_id", "display_id", "message", "submitted_at"}
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout
+
+
+def recompute_batch_id(candidates: list[dict]) -> str:
+    sessions: dict[str, list[dict]] = {}
+    for c in candidates:
+        sessions.setdefault(c["session_id"], []).append(c)
+    body = [{"session_id": s, "jobs": [{"id": c["display_id"], "candidate_uid": c["uid"], "message": c["message"],
+                                         "submitted_at": c["submitted_at"]}
+                                        for c in sorted(cs, key=lambda c: (c["display_id"], c["submitted_at"], c["uid"]))]}
+            for s, cs in sorted(sessions.items())]
+    text = json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return "update-batch-" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def check_candidate(c: object, where: str) -> list[str]:
+    if not isinstance(c, dict) or set(c) != CANDIDATE_KEYS:
+        return [f"{where}: candidate keys {sorted(c) if isinstance(c, dict) else c!r} != {sorted(CANDIDATE_KEYS)}"]
+    out = []
+    if c["schema_version"] != 1 or type(c["schema_version"]) is not int:
+        out.append(f"{where}: schema_version must be 1")
+    if not isinstance(c["uid"], str) or not UID.match(c["uid"]):
+        out.append(f"{where}: uid {c['uid']!r} is not 32 lowercase hex")
+    s = c["session_id"]
+    if not isinstance(s, str) or not s or s != s.strip() or s in (".", "..") or "/" in s or "\\" in s:
+        out.append(f"{where}: session_id {s!r} is not canonical")
+    if type(c["display_id"]) is not int or c["display_id"] < 1:
+        out.append(f"{where}: display_id must be a positive int")
+    if not isinstance(c["message"], str) or not c["message"].strip():
+        out.append(f"{where}: message must be non-blank")
+    t = c["submitted_at"]
+    try:
+        ok = isinstance(t, str) and datetime.fromisoformat(t).astimezone(UTC).isoformat() == t \
+            and datetime.fromisoformat(t).tzinfo is not None
+    except ValueError:
+        ok = False
+    if not ok:
+        out.append(f"{where}: submitted_at {t!r} is not canonical UTC")
+    return out
+
+
+def check_record(rel: str, text: str) -> list[str]:
+    m = RECORD_NAME.match(rel)
+    if not m:
+        return [f"{rel}: update record name must be update_records/update-batch-<64 hex>.json"]
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return [f"{rel}: invalid JSON"]
+    if not isinstance(data, dict) or set(data) != {"schema_version", "operation_id", "candidates"}:
+        return [f"{rel}: keys must be exactly schema_version, operation_id, candidates"]
+    out = []
+    if data["schema_version"] != 1:
+        out.append(f"{rel}: schema_version must be 1")
+    if data["operation_id"] != m.group(1):
+        out.append(f"{rel}: operation_id {data['operation_id']} differs from the file name")
+    cands = data["candidates"]
+    if not isinstance(cands, list) or not cands:
+        return out + [f"{rel}: candidates must be a non-empty list"]
+    for i, c in enumerate(cands):
+        out += check_candidate(c, f"{rel}: candidates[{i}]")
+    if out:
+        return out
+    order = [(c["session_id"], c["display_id"], c["submitted_at"], c["uid"]) for c in cands]
+    if order != sorted(order) or len({c["uid"] for c in cands}) != len(cands):
+        out.append(f"{rel}: candidates must be sorted and unique")
+    if recompute_batch_id(cands) != data["operation_id"]:
+        out.append(f"{rel}: operation_id is not the batch id of its candidates")
+    if text != json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True) + "\n":
+        out.append(f"{rel}: not indent-2 sorted-key JSON with a final newline")
+    return out
+
+
+def check_anchors(rel: str, text: str) -> list[str]:
+    out, fence = [], False
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith(("```", "~~~")):
+            fence = not fence
+        if fence or not re.match(r"^#{1,6}\s", line):
+            continue
+        for m in ANCHOR.finditer(line):
+            if not ID.match(m.group(2)):
+                out.append(f"{rel}:{n}: invalid heading id {m.group(0)!r}")
+    return out
+
+
+def trailer(root: Path, commit: str) -> str:
+    return git(root, "log", "-1", "--format=%(trailers:key=RightMemory-Operation,valueonly)", commit).strip()
+
+
+def check_root(root: Path) -> list[str]:
+    root = Path(root)
+    problems: list[str] = []
+    for rel in git(root, "ls-files").splitlines():
+        path = root / rel
+        if rel.endswith(".md") and (rel.startswith(("MEMORY", "PURSUIT"))):
+            problems += check_anchors(rel, path.read_text(encoding="utf-8"))
+        if rel.startswith("update_records/"):
+            problems += check_record(rel, path.read_text(encoding="utf-8"))
+    for commit in git(root, "rev-list", "HEAD").split():
+        parents = git(root, "log", "-1", "--format=%P", commit).split()
+        if len(parents) != 1:
+            continue
+        added = git(root, "diff", "--name-only", "--diff-filter=A", parents[0], commit).split()
+        records = [p for p in added if p.startswith("update_records/")]
+        value = trailer(root, commit)
+        if value.startswith("update-batch-"):
+            want = f"update_records/{value}.json"
+            if want not in added:
+                problems.append(f"commit {commit[:10]}: Update batch {value} lands without its record in the same commit")
+        for rec in records:
+            m = RECORD_NAME.match(rec)
+            if m and m.group(1) != value:
+                problems.append(f"commit {commit[:10]}: adds {rec} but its trailer is {value or 'missing'}")
+    return problems
+
+
+def candidates_of(root: Path, batch_id: str) -> list[dict]:
+    return json.loads((Path(root) / "update_records" / f"{batch_id}.json").read_text())["candidates"]

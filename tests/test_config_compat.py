@@ -1,0 +1,527 @@
+"""rightmemory.toml in the original's schema, rmtui.toml beside it (docs/architecture.md, "The memory root"; COMPAT.md section 2).
+
+rmtui loads every key RightMemory accepts (using those it has a feature for and saying which
+it ignores), refuses keys neither tool knows, writes only original keys into
+rightmemory.toml, and moves an older root's rmtui-only keys to rmtui.toml.
+"""
+
+from __future__ import annotations
+
+import math
+
+import git
+import pytest
+import tomlkit
+
+from rmtui.engine.errors import UsageError
+from rmtui.engine.memory.config import (
+    CONFIG_FILE,
+    LOCAL_FILE,
+    embedding_service,
+    ignored_keys,
+    load_config,
+    set_config_value,
+)
+from rmtui.engine.roles.executors import config as _executors  # noqa: F401  (executor tables in use)
+from rmtui.engine.roles.executors.config import resolve_role_executor
+from tests.retrieve_kit import TOKEN, write_small_root
+
+# -- the original's key list (COMPAT.md section 2), written once ------------------------------------
+
+ROLE_TABLES = ("dreamer", "historian", "insight", "pruner", "retrieve", "reviewer", "shared-view-builder",
+               "sync-reconciler", "update")
+ORIGINAL_KEYS = frozenset(
+    {f"{role}.model.{k}" for role in ROLE_TABLES for k in ("model_id", "api_base", "api_key", "kwargs")}
+    | {f"{role}.agent_cli.{k}" for role in ROLE_TABLES for k in ("provider", "model")}
+    | {f"{w}.watch.{k}" for w in ("dreamer", "insight")
+       for k in ("trigger_points", "update_candidate_points", "check_interval_seconds", "review_session_points")}
+    | {
+        "agent_cli.provider",
+        "retrieve.max_output_chars", "retrieve.backend",
+        "retrieve.embedding.url", "retrieve.embedding.candidate_count", "retrieve.embedding.result_count",
+        "retrieve.embedding.timeout_seconds", "retrieve.embedding.api_key",
+        "update.async.target_batch_candidates", "update.async.max_wait_seconds", "update.async.trigger_candidates",
+        "pruner.generation_commits", "pruner.revival_grace_checkpoints",
+        "review.idle_seconds", "review.since_days", "review.batch_size", "review.sources",
+        "debug.trace",
+        "sync.enabled", "sync.stale_pull_after_hours",
+    }
+)
+
+
+def leaf_keys(data: dict, prefix: str = "") -> set[str]:
+    """Dotted keys of a parsed TOML file (model kwargs and arrays of tables count as one key)."""
+    out: set[str] = set()
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and not dotted.endswith(".kwargs"):
+            out |= leaf_keys(value, dotted + ".")
+        else:
+            out.add(dotted)
+    return out
+
+
+def only_original_keys(path) -> set[str]:
+    """The keys of ``path`` the original does not know (empty: the original loads it)."""
+    return leaf_keys(tomlkit.parse(path.read_text(encoding="utf-8")).unwrap()) - ORIGINAL_KEYS
+
+
+# -- a root configured by hand for RightMemory, every section of COMPAT.md section 2 ------------------
+
+ORIGINAL_TOML = """\
+# written for RightMemory
+[agent_cli]
+provider = "codex"
+
+[update.model]
+model_id = "openai:gpt-5"
+api_base = "http://127.0.0.1:9/v1"
+kwargs = {{ temperature = 0.2 }}
+
+[update.async]
+target_batch_candidates = 12
+max_wait_seconds = 7200
+trigger_candidates = 5
+
+[dreamer.agent_cli]
+provider = "claude"
+model = "sonnet"
+
+[dreamer.watch]
+trigger_points = 50
+update_candidate_points = 1.0
+check_interval_seconds = 3000
+review_session_points = 1.5
+
+[insight.watch]
+trigger_points = 150
+update_candidate_points = 1.0
+check_interval_seconds = 3000
+
+[pruner]
+generation_commits = 70
+revival_grace_checkpoints = 2
+
+[pruner.model]
+model_id = "anthropic:claude-sonnet-4-5"
+api_key = "sk-in-the-file"
+
+[historian.agent_cli]
+provider = "codex"
+
+[reviewer.model]
+model_id = "openai:gpt-5-mini"
+
+[shared-view-builder.agent_cli]
+provider = "claude"
+
+[sync-reconciler.agent_cli]
+provider = "claude"
+model = "opus"
+
+[retrieve]
+max_output_chars = 100000
+backend = "embedding"
+
+[retrieve.embedding]
+url = "{url}"
+candidate_count = 3
+result_count = 2
+timeout_seconds = 30
+api_key = "{token}"
+
+[review]
+idle_seconds = 21600
+since_days = 3
+batch_size = 3
+
+[[review.sources]]
+kind = "codex"
+path = "~/.codex/sessions"
+
+[[review.sources]]
+kind = "claude"
+path = "~/.claude/projects"
+
+[debug]
+trace = false
+
+[sync]
+enabled = false
+stale_pull_after_hours = 24
+"""
+
+#: Keys of ORIGINAL_TOML rmtui has no feature for, whatever else it grows (no Dreamer, no
+#: transcript review, no shared-view builder; dreamer's executor is not inherited here) ...
+IGNORED = {
+    "dreamer.agent_cli",
+    "dreamer.watch.check_interval_seconds", "dreamer.watch.review_session_points", "dreamer.watch.trigger_points",
+    "dreamer.watch.update_candidate_points",
+    "review.batch_size", "review.idle_seconds", "review.since_days", "review.sources",
+    "reviewer.model", "shared-view-builder.agent_cli",
+}
+#: ... and keys it does use.
+USED = {"update.model", "update.async.target_batch_candidates", "update.async.max_wait_seconds", "pruner.model",
+        "retrieve.max_output_chars", "retrieve.backend", "retrieve.embedding", "agent_cli.provider", "debug.trace",
+        "historian.agent_cli", "sync-reconciler.agent_cli"}
+
+
+def check_ignored(listed: list[str]) -> None:
+    """``status`` lists what rmtui ignores: sorted, every foreign feature, nothing it uses."""
+    assert listed == sorted(listed) and IGNORED <= set(listed)
+    assert not [key for key in listed for used in USED if key == used or key.startswith(used + ".")]
+
+
+def write_original(root, text: str, *, commit: bool = True) -> None:
+    (root.path / LOCAL_FILE).unlink(missing_ok=True)  # a root made by the original has no rmtui.toml
+    (root.path / CONFIG_FILE).write_text(text, encoding="utf-8")
+    if commit:
+        repo = git.Repo(root.path)
+        repo.index.add([CONFIG_FILE])
+        repo.index.commit("config: written for RightMemory")
+
+
+def test_every_original_section_loads_and_is_read(root):
+    text = ORIGINAL_TOML.format(url="http://127.0.0.1:8766", token="tok")
+    assert only_original_keys_text(text) == set()  # the fixture itself is the original's schema
+    write_original(root, text)
+    cfg = load_config(root.path)
+    assert cfg.notices == []
+    assert (root.path / CONFIG_FILE).read_text(encoding="utf-8") == text  # nothing rewritten
+    assert not (root.path / LOCAL_FILE).exists()
+    assert cfg.get("update.async.target_batch_candidates") == 12 and cfg.get("update.async.max_wait_seconds") == 7200
+    assert cfg.get("retrieve.max_output_chars") == 100000 and cfg.get("debug.trace") is False
+    assert cfg.get("review.sources")[1] == {"kind": "claude", "path": "~/.claude/projects"}
+    assert cfg.get("update.approval") == "auto" and cfg.get("retrieve.top_k") == 8  # rmtui defaults
+    svc = embedding_service(cfg)
+    assert (svc.url, svc.api_key, svc.timeout_seconds, svc.candidate_count, svc.result_count, svc.original) == \
+        ("http://127.0.0.1:8766", "tok", 30.0, 3, 2, True)
+    check_ignored(ignored_keys(cfg))
+    # executors: own tables, else update's (first in the original's order), api_key honoured
+    pruner = resolve_role_executor(cfg, "pruner")
+    assert (pruner.source_role, pruner.settings.provider, pruner.settings.api_key) == \
+        ("pruner", "anthropic", "sk-in-the-file")
+    insight = resolve_role_executor(cfg, "insight")
+    assert insight.source_role == "update" and insight.settings.kwargs == {"temperature": 0.2}
+    sync = resolve_role_executor(cfg, "sync-reconciler")
+    assert (sync.kind, sync.settings.provider, sync.settings.model) == ("agent_cli", "claude", "opus")
+    retrieve = resolve_role_executor(cfg, "retrieve")  # never inherits: only the global provider
+    assert (retrieve.source_role, retrieve.settings.provider, retrieve.borrowed) == ("agent_cli", "codex", True)
+
+
+def only_original_keys_text(text: str) -> set[str]:
+    return leaf_keys(tomlkit.parse(text).unwrap()) - ORIGINAL_KEYS
+
+
+def test_headless_status_submit_and_retrieve_on_an_original_config(root, service, cli):
+    write_small_root(root)
+    text = ORIGINAL_TOML.format(url=service.url, token=TOKEN)  # the service's key sits in the file
+    write_original(root, text)
+    rp = str(root.path)
+
+    st = cli("--headless", "status", "--json", "--root", rp)
+    assert st.code == 0, st.stderr
+    conf = st.json()["config"]
+    check_ignored(conf["ignored"])
+    assert len(conf["warnings"]) == 1
+    assert "[pruner.model] api_key" in conf["warnings"][0] and "[retrieve.embedding] api_key" in conf["warnings"][0]
+    plain = cli("--headless", "status", "--root", rp)
+    assert plain.code == 0
+    assert "ignored by rmtui" in plain.stdout and "review.sources" in plain.stdout
+    assert "warning: rightmemory.toml holds an API key" in plain.stdout and "tracked" in plain.stdout
+
+    sub = cli("--headless", "submit", "--root", rp, "--session", "s1", input="Bob moved to the payments team\n")
+    assert sub.code == 0, sub.stderr
+    assert sub.json()["queue_state"] == "queued"
+
+    # retrieval goes through [retrieve.embedding]: its url and key, result_count items by default
+    r = cli("--headless", "retrieve", "--json", "--root", rp, "--session", "s1", "who owns the billing database?",
+            env={"RIGHTMEMORY_EMBEDDING_API_KEY": ""})
+    assert r.code == 0, r.stderr
+    out = r.json()
+    assert out["mode"] == "hybrid" and out["via"] == "cli" and not out.get("warnings")
+    assert len(out["results"]) == 2 and out["results"][0]["id"] == "bob-role"
+    assert (root.path / CONFIG_FILE).read_text(encoding="utf-8") == text
+    assert not (root.path / LOCAL_FILE).exists()
+
+
+def test_embedding_api_key_from_the_environment(root, monkeypatch):
+    text = ORIGINAL_TOML.format(url="https://embed.example:8443/", token="x").replace('api_key = "x"\n', "")
+    write_original(root, text, commit=False)
+    monkeypatch.setenv("RIGHTMEMORY_EMBEDDING_API_KEY", "from-env")
+    assert embedding_service(load_config(root.path)).api_key == "from-env"
+    monkeypatch.delenv("RIGHTMEMORY_EMBEDDING_API_KEY")
+    assert embedding_service(load_config(root.path)).api_key is None
+
+
+# -- refusals ------------------------------------------------------------------------------------
+
+def test_a_key_neither_tool_knows_is_refused_with_the_nearest_key(root, cli):
+    text = ORIGINAL_TOML.format(url="http://127.0.0.1:8766", token="t").replace("candidate_count = 3",
+                                                                             "candidat_count = 3")
+    write_original(root, text)
+    r = cli("--headless", "status", "--root", str(root.path))
+    assert r.code == 2
+    assert str(root.path / CONFIG_FILE) in r.stderr
+    assert "unknown key 'retrieve.embedding.candidat_count'" in r.stderr
+    assert "nearest known key: 'retrieve.embedding.candidate_count'" in r.stderr
+    assert (root.path / CONFIG_FILE).read_text(encoding="utf-8") == text
+
+    write_original(root, "[reviwer.model]\nmodel_id = \"openai:gpt-5\"\n", commit=False)
+    r = cli("--headless", "status", "--json", "--root", str(root.path))
+    assert r.code == 2 and "'reviewer'" in r.json()["message"]
+
+    (root.path / CONFIG_FILE).write_text("", encoding="utf-8")
+    (root.path / LOCAL_FILE).write_text("[embedding]\nmodle = \"x\"\n", encoding="utf-8")
+    r = cli("--headless", "config", "get", "embedding.model", "--root", str(root.path))
+    assert r.code == 2 and str(root.path / LOCAL_FILE) in r.stderr and "'embedding.model'" in r.stderr
+    # an original key belongs in rightmemory.toml, never in rmtui.toml
+    (root.path / LOCAL_FILE).write_text("[sync]\nenabled = true\n", encoding="utf-8")
+    r = cli("--headless", "status", "--root", str(root.path))
+    assert r.code == 2 and "'sync.enabled' belongs in rightmemory.toml" in r.stderr
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[pruner]\ngeneration_commits = true\n", "'pruner.generation_commits' must be int, got bool"),
+    ("[pruner]\nrevival_grace_checkpoints = 0\n", "'pruner.revival_grace_checkpoints' must be at least 1"),
+    ("[update.async]\nmax_wait_seconds = 1.5\n", "'update.async.max_wait_seconds' must be int"),
+    ("[dreamer.watch]\ntrigger_points = 0\n", "'dreamer.watch.trigger_points' must be above 0"),
+    ("[update.model]\napi_base = \"http://x\"\n", "[update.model] needs model_id"),
+    ("[update.model]\nmodel_id = \"openai:x\"\napi_key = \"  \"\n", "'update.model.api_key' must be a non-empty"),
+    ("[update.model]\nmodel_id = \"openai:x\"\nkwargs = { api_key = \"k\" }\n", "must not redefine api_key"),
+    ("[update.agent_cli]\nprovider = \"gemini\"\n", "'update.agent_cli.provider' must be one of"),
+    ("[agent_cli]\nprovider = \"aider\"\n", "'agent_cli.provider' must be one of"),
+    ("[retrieve.embedding]\nurl = \"http://h:1\"\n", 'needs backend = "embedding"'),
+    ("[retrieve]\nbackend = \"embedding\"\n[retrieve.model]\nmodel_id = \"openai:x\"\n[retrieve.embedding]\n"
+     "url = \"http://h:1\"\n", "cannot be combined with [retrieve.model]"),
+    ("[retrieve]\nbackend = \"embedding\"\n[retrieve.embedding]\nurl = \"http://u:p@h:1\"\n", "user information"),
+    ("[retrieve]\nbackend = \"embedding\"\n[retrieve.embedding]\nurl = \"http://h:99999\"\n", "invalid port"),
+    ("[retrieve]\nbackend = \"embedding\"\n[retrieve.embedding]\nurl = \"ftp://h\"\n", "http(s) URL"),
+    ("[retrieve]\nbackend = \"embedding\"\n[retrieve.embedding]\nurl = \"http://h\"\nresult_count = 50\n",
+     "must not exceed candidate_count (40)"),
+    ("[retrieve]\nbackend = \"embedding\"\n[retrieve.embedding]\nurl = \"http://h\"\ntimeout_seconds = inf\n",
+     "must be a finite number"),
+    ("[[review.sources]]\nkind = \"vim\"\npath = \"~/x\"\n", "'review.sources[0].kind' must be one of"),
+    ("[[review.sources]]\nkind = \"codex\"\n", "needs 'path'"),
+    ("[sync]\nenabled = \"yes\"\n", "'sync.enabled' must be bool"),
+])
+def test_the_originals_rules_are_enforced(root, text, message):
+    write_original(root, text, commit=False)
+    with pytest.raises(UsageError) as err:
+        load_config(root.path)
+    assert message in err.value.message and str(root.path / CONFIG_FILE) in err.value.message
+
+
+def test_review_kinds_are_case_insensitive_like_the_original(root):
+    write_original(root, "[[review.sources]]\nkind = \"Codex\"\npath = \"~/x\"\n", commit=False)
+    assert load_config(root.path).get("review.sources") == [{"kind": "Codex", "path": "~/x"}]
+
+
+# -- writing: only original keys in rightmemory.toml ---------------------------------------------------
+
+def test_init_and_set_write_only_original_keys(tmp_path, cli):
+    target = tmp_path / "fresh"
+    assert cli("--headless", "init", str(target)).code == 0
+    assert only_original_keys(target / CONFIG_FILE) == set()
+    # rmtui's own retrieval backend choice ("embedding" | "agent") is rmtui's; the original's
+    # backend = "embedding" only comes with [retrieve.embedding], in rightmemory.toml
+    local_keys = leaf_keys(tomlkit.parse((target / LOCAL_FILE).read_text(encoding="utf-8")).unwrap())
+    assert local_keys & ORIGINAL_KEYS == {"retrieve.backend"}
+    rp = str(target)
+    for key, value in [("update.approval", '"required"'), ("retrieve.top_k", "5"), ("embedding.rerank_top", "12"),
+                       ("update.model.max_requests", "9"), ("update.model.api_key_env", '"MY_KEY"'),
+                       ("retrieve.backend", '"agent"'), ("embedding.idle_timeout_seconds", "60"), ("assistant.lease_seconds", "60"),
+                       ("update.async.debounce_seconds", "10"), ("update-correction.model.model_id", '"openai:x"'),
+                       ("update.model.model_id", '"openai:gpt-5"'), ("pruner.generation_commits", "80"),
+                       ("update.async.target_batch_candidates", "4")]:
+        r = cli("--headless", "config", "set", key, value, "--root", rp, "--json")
+        assert r.code == 0, (key, r.stderr)
+        assert r.json()["file"] == (CONFIG_FILE if key in ORIGINAL_KEYS - {"retrieve.backend"} else LOCAL_FILE)
+    assert only_original_keys(target / CONFIG_FILE) == set()
+    got = cli("--headless", "config", "get", "update.model.max_requests", "--root", rp, "--json").json()
+    assert got == {"key": "update.model.max_requests", "value": 9, "file": LOCAL_FILE}
+    # the original needs backend = "embedding" with [retrieve.embedding]: set together
+    assert cli("--headless", "config", "set", "retrieve.embedding.url", "http://127.0.0.1:8766", "--root", rp).code == 0
+    data = tomlkit.parse((target / CONFIG_FILE).read_text(encoding="utf-8")).unwrap()
+    assert data["retrieve"]["backend"] == "embedding" and data["retrieve"]["embedding"]["url"] == "http://127.0.0.1:8766"
+    assert only_original_keys(target / CONFIG_FILE) == set()
+    repo = git.Repo(target)
+    assert repo.ignored(LOCAL_FILE) == [LOCAL_FILE]
+    assert LOCAL_FILE not in repo.git.ls_files()
+
+
+# -- migration of an older rmtui root ----------------------------------------------------------------------
+
+OLD_RMTUI_TOML = """\
+# rightmemory.toml: configuration of this memory root.
+
+[update]
+# "auto" queues evidence for Update at once; "required" holds it in an inbox.
+approval = "required"
+# Largest evidence text accepted by submit, in bytes.
+max_evidence_bytes = 4096
+
+[update.async]
+# A batch forms when this many candidates are ready ...
+target_batch_candidates = 7
+# ... or this long after a session's last submit ...
+debounce_seconds = 120
+max_wait_seconds = 86400
+
+[update.model]
+model_id = "openai:gpt-5"
+api_key_env = "MY_OPENAI"
+max_requests = 12
+
+[retrieve]
+backend = "embedding"
+max_output_chars = 50000
+# How many ranked items retrieve returns.
+top_k = 4
+
+[embedding]
+# Sentence-transformers model name.
+model = "all-MiniLM-L6-v2"
+dense_budget_seconds = 3
+
+[assistant]
+lease_seconds = 600
+
+[insight]
+threshold = 120
+"""
+
+MOVED = ["update.approval", "update.max_evidence_bytes", "update.async.debounce_seconds", "update.model.api_key_env",
+         "update.model.max_requests", "retrieve.backend", "retrieve.top_k", "embedding", "assistant"]
+
+
+def old_root(root):
+    write_original(root, OLD_RMTUI_TOML)
+    return git.Repo(root.path).head.commit.hexsha
+
+
+def test_an_older_root_is_migrated_on_first_load(root, cli):
+    head = old_root(root)
+    rp = str(root.path)
+    r = cli("--headless", "status", "--root", rp)
+    assert r.code == 0, r.stderr
+    notice = next(line for line in r.stderr.splitlines() if "moved rmtui-only settings" in line)
+    assert notice.endswith(", ".join(MOVED))
+    assert "insight.threshold renamed to insight.watch.trigger_points" in r.stderr
+    assert "work tree only" in r.stderr
+
+    shared, local = root.path / CONFIG_FILE, root.path / LOCAL_FILE
+    assert only_original_keys(shared) == set()
+    text, local_text = shared.read_text(encoding="utf-8"), local.read_text(encoding="utf-8")
+    # comments travel with their keys; the others stay
+    assert "# Largest evidence text accepted by submit, in bytes.\nmax_evidence_bytes = 4096" in local_text
+    assert "# How many ranked items retrieve returns.\ntop_k = 4" in local_text
+    assert "# Sentence-transformers model name." in local_text
+    assert "# A batch forms when this many candidates are ready ...\ntarget_batch_candidates = 7" in text
+    assert "approval" not in text and "[embedding]" not in text
+    # no setting lost
+    values = {key: cli("--headless", "config", "get", key, "--root", rp, "--json").json()["value"] for key in (
+        "update.approval", "update.max_evidence_bytes", "update.async.debounce_seconds", "update.model.api_key_env",
+        "update.model.max_requests", "update.model.model_id", "retrieve.top_k", "retrieve.max_output_chars",
+        "embedding.dense_budget_seconds", "assistant.lease_seconds", "insight.watch.trigger_points",
+        "update.async.target_batch_candidates")}
+    assert values == {
+        "update.approval": "required", "update.max_evidence_bytes": 4096, "update.async.debounce_seconds": 120,
+        "update.model.api_key_env": "MY_OPENAI", "update.model.max_requests": 12, "update.model.model_id": "openai:gpt-5",
+        "retrieve.top_k": 4, "retrieve.max_output_chars": 50000, "embedding.dense_budget_seconds": 3,
+        "assistant.lease_seconds": 600, "insight.watch.trigger_points": 120,
+        "update.async.target_batch_candidates": 7}
+    # the work tree changed, not the history; rmtui.toml stays out of Git
+    repo = git.Repo(root.path)
+    assert repo.head.commit.hexsha == head
+    assert [d.a_path for d in repo.index.diff(None)] == [CONFIG_FILE]
+    assert repo.ignored(LOCAL_FILE) == [LOCAL_FILE]
+    again = cli("--headless", "status", "--root", rp)
+    assert again.code == 0 and "moved" not in again.stderr  # once only
+
+
+def test_init_force_migrates_and_says_what_moved(root, cli):
+    old_root(root)
+    r = cli("--headless", "init", "--force", str(root.path))
+    assert r.code == 0, r.stderr
+    assert f"moved rmtui-only settings from rightmemory.toml to rmtui.toml: {', '.join(MOVED)}" in r.stdout
+    assert only_original_keys(root.path / CONFIG_FILE) == set()
+    assert load_config(root.path).get("update.approval") == "required"
+    j = cli("--headless", "init", "--force", str(root.path), "--json")
+    assert j.code == 0 and j.json()["config_migration"] == []  # nothing left to move
+
+
+def test_migration_writes_nothing_when_the_file_also_has_an_unknown_key(root, cli):
+    text = OLD_RMTUI_TOML + "\n[debug]\ntrac = true\n"
+    write_original(root, text)
+    r = cli("--headless", "status", "--root", str(root.path))
+    assert r.code == 2 and "unknown key 'debug.trac'" in r.stderr and "'debug.trace'" in r.stderr
+    assert (root.path / CONFIG_FILE).read_text(encoding="utf-8") == text and not (root.path / LOCAL_FILE).exists()
+
+
+def test_set_on_an_older_root_migrates_first(root):
+    old_root(root)
+    set_config_value(root.path, "update.approval", "auto")
+    cfg = load_config(root.path)
+    assert cfg.get("update.approval") == "auto" and cfg.get("retrieve.top_k") == 4
+    assert only_original_keys(root.path / CONFIG_FILE) == set()
+
+
+# -- executors in the original's order ---------------------------------------------------------------------
+
+def test_executor_inheritance_follows_the_originals_order(root, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "from-env")
+    write_original(root, "[pruner.model]\nmodel_id = \"openai:gpt-5\"\n[dreamer.agent_cli]\nprovider = \"claude\"\n"
+                         "[reviewer.model]\nmodel_id = \"openai:gpt-5-mini\"\n", commit=False)
+    cfg = load_config(root.path)
+    for role in ("update", "historian", "insight", "sync-reconciler", "update-correction"):
+        r = resolve_role_executor(cfg, role)
+        assert (r.source_role, r.kind, r.settings.provider) == ("dreamer", "agent_cli", "claude"), role
+    assert resolve_role_executor(cfg, "pruner").settings.api_key == "from-env"
+    assert resolve_role_executor(cfg, "retrieve") is None  # retrieve never inherits
+    assert ignored_keys(cfg) == ["reviewer.model"]  # dreamer's executor is in use
+
+    write_original(root, "[agent_cli]\nprovider = \"codex\"\n[update.model]\nmodel_id = \"openai:gpt-5\"\n"
+                         "api_key = \"sk-file\"\n", commit=False)
+    cfg = load_config(root.path)
+    assert resolve_role_executor(cfg, "update").settings.api_key == "sk-file"  # the file's key wins
+    assert resolve_role_executor(cfg, "historian").source_role == "update"
+    r = resolve_role_executor(cfg, "retrieve")
+    assert (r.source_role, r.settings.provider, r.settings.model) == ("agent_cli", "codex", "")
+    # a role's [agent_cli] model without a provider runs on the global provider
+    write_original(root, "[agent_cli]\nprovider = \"claude\"\n[historian.agent_cli]\nmodel = \"opus\"\n", commit=False)
+    r = resolve_role_executor(load_config(root.path), "historian")
+    assert (r.source_role, r.settings.provider, r.settings.model) == ("historian", "claude", "opus")
+
+
+# -- retrieval counts and rerank through [retrieve.embedding] -----------------------------------------------
+
+class Recording:
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.reranked: list[int] = []
+
+    def info(self):
+        return self.inner.info()
+
+    def embed(self, texts, kind):
+        return self.inner.embed(texts, kind)
+
+    def rerank(self, query, documents):
+        self.reranked.append(len(documents))
+        return self.inner.rerank(query, documents)
+
+
+def test_service_counts_drive_rerank_and_result_count(root, backend):
+    from rmtui.engine.retrieval.retrieve import retrieve
+
+    write_small_root(root)
+    text = ORIGINAL_TOML.format(url="http://127.0.0.1:9", token="t")
+    write_original(root, text, commit=False)
+    rec = Recording(backend)  # the tiny cross-encoder: its /info reports a reranker
+    out = retrieve(root, "s", "billing database owner", backend=rec)
+    assert rec.reranked == [3] and len(out.results) == 2  # candidate_count reranked, result_count returned
+    assert math.isclose(float(load_config(root.path).get("retrieve.embedding.timeout_seconds")), 30.0)
+    write_original(root, text.replace("candidate_count = 3", "candidate_count = 500"), commit=False)
+    with pytest.raises(UsageError, match="candidate_count = 500 exceeds"):
+        retrieve(root, "s2", "billing database owner", backend=rec)

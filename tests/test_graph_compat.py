@@ -1,0 +1,212 @@
+"""Graph rules as the original RightMemory reads them (COMPAT.md §1, docs/architecture.md, "The memory root").
+
+Roots the original accepts validate here (possibly with warnings, which never fail a run);
+roots it rejects fail here; and nothing rmtui hands to roles or agents writes an anchor the
+original rejects (``{F# id}``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import git
+import pytest
+
+from rmtui.engine.host.demo import create_demo_root
+from rmtui.engine.memory.validation import validate_root
+from rmtui.engine.roles.tools import RoleTools
+from rmtui.engine.writes.admission import AdmissionRefused, check_tree
+
+REPO = Path(__file__).resolve().parent.parent
+SPACED_ANCHOR = re.compile(r"\{[A-Za-z]*#\s+[^}]*\}|\{[A-Za-z]*#\}")
+
+# A root the original accepts: no `## Focus`, an arrow list on an unanchored heading (title
+# text there), a backticked bullet without an edge list (a plain bullet), other list markers,
+# heading body paragraphs, `####` body text, and an F# chain across files.
+ORIGINAL_ACCEPTS = {
+    "MEMORY.md": (
+        "# Memory\n\n"
+        "Root prose describing this memory.\n\n"
+        "## Build {#build}\n\n"
+        "How the project is built; this paragraph describes the heading.\n\n"
+        "- `hatch` Wheels are built with hatchling → [cfg:pyproject]\n"
+        "  and this indented line continues the node.\n"
+        "* `pyproject` pyproject.toml holds the package metadata → []\n"
+        "+ `sdist` The sdist ships the tests → [dep:hatch]\n"
+        "1. `ci` CI builds on every push → [ver:hatch]\n"
+        "2) `tox` tox runs the matrix → [run:ci]\n"
+        "- `make` is a plain bullet: no edge list\n"
+        "- a plain bullet\n\n"
+        "## Grouping → [dep:build]\n\n"
+        "### Services {#services}\n\n"
+        "#### Runbook {M#runbook}\n\n"
+        "Body text under a terminal heading is fine.\n\n"
+        "## Api {F#api} → [dep:build]\n\n"
+        "The API service (summary paragraph in its own file).\n"
+    ),
+    "MEMORY_api.md": "API details.\n\n### Endpoints {F#endpoints}\n",
+    "MEMORY_endpoints.md": "- `get-items` GET /items → [up:api, doc:hatch]\n",
+    "MEMORY_runbook.md": "free form\n",
+    "PURSUITS.md": (
+        "# Pursuits\n\n"
+        "## Ship {#ship} → [dep:build]\n\n"
+        "- `make` is how the person builds, a plain bullet here\n\n"
+        "**State:** half done\n\n"
+        "**Next:**\n- `do` tag the release\n- talk to the team\n"
+    ),
+}
+
+
+def _write(base: Path, files: dict[str, str]) -> Path:
+    base.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (base / name).write_text(text, encoding="utf-8")
+    return base
+
+
+def test_a_root_the_original_accepts_validates(tmp_path):
+    report = validate_root(_write(tmp_path / "r", ORIGINAL_ACCEPTS))
+    assert report.ok, [str(i) for i in report.errors]
+    assert {(i.file, i.line, i.rule) for i in report.warnings} == {
+        ("MEMORY.md", 15, "node-plain"),  # `make` in Memory: a plain bullet, flagged
+        ("MEMORY.md", 18, "heading-unanchored-edges"),
+    }
+    g = report.graph
+    assert g.focus == [] and g.focus_line is None
+    assert {"hatch", "pyproject", "sdist", "ci", "tox", "get-items"} <= set(g.items)
+    assert "make" not in g.items  # a plain bullet in both Memory and Pursuit
+    assert (g.items["hatch"].line, g.items["hatch"].end_line) == (9, 10)
+    grouping = next(i for i in g.ordered if i.kind == "heading" and i.line == 18)
+    assert grouping.id is None and grouping.edges == [] and grouping.title == "Grouping → [dep:build]"
+    assert g.items["get-items"].heading_path()[-2:] == [g.items["api"], g.items["endpoints"]]
+
+
+def test_plain_bullets_and_prose_under_focus_are_text(tmp_path):
+    files = dict(ORIGINAL_ACCEPTS, **{"PURSUITS.md": (
+        "# Pursuits\n\n## Focus\n\nWhat matters this week:\n\n- the release first\n- `ship` shipping\n"
+        "- `docs` → [rel:ship]\n\n## Ship {#ship}\n\n## Docs {#docs}\n")})
+    report = validate_root(_write(tmp_path / "r", files))
+    assert report.ok, [str(i) for i in report.errors]
+    assert report.graph.focus == ["ship", "docs"] and report.graph.focus_line == 3
+    assert [(i.line, i.rule) for i in report.warnings if i.file == "PURSUITS.md"] == [(9, "focus-edges")]
+
+
+def test_headless_validate_exits_0_with_only_warnings(tmp_path, cli):
+    root = _write(tmp_path / "r", ORIGINAL_ACCEPTS)
+    r = cli("--headless", "validate", "--path", str(root))
+    assert r.code == 0, r.stdout + r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[:2] == [
+        "MEMORY.md:15: warning: node-plain: `make` has no edge list, so it is a plain bullet, not a node "
+        "(end it with → [] to make it a node)",
+        "MEMORY.md:18: warning: heading-unanchored-edges: edge list on a heading without an anchor: RightMemory "
+        "reads it as title text and ignores the edges; add an anchor such as {#id}",
+    ]
+    assert lines[2].startswith("valid: ") and lines[2].endswith("(2 warnings)")
+    data = cli("--headless", "validate", "--path", str(root), "--json").json()
+    assert data["valid"] is True and data["errors"] == []
+    assert [(w["line"], w["rule"], w["severity"]) for w in data["warnings"]] == [
+        (15, "node-plain", "warning"), (18, "heading-unanchored-edges", "warning")]
+
+
+def test_headless_validate_rejects_a_spaced_anchor_with_a_fix(tmp_path, cli):
+    root = _write(tmp_path / "r", {"MEMORY.md": "# Memory\n\n## Build {F# build}\n", "MEMORY_build.md": "x\n",
+                                   "PURSUITS.md": "# Pursuits\n"})
+    r = cli("--headless", "validate", "--path", str(root))
+    assert r.code == 1
+    assert r.stdout.strip() == ("MEMORY.md:3: heading-anchor: invalid heading id in {F# build}; "
+                                "write {F#build} with no space after F#")
+
+
+@pytest.mark.parametrize("line,rule", [
+    ("- `a` x → [rel:b] and more", "node-edges"),  # arrow present but the list does not end the line
+    ("- `a` x → [rel:b", "node-edges"),
+    ("- `a` x→ [rel:b]", "node-edges"),  # the arrow needs a space before it
+    ("- `bad id` x → []", "id-format"),
+])
+def test_an_arrow_list_that_does_not_parse_is_an_error(tmp_path, line, rule):
+    report = validate_root(_write(tmp_path / "r", {
+        "MEMORY.md": f"# Memory\n\n{line}\n- `b` target → []\n", "PURSUITS.md": "# Pursuits\n"}))
+    assert [(i.line, i.rule) for i in report.errors] == [(3, rule)]
+
+
+def test_node_lines_keep_inline_code_and_several_arrows(tmp_path):
+    report = validate_root(_write(tmp_path / "r", {
+        "MEMORY.md": "# Memory\n\n- `a` maps `x -> [y]` to z -> w → [dep:b]\n- `b` the `→ [` marker → []\n",
+        "PURSUITS.md": "# Pursuits\n"}))
+    assert report.ok and not report.issues, [str(i) for i in report.issues]
+    assert report.graph.items["a"].title == "maps `x -> [y]` to z -> w"
+    assert [(e.type, e.target) for e in report.graph.items["a"].edges] == [("dep", "b")]
+
+
+def test_warnings_never_block_writers(tmp_path, root):
+    # the supervisor's admission check
+    wt = _write(tmp_path / "wt", ORIGINAL_ACCEPTS)
+    assert check_tree(wt, "update") == []
+    (wt / "MEMORY.md").write_text("# Memory\n\n## Build {F# build}\n", encoding="utf-8")
+    with pytest.raises(AdmissionRefused, match="invalid heading id"):
+        check_tree(wt, "update")
+    # the roles' validate_memory tool
+    memory = "# Memory\n\n## Grouping → [dep:x]\n\n- `x` a node → []\n"
+    (root.path / "MEMORY.md").write_text(memory, encoding="utf-8")
+    tools = {s.name: s.handler for s in RoleTools(root.path, "update").specs()}
+    out = tools["validate_memory"]({})
+    assert out.startswith("valid:") and "MEMORY.md:3: warning: heading-unanchored-edges" in out
+
+
+def test_status_counts_errors_not_warnings(root, cli):
+    (root.path / "MEMORY.md").write_text("# Memory\n\n## Grouping → [dep:x]\n\n- `x` a node → []\n",
+                                         encoding="utf-8")
+    repo = git.Repo(root.path)
+    repo.git.add("MEMORY.md")
+    repo.git.commit("-q", "-m", "memory: grouping")
+    st = cli("--headless", "status", "--root", str(root.path), "--json").json()
+    assert st["valid"] is True and st["errors"] == 0 and st["warnings"] == 1
+
+
+# -- writers never write a spaced anchor ------------------------------------------------
+
+def test_prompts_skills_and_readme_write_anchors_without_a_space():
+    files = [*sorted((REPO / "prompts").glob("*.md")), *sorted((REPO / "skills").rglob("*.md")), REPO / "README.md"]
+    assert files
+    offenders = [f"{f.relative_to(REPO)}:{n}: {line}"
+                 for f in files for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1)
+                 if SPACED_ANCHOR.search(line)]
+    assert offenders == []
+
+
+def test_schema_reference_states_the_original_edge_meanings():
+    schema = (REPO / "prompts" / "schema.md").read_text(encoding="utf-8")
+    meanings = {
+        "dep": "A depends on B", "emb": "A embeds a copy of B", "bak": "A is a backup or snapshot of B",
+        "agg": "A aggregates B's outputs", "ver": "A verifies or tests B", "ext": "A extends B",
+        "up": "A is upstream of B", "rel": "generic (only when nothing specific fits)",
+        "loc": "A is located in B", "run": "A runs through B", "cfg": "A uses B as configuration",
+        "out": "A outputs B", "in": "A consumes B", "doc": "A documents B", "todo": "A is a todo or blocker for B",
+    }
+    for edge, meaning in meanings.items():
+        assert re.search(rf"^\| `{edge}` \| {re.escape(meaning)}", schema, re.M), edge
+    # the schema's own example validates as written
+    example = re.findall(r"^    (.*)$", schema.split("## Example", 1)[1], re.M)
+    assert "## Build and release {F#build}" in example and "### Packaging {#packaging}" in example
+
+
+def test_outline_tool_and_demo_root_write_anchors_without_a_space(tmp_path):
+    root = create_demo_root(tmp_path / "demo")
+    report = validate_root(root.path)
+    assert report.ok and not report.issues, [str(i) for i in report.issues]
+    for name in report.graph.files:
+        text = (root.path / name).read_text(encoding="utf-8")
+        assert not SPACED_ANCHOR.search(text), name
+    outline = RoleTools(root.path, "retrieve").outline({})
+    assert "## Ingestion {F#ingestion} → [rel:tw-config]" in outline
+    assert "### Incident runbook {M#runbook}" in outline and "# Tidewater service {#tidewater}" in outline
+    assert not SPACED_ANCHOR.search(outline), outline
+    # what the outline prints is itself valid heading syntax
+    for line in outline.splitlines():
+        m = re.match(r"\s*(#+ .*?)  \(\S+:\d+\)$", line)
+        if m:
+            mem = tmp_path / "probe"
+            _write(mem, {"MEMORY.md": f"{m.group(1).split(' → ')[0]}\n", "PURSUITS.md": "# Pursuits\n"})
+            assert not [i for i in validate_root(mem).errors if i.rule.startswith("heading")], line

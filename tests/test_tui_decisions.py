@@ -1,0 +1,196 @@
+"""Deciding on evidence in the workbench, safely: the cursor stays in the inbox, a bulk decision
+over the whole inbox asks first, each decision can be undone until a batch claims it, and the
+evidence pane says why queued evidence is not moving and what moves it (``U`` runs Update).
+
+Every step presses the keys a person would; state is read back from the runtime database.
+"""
+
+from __future__ import annotations
+
+import git
+import pytest
+from fake_provider import FakeProvider, Turn
+from test_tui_support import evidence_states, main_loaded, row_to, type_text, wait_for
+
+from rmtui.engine.evidence.queue import EvidenceQueue
+from rmtui.engine.host.demo import create_demo_root
+from rmtui.engine.memory.config import set_config_value
+from rmtui.tui.app import RmtuiApp
+from rmtui.tui.screens.dialogs import ConfirmScreen, PromptScreen
+from rmtui.tui.widgets.progress_line import ProgressLine
+from rmtui.tui.widgets.tables import EvidenceTable
+
+SIZE = (140, 44)
+
+
+@pytest.fixture
+def demo(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    return create_demo_root(tmp_path / "demo")
+
+
+def inbox(root) -> list[str]:
+    """Inbox uids in submission order (the table's order within the inbox group)."""
+    q = EvidenceQueue(root)
+    try:
+        return [e.uid for e in q.list(state="inbox")]
+    finally:
+        q.close()
+
+
+def state(root, uid) -> str:
+    return evidence_states(root)[uid][0]
+
+
+async def evidence_pane(app, pilot) -> EvidenceTable:
+    await wait_for(pilot, lambda: main_loaded(app), what="the main screen to load")
+    await pilot.press("e")
+    table = app.screen.query_one(EvidenceTable)
+    assert app.focused is table
+    return table
+
+
+def header(app) -> str:
+    return str(app.screen.query_one("#queue-header").render())
+
+
+async def test_after_approve_and_reject_the_cursor_stays_on_the_next_undecided_row(demo):
+    first, second, third = inbox(demo)
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        table = await evidence_pane(app, pilot)
+        assert table.current_key == first
+        await pilot.press("a")
+        await wait_for(pilot, lambda: table.rows_by_key[first].state == "queued", what="the approval to show")
+        assert table.current_key == second  # not the approved row, now in the queued group
+        await pilot.press("x")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the reason prompt")
+        await type_text(pilot, "duplicate of tw-config")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: table.rows_by_key[second].state == "rejected", what="the rejection to show")
+        assert table.current_key == third
+        assert [state(demo, u) for u in (first, second, third)] == ["queued", "rejected", "inbox"]
+        # the last inbox row decided: the cursor stays on the row now at that place
+        await pilot.press("a")
+        await wait_for(pilot, lambda: table.rows_by_key[third].state == "queued", what="the last approval")
+        assert table.current is not None and table.check_action("approve", ()) is None
+
+
+async def test_bulk_decisions_without_marks_ask_first_and_say_how_many(demo):
+    uids = inbox(demo)
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        table = await evidence_pane(app, pilot)
+        await pilot.press("A")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        question = str(app.screen.query_one("#confirm-question").render())
+        assert "approve all 3 pieces of evidence" in question
+        await pilot.press("n")
+        await pilot.pause(0.3)
+        assert not isinstance(app.screen, ConfirmScreen) and all(state(demo, u) == "inbox" for u in uids)
+        # with marks, A approves just the marked ones without asking (m walks down)
+        await pilot.press("m")
+        await pilot.press("A")
+        await wait_for(pilot, lambda: state(demo, uids[0]) == "queued", what="the marked approval")
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert [state(demo, u) for u in uids[1:]] == ["inbox", "inbox"]
+        # reject all is destructive: it asks, and enter on the focused button cancels
+        await wait_for(pilot, lambda: table.rows_by_key[uids[0]].state == "queued", what="the table")
+        await pilot.press("X")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the reject-all confirmation")
+        assert "reject all 2 pieces" in str(app.screen.query_one("#confirm-question").render())
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert not isinstance(app.screen, (ConfirmScreen, PromptScreen))
+        await pilot.press("X")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation again")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the reason for all")
+        await type_text(pilot, "stale")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: [state(demo, u) for u in uids[1:]] == ["rejected", "rejected"],
+                       what="the bulk rejection")
+        # the whole bulk rejection is one decision: u brings both back to the inbox
+        await pilot.press("u")
+        await wait_for(pilot, lambda: [state(demo, u) for u in uids[1:]] == ["inbox", "inbox"], what="the undo")
+        assert evidence_states(demo)[uids[1]][1] is None  # the reason went with the rejection
+
+
+async def test_undo_restores_each_decision_until_a_batch_claims_the_evidence(demo):
+    first, second, _third = inbox(demo)
+    queued_before = [u for u, (s, _) in evidence_states(demo).items() if s == "queued"][0]
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        table = await evidence_pane(app, pilot)
+        screen = app.screen
+        assert screen.check_action("undo", ()) is False  # nothing to undo: not offered
+        await pilot.press("a")
+        await wait_for(pilot, lambda: state(demo, first) == "queued", what="the approval")
+        await wait_for(pilot, lambda: screen.check_action("undo", ()), what="undo to be offered")
+        await pilot.press("u")
+        await wait_for(pilot, lambda: state(demo, first) == "inbox", what="the undone approval")
+        await wait_for(pilot, lambda: table.rows_by_key[first].state == "inbox", what="the table")
+        assert table.current_key == first  # the cursor follows the decision back
+        # a rejection of queued evidence goes back to the queue, not to the inbox
+        await row_to(pilot, table, queued_before)
+        await pilot.press("x")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the reason prompt")
+        await type_text(pilot, "wrong repo")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: state(demo, queued_before) == "rejected", what="the rejection")
+        await pilot.press("u")
+        await wait_for(pilot, lambda: state(demo, queued_before) == "queued", what="the rejection undone")
+        # once a batch claims approved evidence, its approval can no longer be undone
+        await wait_for(pilot, lambda: table.rows_by_key[queued_before].state == "queued", what="the table")
+        await row_to(pilot, table, second)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: state(demo, second) == "queued", what="the second approval")
+        q = EvidenceQueue(demo)
+        try:
+            q.claim([second], "batch-from-another-process")
+        finally:
+            q.close()
+        await pilot.press("u")
+        await wait_for(pilot, lambda: any("claimed" in n.message for n in app._notifications),
+                       what="the refusal to undo")
+        assert state(demo, second) == "claimed"
+        assert screen.check_action("undo", ()) is False  # the refused decision is not offered again
+
+
+async def test_the_queue_header_says_why_queued_evidence_waits_and_u_runs_update(demo, tmp_path):
+    provider = FakeProvider()
+    try:
+        app = RmtuiApp(demo)
+        async with app.run_test(size=SIZE) as pilot:
+            await evidence_pane(app, pilot)
+            screen = app.screen
+            await wait_for(pilot, lambda: "queued" in header(app), what="the queue header")
+            text = header(app)
+            assert "1 queued: no Update model is configured and no host task is open" in text
+            assert "set [update.model] in rightmemory.toml" in text and "assistant update begin" in text
+            assert screen.check_action("run_update", ()) is False  # nothing U could do
+            # a model configured (rightmemory.toml changes: the screen reloads on its own)
+            set_config_value(demo.path, "update.model.model_id", "openai:fake-model")
+            set_config_value(demo.path, "update.model.api_base", provider.base("openai"))
+            set_config_value(demo.path, "update.model.kwargs", {"max_retries": 0})
+            repo = git.Repo(demo.path)
+            repo.index.add(["rightmemory.toml"])
+            repo.index.commit("config: update model")
+            await wait_for(pilot, lambda: "no Update daemon runs" in header(app), timeout=10,
+                           what="the header to name the missing daemon")
+            assert "Press U to run Update now" in header(app) and "update run-now" in header(app)
+            queued = [u for u, (s, _) in evidence_states(demo).items() if s == "queued"]
+            provider.push(Turn(text="", tool_calls=[("outline", {})], delay=0.8),
+                          Turn(text="Skipped the only candidate: already known."))
+            await pilot.press("U")
+            line = screen.query_one(ProgressLine)
+            await wait_for(pilot, lambda: line.display and "Update" in line.what, what="the progress line")
+            await wait_for(pilot, lambda: line.progress is not None and "update role" in line.progress.what,
+                           what="the engine's step on the progress line")
+            await wait_for(pilot, lambda: all(state(demo, u) == "consumed" for u in queued), timeout=20,
+                           what="the Update to consume the queued evidence")
+            await wait_for(pilot, lambda: not line.display, what="the progress line to go")
+            assert any("Update no_change" in n.message for n in app._notifications)
+            await wait_for(pilot, lambda: "queued" not in header(app), what="the header to update")
+    finally:
+        provider.close()
