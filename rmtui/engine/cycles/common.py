@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rmtui.engine.errors import ConflictError
+from rmtui.engine.errors import ConflictError, EngineError
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock, try_lock
 from rmtui.engine.memory.roots import MemoryRoot
@@ -142,3 +142,20 @@ def backing_off(root: MemoryRoot, name: str, now: float | None = None) -> str | 
 def error_outcome(exc: Any) -> dict[str, Any]:
     """The outcome dict of an engine error (``exc`` is an :class:`EngineError`)."""
     return {"state": "failed", "error": exc.to_json(), "message": exc.message, "exit_code": exc.exit_code}
+
+
+def daemon_cycle(root: MemoryRoot, name: str, due: Callable[[MemoryRoot], bool],
+                 run: Callable[[MemoryRoot], dict[str, Any]], keys: tuple[str, ...]) -> dict[str, Any]:
+    """One daemon pass of a cycle: run it when due unless backing off; never raises."""
+    why = backing_off(root, name)
+    if why:
+        return {"state": "idle", "backoff": why}
+    if not due(root):
+        return {"state": "idle"}
+    try:
+        out = run(root)
+    except ConflictError as exc:  # a run by hand holds the cycle
+        return {"state": "busy", "error": exc.message}
+    except EngineError as exc:
+        return {"state": "failed", "error": exc.message}
+    return {k: out[k] for k in ("state", "operation_id", *keys) if k in out}

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rmtui.engine.cycles import common
-from rmtui.engine.errors import ConflictError, EngineError, OperationFailed
+from rmtui.engine.errors import EngineError, OperationFailed
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.writes import triggers
 
@@ -194,15 +194,5 @@ def _work(root: MemoryRoot, op: Any, executor: Any, cfg: Any, claim: dict[str, A
 
 def insight_cycle(root: MemoryRoot) -> dict[str, Any]:
     """The daemon's Insight watcher: claim a run at the threshold, unless backing off."""
-    why = common.backing_off(root, NAME)
-    if why:
-        return {"state": "idle", "backoff": why}
-    if not insight_status(root)["due"]:
-        return {"state": "idle"}
-    try:
-        out = run_insight(root)
-    except ConflictError as exc:  # a run by hand holds the cycle
-        return {"state": "busy", "error": exc.message}
-    except EngineError as exc:
-        return {"state": "failed", "error": exc.message}
-    return {k: out[k] for k in ("state", "operation_id", "log", "points", "message") if k in out}
+    return common.daemon_cycle(
+        root, NAME, lambda r: bool(insight_status(r)["due"]), run_insight, ("log", "points", "message"))

@@ -23,7 +23,7 @@ from typing import Any
 
 from rmtui.engine.cycles import common
 from rmtui.engine.cycles.ledger import PRUNE_PREFIX, Ledger, compose_message, parse_ledger, reasons_from
-from rmtui.engine.errors import ConflictError, EngineError, OperationFailed
+from rmtui.engine.errors import EngineError, OperationFailed
 from rmtui.engine.memory.roots import MemoryRoot
 
 ROLE = "pruner"
@@ -270,16 +270,5 @@ def _work(root: MemoryRoot, op: Any, executor: Any, cfg: Any,
 
 def prune_cycle(root: MemoryRoot) -> dict[str, Any]:
     """The daemon's Pruner check: run when due, unless backing off after failures."""
-    why = common.backing_off(root, NAME)
-    if why:
-        return {"state": "idle", "backoff": why}
-    status = prune_status(root)
-    if not status["due"]:
-        return {"state": "idle"}
-    try:
-        out = run_prune(root)
-    except ConflictError as exc:  # a run by hand holds the cycle
-        return {"state": "busy", "error": exc.message}
-    except EngineError as exc:
-        return {"state": "failed", "error": exc.message}
-    return {k: out[k] for k in ("state", "operation_id", "landed_commit", "removed", "message") if k in out}
+    return common.daemon_cycle(
+        root, NAME, lambda r: bool(prune_status(r)["due"]), run_prune, ("landed_commit", "removed", "message"))

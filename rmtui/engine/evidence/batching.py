@@ -54,3 +54,13 @@ def select_batch(queued: list[Evidence], cfg: Config, *, now: float | None = Non
         else:
             return None
     return Batch(batch_id(chosen), [e.uid for e in chosen], sorted({e.session for e in chosen}), reason)
+
+
+def pick_among(queued: list[Evidence], eligible: list[str], cfg: Config, *, now: float | None = None,
+               force: bool = False) -> tuple[str, list[str]] | None:
+    """A ready batch among ``eligible`` uids (those the shared queue offers), by the same
+    readiness rules: what the Git-backed queue's claim asks of the driver and the host."""
+    wanted = set(eligible)
+    pool = sorted((e for e in queued if e.uid in wanted), key=lambda e: (e.created_at, e.seq))
+    batch = select_batch(pool, cfg, now=now, force=force)
+    return (batch.id, batch.uids) if batch else None

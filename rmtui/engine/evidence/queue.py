@@ -188,13 +188,6 @@ class EvidenceQueue(store.StoreHandle):
                  "queued", created, now, c["display_id"], c["submitted_at"], origin))
         return True
 
-    def mark_consumed(self, uids: builtins.list[str]) -> None:
-        """Evidence a batch consumed on another machine (its candidate left the shared queue)."""
-        now = time.time()
-        with store.transaction(self.conn) as c:
-            c.executemany("UPDATE evidence SET state='consumed', updated_at=? WHERE uid=? AND state IN "
-                          "('queued', 'claimed')", [(now, u) for u in uids])
-
     def get(self, uid: str) -> Evidence:
         row = self.conn.execute("SELECT * FROM evidence WHERE uid=?", (uid,)).fetchone()
         if row is None:
@@ -275,11 +268,13 @@ class EvidenceQueue(store.StoreHandle):
                           " WHERE uid=? AND state='claimed' AND (batch_id IS ? OR ? IS NULL)",
                           [(now, u, batch_id, batch_id) for u in uids])
 
-    def consume(self, uids: builtins.list[str], batch_id: str | None) -> None:
-        """The batch's Update finished: its evidence is consumed (kept, never deleted)."""
+    def consume(self, uids: builtins.list[str], batch_id: str | None, *, elsewhere: bool = False) -> None:
+        """The batch's Update finished: its evidence is consumed (kept, never deleted).
+        ``elsewhere``: another machine's batch consumed it, so it may still be queued here."""
         now = time.time()
+        states = "('queued', 'claimed')" if elsewhere else "('claimed')"
         with store.transaction(self.conn) as c:
-            c.executemany("UPDATE evidence SET state='consumed', updated_at=? WHERE uid=? AND state='claimed'",
+            c.executemany(f"UPDATE evidence SET state='consumed', updated_at=? WHERE uid=? AND state IN {states}",
                           [(now, u) for u in uids])
 
 

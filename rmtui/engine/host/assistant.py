@@ -18,7 +18,7 @@ from pathlib import Path
 import git
 
 from rmtui.engine.errors import ConflictError, UsageError
-from rmtui.engine.evidence.batching import Batch, select_batch
+from rmtui.engine.evidence.batching import Batch, pick_among, select_batch
 from rmtui.engine.evidence.queue import EvidenceQueue, check_identifier
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock
@@ -129,14 +129,8 @@ def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
                 batch = select_batch(q.list(state="queued"), cfg, force=retry)
             else:  # sync on: claim through the shared queue's lease, so two machines never both claim
                 queue.refresh()
-                queued = {e.uid: e for e in q.list(state="queued")}
-
-                def choose(eligible: list[str]):
-                    pool = sorted((queued[u] for u in eligible if u in queued), key=lambda e: (e.created_at, e.seq))
-                    found = select_batch(pool, cfg, force=retry)
-                    return (found.id, found.uids) if found else None
-
-                shared = queue.claim(choose)
+                queued = q.list(state="queued")
+                shared = queue.claim(lambda eligible: pick_among(queued, eligible, cfg, force=retry))
                 queue.reconcile_local()
                 batch = None if shared is None else Batch(shared.batch_id, list(shared.candidate_uids), [], "lease")
                 if shared is None:

@@ -232,7 +232,7 @@ class UpdateDriver:
         """One pass over the shared queue: claim a batch with the upstream lease (or resume
         ours), run the role at the adopted head, land through the queue's finalizer; a
         failure writes the batch's recovery record upstream and drops the lease."""
-        from rmtui.engine.evidence.batching import select_batch
+        from rmtui.engine.evidence.batching import pick_among
         from rmtui.engine.writes.supervisor import Supervisor
 
         cfg = self.root.config()
@@ -244,14 +244,8 @@ class UpdateDriver:
                 sup.fail(stuck, "the shared queue's turn ended without landing; the batch is claimed afresh")
             coord.refresh()
             with EvidenceQueue(self.root) as q:
-                queued = {e.uid: e for e in q.list(state="queued")}
-
-                def choose(eligible: list[str]):
-                    pool = sorted((queued[u] for u in eligible if u in queued), key=lambda e: (e.created_at, e.seq))
-                    batch = select_batch(pool, cfg, now=now, force=force)
-                    return (batch.id, batch.uids) if batch else None
-
-                lease = coord.claim(choose)
+                queued = q.list(state="queued")
+                lease = coord.claim(lambda eligible: pick_among(queued, eligible, cfg, now=now, force=force))
                 if lease is None:
                     return {"state": "idle", "evidence": q.counts(), "lease": coord.describe_lease()}
                 coord.reconcile_local()

@@ -304,7 +304,7 @@ class GitQueue:
             for e in q.list(state="queued") + q.list(state="claimed"):
                 published = (marker_dir / f"{e.uid}.json").exists() or e.origin is not None
                 if published and e.uid not in snap.candidates and e.uid not in leased:
-                    q.mark_consumed([e.uid])
+                    q.consume([e.uid], None, elsewhere=True)
                     consumed.append(e.uid)
         return {"imported": imported, "consumed": consumed}
 

@@ -58,6 +58,7 @@ from rmtui.engine.writes.operations import (
     Receipt,
     new_operation_id,
     owner_alive,
+    pid_alive,
     process_identity,
 )
 
@@ -959,12 +960,12 @@ class Supervisor:
             owner = scratch.name.split(".index")[0]
             kind, _, ident = owner.partition("-")
             dead = (kind == "record" and ident not in live) or (kind == "merge" and ident.isdigit()
-                                                               and not _pid_alive(int(ident)))
+                                                               and not pid_alive(int(ident)))
             if dead:
                 scratch.unlink(missing_ok=True)
         for tmp in [*self.root.runtime.glob(f"{MARKER}.*.tmp"), *self.root.runtime.glob("sync-*.tmp")]:
             pid = tmp.name.removesuffix(".tmp").rsplit(".", 1)[-1].removeprefix("sync-")
-            if pid.isdigit() and not _pid_alive(int(pid)):  # half-written by a writer that died
+            if pid.isdigit() and not pid_alive(int(pid)):  # half-written by a writer that died
                 tmp.unlink(missing_ok=True)
         return cleaned
 
@@ -977,16 +978,6 @@ class Supervisor:
 
 
 # -- built-in effects ------------------------------------------------------------
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
 
 @effect("cleanup")
 def _cleanup(sup: Supervisor, op: Operation) -> None:
