@@ -58,6 +58,8 @@ def _literal_mask(text: str) -> str:
 
     Anchors and edge lists inside inline code or after a backslash are not graph syntax.
     """
+    if "`" not in text and "\\" not in text:
+        return text  # the common line: nothing to blank (keeps a 10,000-node parse fast)
     chars = list(text)
     i, n = 0, len(text)
     while i < n:
