@@ -1,13 +1,19 @@
-"""MCP benchmark: warm `rightmemory_retrieve` through the official client over stdio.
+"""MCP benchmark: `rightmemory_retrieve` through the official client over stdio, 10,000-node root.
 
-Target (hosts-as-the-model issue): warm MCP retrieval median under 100 ms on a
-10,000-node root. Run: ``.venv/bin/python bench/mcp_retrieve.py [--calls N]``.
+Prints, against the targets of issue 16:
+- start to first answer: a new MCP server process (vectors cached, model not loaded) from
+  spawn until its first retrieve answers, the in-process model load included (<= 1.5 s), and
+  which runtime loaded the model (ONNX Runtime or torch);
+- warm retrieve: median and p95 over N calls (median <= 30 ms).
+
+Run: ``.venv/bin/python bench/mcp_retrieve.py [--calls N] [--starts N]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import statistics
 import subprocess
@@ -25,16 +31,46 @@ from foundation import WORDS, build_root  # noqa: E402
 
 from rmtui.engine.memory.roots import init_root  # noqa: E402
 
+START_TARGET_S = 1.5
+WARM_TARGET_MS = 30.0
 
-async def run(root: Path, calls: int) -> None:
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+async def first_answer(root: Path) -> tuple[float, float]:
+    """A fresh server: (seconds from spawn to initialised, seconds from spawn to the first answer)."""
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "rmtui", "--headless", "mcp", "--root", str(root)])
+    t0 = time.perf_counter()
+    async with Client(params, read_timeout_seconds=600) as client:
+        ready = time.perf_counter() - t0
+        res = await client.call_tool("rightmemory_retrieve", {"session_id": "bench-start", "need": "cache invalidation"})
+        total = time.perf_counter() - t0
+        assert not res.is_error, res
+    return ready, total
+
+
+async def run(root: Path, calls: int, starts: int) -> None:
+    totals = []
+    for i in range(starts):
+        ready, total = await first_answer(root)
+        totals.append(total)
+        print(f"  start {i + 1}: server initialised after {ready * 1000:.0f} ms, first retrieve answered after "
+              f"{total * 1000:.0f} ms")
+    print(f"MCP server start to first answer (vectors cached, model loaded in-process on {runtime_used()}): "
+          f"median {statistics.median(totals):.2f} s, worst {max(totals):.2f} s "
+          f"(target: <= {START_TARGET_S} s: {verdict(max(totals) <= START_TARGET_S)})")
+
     params = StdioServerParameters(command=sys.executable,
                                    args=["-m", "rmtui", "--headless", "mcp", "--root", str(root)])
     rng = random.Random(3)
     async with Client(params, read_timeout_seconds=600) as client:
-        t0 = time.perf_counter()
         first = await client.call_tool("rightmemory_retrieve", {"session_id": "bench-0", "need": "cache invalidation"})
-        cold = time.perf_counter() - t0
         assert not first.is_error, first
+        for i in range(5):  # settle
+            await client.call_tool("rightmemory_retrieve", {"session_id": f"settle-{i}", "need": "release budget"})
         times = []
         for i in range(calls):
             need = " ".join(rng.sample(WORDS, 3))
@@ -43,16 +79,29 @@ async def run(root: Path, calls: int) -> None:
             times.append(time.perf_counter() - t0)
             assert not res.is_error, res
     times.sort()
-    print(f"first MCP retrieve (model load + index): {cold * 1000:.0f} ms")
-    print(f"warm MCP retrieve over stdio, {calls} calls: median {statistics.median(times) * 1000:.1f} ms, "
-          f"p95 {times[int(len(times) * 0.95) - 1] * 1000:.1f} ms (target: median < 100 ms)")
+    med = statistics.median(times) * 1000
+    print(f"warm MCP retrieve over stdio, {calls} calls: median {med:.1f} ms, "
+          f"p95 {times[int(len(times) * 0.95) - 1] * 1000:.1f} ms "
+          f"(target: median <= {WARM_TARGET_MS:.0f} ms: {verdict(med <= WARM_TARGET_MS)})")
+
+
+def runtime_used() -> str:
+    """What ``embedding.backend = auto`` picks here: ONNX when the bundled model has an export."""
+    from rmtui.engine.retrieval import onnx_model
+    from rmtui.engine.retrieval.embeddings import model_identity
+    from rmtui.engine.retrieval.service_state import resolve_model_path
+
+    identity = model_identity(resolve_model_path(None, None), "sentence-transformers")
+    return "ONNX Runtime" if onnx_model.find_export(identity) else "torch (no ONNX export)"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--calls", type=int, default=40)
+    ap.add_argument("--starts", type=int, default=3)
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ["RMTUI_SERVICE_DIR"] = str(Path(tmp) / "services")  # the indexing service: ours to stop
         root = init_root(Path(tmp) / "root")
         n = build_root(root.path)
         repo = git.Repo(root.path)
@@ -63,7 +112,11 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([sys.executable, "-m", "rmtui", "--headless", "retrieve-index", "--root", str(root.path)],
                        check=True, stdout=subprocess.DEVNULL)
         print(f"dense index built once, before the server starts: {time.perf_counter() - t0:.0f} s")
-        asyncio.run(run(root.path, args.calls))
+        from rmtui.engine.retrieval.embed_client import service_dir, stop_local_service
+        from rmtui.engine.retrieval.service_state import resolve_model_path
+
+        stop_local_service(service_dir(resolve_model_path(None, None), None))
+        asyncio.run(run(root.path, args.calls, args.starts))
     return 0
 
 

@@ -33,6 +33,9 @@ SessionId = Annotated[str, Field(min_length=1, description=(
 Need = Annotated[str, Field(min_length=1, description=(
     "What context the current work needs from long-term memory, said briefly in your own words "
     "(not the user's message copied)."))]
+IncludePending = Annotated[bool, Field(description=(
+    "Also return submitted evidence that no Update has reconciled into memory yet (at most a few best "
+    "matches, in a separate section marked as pending evidence, never as memory). Default true."))]
 UpdateEvidence = Annotated[str, Field(min_length=1, description=(
     "A self-contained account: what happened, what holds now, and why keeping it could matter later."))]
 GuidanceEvidence = Annotated[str, Field(min_length=1, description=(
@@ -78,7 +81,7 @@ def build_server(root: MemoryRoot):
     server = _Server(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
     warm: dict = {}
 
-    def _retrieve(session_id: str, need: str):
+    def _retrieve(session_id: str, need: str, include_pending: bool = True):
         from rmtui.engine.memory.config import embedding_service
         from rmtui.engine.retrieval.embeddings import InProcessBackend
         from rmtui.engine.retrieval.retrieve import retrieve
@@ -92,19 +95,19 @@ def build_server(root: MemoryRoot):
             from rmtui.engine.views import refresh_before_retrieve
 
             refresh_before_retrieve(root)
-        if embedding_service(cfg) is not None:
-            return retrieve(root, session_id, need)  # a configured service stays the model host
+        if embedding_service(cfg) is not None:  # a configured service stays the model host
+            return retrieve(root, session_id, need, include_pending=include_pending)
         if "backend" not in warm:  # the model stays loaded in this long-lived process
             warm["backend"] = InProcessBackend.from_config(cfg)
             # embed what the vector cache lacks in the background, with the same warm model,
             # so later calls only embed the need
             threading.Thread(target=_index_quietly, args=(root, warm["backend"]), daemon=True).start()
-        return retrieve(root, session_id, need, backend=warm["backend"])
+        return retrieve(root, session_id, need, backend=warm["backend"], include_pending=include_pending)
 
     @server.tool(name="rightmemory_retrieve", description=RETRIEVE_DESCRIPTION, structured_output=False)
-    def rightmemory_retrieve(session_id: SessionId, need: Need) -> CallToolResult:
+    def rightmemory_retrieve(session_id: SessionId, need: Need, include_pending: IncludePending = True) -> CallToolResult:
         def run() -> CallToolResult:
-            result = _retrieve(_session(session_id), _text_arg(need, "retrieval need"))
+            result = _retrieve(_session(session_id), _text_arg(need, "retrieval need"), include_pending)
             return _result(result.text, *result.warnings)
 
         return _call(run)

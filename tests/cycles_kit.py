@@ -39,14 +39,14 @@ def configure(root, api, provider, **extra) -> None:
 
 
 def commit(root, message: str, files: dict[str, str]) -> str:
-    """Write ``files`` into the root and commit them (and any config change) directly."""
+    """Write ``files`` into the root and commit them directly (rightmemory.toml is untracked, as in RightMemory)."""
     repo = git.Repo(root.path)
     try:
         for rel, text in files.items():
             target = root.path / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
-        repo.git.add("-A", "--", *files, "rightmemory.toml")
+        repo.git.add("-A", "--", *files)
         repo.git.commit("-q", "--allow-empty", "-m", message)
         return repo.head.commit.hexsha
     finally:

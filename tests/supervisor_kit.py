@@ -50,6 +50,14 @@ def seed(root: MemoryRoot) -> str:
     return git(root.path, "rev-parse", "HEAD")
 
 
+def track_config(root: MemoryRoot) -> str:
+    """Track ``rightmemory.toml`` as an rmtui root made before it followed the original's
+    allow-list does (or a person who chose to): admission and ``config set`` must guard it."""
+    git(root.path, "add", "-f", "rightmemory.toml")
+    git(root.path, "-c", "user.name=seed", "-c", "user.email=seed@localhost", "commit", "-q", "-m", "track the config")
+    return git(root.path, "rev-parse", "HEAD")
+
+
 def write(wt: Path | str, files: dict[str, str | bytes | None]) -> None:
     for rel, content in files.items():
         p = Path(wt) / rel

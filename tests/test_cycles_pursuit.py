@@ -113,6 +113,13 @@ def test_operations_restart_undo_redo_checkpoint(proot, cli):
     assert msg.startswith("pursuit: edit map\n\n- pursuit: create ship-the-cli\n")
     assert "- pursuit: edit body" not in msg  # undone and not redone
     assert "RightMemory-Pursuit-Editor: 1" in msg and f"RightMemory-Operation: {out['operation_id']}" in msg
+    # one trailer block in the original's order, signed over this exact parent and tree (COMPAT §8)
+    block = msg.rstrip().rsplit("\n\n", 1)[1].splitlines()
+    assert [line.split(": ")[0] for line in block] == [*pursuit.COMMIT_TRAILERS.values(), pursuit.SIGNATURE_TRAILER]
+    _, values = pursuit.trailer_values(msg)
+    assert values["action"] == "batch" and values["target"] == "-" and values["id_remaps"] == "[]"
+    assert values["signature"] == pursuit.commit_signature(root, values, before, landed.tree.hexsha)
+    assert values["signature"] != pursuit.commit_signature(root, values, landed.hexsha, landed.tree.hexsha)
     # the journal starts over at the new head
     st = pursuit.show(root)
     assert st["pending_edits"] == 0 and not st["can_undo"] and not st["can_redo"] and st["head"] == head(root)

@@ -8,7 +8,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from supervisor_kit import MEMORY, PURSUITS, add_memory_node, commit, git, porcelain, seed, snapshot, write
+from supervisor_kit import (
+    MEMORY,
+    PURSUITS,
+    add_memory_node,
+    commit,
+    git,
+    porcelain,
+    seed,
+    snapshot,
+    track_config,
+    write,
+)
 
 from rmtui.engine.writes.admission import AdmissionRefused, StaleBase
 from rmtui.engine.writes.supervisor import Supervisor, pin_ref
@@ -43,6 +54,7 @@ def refuse(sup: Supervisor, op, rule: str) -> Exception:
 
 
 def test_forbidden_path_in_an_intermediate_commit_is_refused_even_when_reverted(sup):
+    track_config(sup.root)
     op = sup.begin("update", "update")
     wt = op.worktree
     original = (Path(wt) / "rightmemory.toml").read_text()
@@ -119,6 +131,24 @@ def test_case_collision_is_refused(sup):
     op = sup.begin("update", "update")
     commit(op.worktree, {"MEMORY_Notes.md": "one\n", "MEMORY_notes.md": "two\n"})
     refuse(sup, op, "case-collision")
+
+
+def test_unicode_normalisation_collision_is_refused(sup):
+    """NFC and NFD spellings of one name are one file on macOS: the second would hide the first."""
+    nfc, nfd = "MEMORY_caf\u00e9.md", "MEMORY_cafe\u0301.md"
+    op = sup.begin("maintenance", "maintenance")
+    commit(op.worktree, {nfc: "one\n"}, "first spelling")
+    commit(op.worktree, {nfd: "two\n"}, "second spelling")
+    exc = refuse(sup, op, "unicode-collision")
+    assert exc.details["path"] == nfd
+    assert "macOS" in str(exc)
+
+
+def test_a_lone_nfd_name_is_admitted(sup):
+    op = sup.begin("maintenance", "maintenance")
+    commit(op.worktree, {"MEMORY_cafe\u0301.md": "one\n"})
+    sup.finish(op, summary="one spelling only")
+    assert (sup.root.path / "MEMORY_cafe\u0301.md").read_text() == "one\n"
 
 
 def test_non_utf8_markdown_is_refused(sup):

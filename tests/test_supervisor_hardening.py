@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from supervisor_kit import MEMORY, add_memory_node, commit, git, porcelain, seed, snapshot, write
+from supervisor_kit import MEMORY, add_memory_node, commit, git, porcelain, seed, snapshot, track_config, write
 
 from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.evidence.batching import batch_id
@@ -23,6 +23,7 @@ INVALID = MEMORY.replace("[rel:test]", "[rel:nowhere]")
 @pytest.fixture
 def sup(root):
     seed(root)
+    track_config(root)  # the config-guarding cases need a root that tracks it
     s = Supervisor(root)
     yield s
     s.close()

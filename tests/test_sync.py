@@ -84,6 +84,7 @@ def foreign_push(upstream: Path, tmp: Path, files: dict[str, str | None], *, sym
     subprocess.run(["git", "clone", "-q", upstream.as_uri(), str(work)], check=True)
     ident(work)
     for rel, text in files.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
         (work / rel).write_text(text or "", encoding="utf-8")
     for rel, target in (symlink or {}).items():
         (work / rel).symlink_to(target)
@@ -132,7 +133,8 @@ def test_disabled_and_unconfigured(tmp_path, cli):
     assert r.code == 2 and r.json()["status"] == "unconfigured"
 
 
-@pytest.mark.parametrize("case", ["off-list", "symlink", "executable"])
+@pytest.mark.parametrize("case", ["off-list", "symlink", "executable", "malformed-queue-record",
+                                  "misnamed-queue-record"])
 def test_incoming_bad_paths_are_refused_and_the_root_is_untouched(machines, upstream, tmp_path, case):
     _, b = machines
     before = snapshot(b)
@@ -142,9 +144,15 @@ def test_incoming_bad_paths_are_refused_and_the_root_is_untouched(machines, upst
     elif case == "symlink":
         foreign_push(upstream, tmp_path, {}, symlink={"MEMORY_link.md": "/etc/passwd"})
         bad = "MEMORY_link.md"
-    else:
+    elif case == "executable":
         foreign_push(upstream, tmp_path, {"MEMORY_run.md": "# Run\n"}, executable=("MEMORY_run.md",))
         bad = "MEMORY_run.md"
+    elif case == "malformed-queue-record":
+        bad = f"update_queue/candidates/{'a' * 32}.json"
+        foreign_push(upstream, tmp_path, {bad: '{"uid": "' + "a" * 32 + '", "uid": 1'})
+    else:  # well-formed JSON under another candidate's name
+        bad = f"update_queue/candidates/{'b' * 32}.json"
+        foreign_push(upstream, tmp_path, {bad: json.dumps({"uid": "c" * 32})})
     res = sync.pull(b)
     assert res.status == "error" and bad in res.message, res
     assert snapshot(b) == before

@@ -116,6 +116,59 @@ def test_one_lease_at_a_time_and_takeover_after_expiry(two, upstream):
     assert snapshot(upstream, "main").lease == lease_b  # A's stale work did not land
 
 
+def test_cancel_withdraws_a_candidate_for_every_machine_and_a_leased_one_is_refused(two, upstream, cli):
+    a, b = two
+    keep, drop = submit(a, "keep me\n"), submit(a, "withdraw me\n")
+    GitQueue(a).publish_pending()
+    GitQueue(b).refresh()
+    r = cli("--headless", "evidence", "cancel", drop[:8], "--json", "--root", str(b.path))  # from the other machine
+    assert r.code == 0, r.stderr
+    assert r.json()["uid"] == drop
+    assert upstream_files(upstream, "update_queue") == [f"update_queue/candidates/{keep}.json"]
+    body = git(upstream, "log", "-1", "--format=%B", "main").strip()
+    assert body.startswith(f"update queue: cancel {drop}") and f"RightMemory-Queue-Cancel: {drop}" in body
+    GitQueue(a).refresh()
+    with EvidenceQueue(a) as q:  # the submitting machine learns it was withdrawn, not landed
+        assert q.get(drop).state == "rejected" and "cancelled" in q.get(drop).reason
+        assert q.get(keep).state == "queued"
+    qa = GitQueue(a)
+    lease = qa.claim(choose_all(a))
+    assert lease is not None and keep in lease.candidate_uids
+    r = cli("--headless", "evidence", "cancel", keep, "--root", str(b.path))
+    assert r.code != 0 and "leased" in r.stderr
+    assert f"update_queue/candidates/{keep}.json" in upstream_files(upstream, "update_queue")
+    bad = cli("--headless", "evidence", "cancel", "not-a-ref", "--root", str(b.path))
+    assert bad.code == 2 and "display id" in bad.stderr
+
+
+def test_update_retry_resets_a_manual_recovery_in_the_shared_queue(two, upstream, monkeypatch):
+    from datetime import timedelta
+
+    from rmtui.engine.sync import queue_git
+
+    monkeypatch.setattr(queue_git, "RETRY_AFTER", timedelta(0))  # the 1 h backoff after the first failure
+    a, b = two
+    submit(a, "a fact that keeps failing\n")
+    qa = GitQueue(a)
+    qa.publish_pending()
+    for _ in range(2):  # two failures: manual recovery
+        lease = qa.claim(choose_all(a))
+        assert lease is not None
+        rec = qa.release(lease, "model_error")
+    assert rec["manual_recovery"] is True and rec["retry_at"] is None
+    assert qa.claim(choose_all(a)) is None  # a manual recovery is never claimed by itself
+    qb = GitQueue(b)
+    qb.refresh()
+    assert qb.retry() == [rec["batch_id"]]
+    body = git(upstream, "log", "-1", "--format=%B", "main").strip()
+    assert body == f"update queue: retry {rec['batch_id']}\n\nRightMemory-Queue-Retry: {rec['batch_id']}"
+    fresh = json.loads(git(upstream, "show", f"main:update_queue/recovery/{rec['batch_id']}.json"))
+    assert fresh["attempts"] == 0 and fresh["reason_code"] == "manual_retry" and not fresh["manual_recovery"]
+    qa.refresh()
+    assert qa.claim(choose_all(a)) is not None  # due again, on any machine
+    assert qb.retry() == []
+
+
 @pytest.fixture
 def provider():
     p = FakeProvider()

@@ -19,6 +19,22 @@ def register(sub, common) -> None:
     q.add_argument("--request", required=True)
     q.add_argument("file", nargs="?", default="-")
     q.set_defaults(handler=cmd_submit)
+    q = s.add_parser("begin", parents=[common], help="hand a cycle's task to the host (Update, Pruner, Insight, "
+                     "a correction, a sync repair)")
+    q.add_argument("--role", required=True, help="update, pruner, insight, update-correction or sync-reconciler")
+    q.add_argument("--retry", action="store_true", help="replace the role's open task and fence its edits")
+    q.add_argument("--force", action="store_true", help="pruner, insight: begin even when not due")
+    q.add_argument("--receipt", help="update-correction: the landed Update's operation id (a unique prefix will do)")
+    q.add_argument("--comment", help="update-correction: what is wrong with the landing, or an answer to its question")
+    q.set_defaults(handler=cmd_begin_role)
+    q = s.add_parser("complete", parents=[common], help="admit and land a host task's work")
+    q.add_argument("--task", required=True)
+    q.add_argument("--summary", help="the child's report (default: its commit's subject)")
+    q.add_argument("--result", help='update-correction: {"status": "applied"|"no_change"|"needs_input", "message": …}')
+    q.set_defaults(handler=cmd_complete_task)
+    q = s.add_parser("status", parents=[common], help="one host task, or every open one")
+    q.add_argument("--task")
+    q.set_defaults(handler=cmd_task_status)
     u = s.add_parser("update", parents=[common]).add_subparsers(dest="assistant_update_cmd", required=True)
     q = u.add_parser("begin", parents=[common])
     q.add_argument("--retry", action="store_true", help="replace the current task and fence its edits")
@@ -75,6 +91,25 @@ def cmd_complete(args) -> Result:
     from rmtui.engine.host import assistant
 
     return _json(assistant.complete(root_of(args), args.task))
+
+
+def cmd_begin_role(args) -> Result:
+    from rmtui.engine.host import assistant
+
+    return _json(assistant.begin_role(root_of(args), args.role, retry=args.retry, force=args.force,
+                                      receipt=args.receipt, comment=args.comment))
+
+
+def cmd_complete_task(args) -> Result:
+    from rmtui.engine.host import assistant
+
+    return _json(assistant.complete_task(root_of(args), args.task, summary=args.summary, result=args.result))
+
+
+def cmd_task_status(args) -> Result:
+    from rmtui.engine.host import assistant
+
+    return _json(assistant.task_status(root_of(args), args.task))
 
 
 def cmd_guidance(args) -> Result:

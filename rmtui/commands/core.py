@@ -60,6 +60,10 @@ def register(sub, common) -> None:
     q.add_argument("uids", nargs="*")
     q.add_argument("--all", action="store_true", help="approve everything in the inbox")
     q.set_defaults(handler=cmd_evidence_approve)
+    q = esub.add_parser("cancel", parents=[common], help="withdraw evidence not yet claimed (with sync: from the "
+                        "shared queue, for every machine)")
+    q.add_argument("ref", help="a uid, a uid prefix of 8-32 hex digits, or a display id")
+    q.set_defaults(handler=cmd_evidence_cancel)
     q = esub.add_parser("reject", parents=[common])
     q.add_argument("uids", nargs="+")
     q.add_argument("--reason", required=True)
@@ -195,6 +199,24 @@ def cmd_evidence_approve(args) -> Result:
     return Result([e.to_json() for e in done], "\n".join(f"approved {e.uid}" for e in done))
 
 
+def cmd_evidence_cancel(args) -> Result:
+    from rmtui.engine.evidence.queue import EvidenceQueue
+    from rmtui.engine.sync import coordinator_for
+    from rmtui.engine.sync.queue_git import CANCELLED
+
+    root = root_of(args)
+    shared = coordinator_for(root)
+    if shared is not None:
+        out = shared.cancel(args.ref)
+        text = f"cancelled {out['uid']} in the shared queue"
+        if out["superseded"]:
+            text += f" (re-keyed {len(out['superseded'])} recovery record(s))"
+        return Result(out, text)
+    with EvidenceQueue(root) as q:
+        done = q.reject([q.resolve(args.ref)], CANCELLED)
+    return Result([e.to_json() for e in done], "\n".join(f"cancelled {e.uid}" for e in done))
+
+
 def cmd_evidence_reject(args) -> Result:
     from rmtui.engine.evidence.queue import EvidenceQueue
 
@@ -217,7 +239,22 @@ def cmd_status(args) -> Result:
     if st["config"]["ignored"]:
         text += f"\nignored by rmtui (accepted for RightMemory): {', '.join(st['config']['ignored'])}"
     text += "".join(f"\nwarning: {w}" for w in st["config"]["warnings"])
+    text += _cycles_text(st["cycles"])
     return Result(st, text)
+
+
+def _cycles_text(cycles: list[dict]) -> str:
+    from rmtui.commands.cycles import outcome_line
+
+    lines = ["", "cycles:"]
+    for c in cycles:
+        line = f"  {c['name']:8} {c['state']:11} {c['detail']}"
+        if c.get("host_task"):
+            line += f"; host task {c['host_task']}"
+        if c.get("backoff"):
+            line += f"; {c['backoff']}"
+        lines.append(line + f" · {outcome_line(c.get('last_outcome'))}")
+    return "\n".join(lines)
 
 
 def cmd_config_get(args) -> Result:

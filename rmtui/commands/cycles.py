@@ -97,7 +97,8 @@ def _when(ts) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if isinstance(ts, (int, float)) else str(ts)
 
 
-def _outcome_line(out: dict | None) -> str:
+def outcome_line(out: dict | None) -> str:
+    """A cycle's last outcome in one line (``prune status``, ``insight status``, ``status``)."""
     if not out:
         return "last run: none"
     line = f"last run: {out.get('state')} at {_when(out.get('at'))}"
@@ -121,7 +122,7 @@ def cmd_prune_status(args) -> Result:
              f"{st['generation_commits']} Memory commits {since}"]
     for g in st["revival_grace"]:
         lines.append(f"revival grace: {g['id']} (next checkpoint {g['next_checkpoint']}/{g['of']})")
-    lines.append(_outcome_line(st["last_outcome"]))
+    lines.append(outcome_line(st["last_outcome"]))
     if st["backoff"]:
         lines.append(f"daemon: {st['backoff']}")
     return Result(st, "\n".join(lines))
@@ -154,7 +155,7 @@ def cmd_insight_status(args) -> Result:
     lines = [f"points: {st['points']:g} of {st['threshold']:g}" + (" (due)" if st["due"] else "")]
     if st["active_operation_id"]:
         lines.append(f"claimed: {st['active_operation_id']} ({st['active_operation_points']:g} points)")
-    lines.append(_outcome_line(st["last_run"]))
+    lines.append(outcome_line(st["last_run"]))
     if st["backoff"]:
         lines.append(f"daemon: {st['backoff']}")
     return Result(st, "\n".join(lines))

@@ -20,6 +20,8 @@ def register(sub, common) -> None:
     p.add_argument("--top", type=int, help="how many results (default: [retrieve.embedding] result_count if set, else retrieve.top_k)")
     p.add_argument("--include-returned", action="store_true",
                    help="send again items already delivered unchanged in this session")
+    p.add_argument("--no-pending", dest="include_pending", action="store_false",
+                   help="leave out evidence not yet reconciled into memory (shown apart from memory by default)")
     p.add_argument("need", nargs="+", help="what the agent needs to know")
     p.set_defaults(handler=cmd_retrieve)
 
@@ -33,8 +35,17 @@ def register(sub, common) -> None:
     p.add_argument("--token-env", default="RIGHTMEMORY_EMBEDDING_API_KEY",
                    help="environment variable holding the bearer token (unset: no token)")
     p.add_argument("--idle-timeout", type=float, help="exit after this many idle seconds")
+    p.add_argument("--backend", choices=("auto", "onnx", "torch"),
+                   help="what runs the embedding model (default: embedding.backend, \"auto\": ONNX Runtime "
+                        "when the model can be exported, else torch)")
     p.add_argument("--state-dir", help=argparse.SUPPRESS)  # used by the local warm service launcher
     p.set_defaults(handler=cmd_embedding_service)
+
+    p = sub.add_parser("embedding-export", parents=[common],
+                       help="export the embedding model to ONNX once, so the embedding service starts without torch")
+    p.add_argument("--model", help="model name (default: embedding.model, the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--model-path", help="local folder of a sentence-transformers model")
+    p.set_defaults(handler=cmd_embedding_export)
 
     p = sub.add_parser("retrieve-index", parents=[common], help="embed the whole corpus into the vector cache")
     p.set_defaults(handler=cmd_retrieve_index)
@@ -56,7 +67,7 @@ def cmd_retrieve(args) -> Result:
 
         refresh_before_retrieve(root)
     answer = delegate_retrieve(root.path, root.config(), args.session, need, top=args.top,
-                               include_returned=args.include_returned)
+                               include_returned=args.include_returned, include_pending=args.include_pending)
     if answer is not None and not answer["ok"]:
         err = answer["error"]
         exc = EngineError(err.get("message", "retrieval failed"), details=err.get("details"))
@@ -68,7 +79,8 @@ def cmd_retrieve(args) -> Result:
     else:  # no warm service yet: retrieve here (this starts one for the next call)
         from rmtui.engine.retrieval.retrieve import retrieve
 
-        res = retrieve(root, args.session, need, top=args.top, include_returned=args.include_returned)
+        res = retrieve(root, args.session, need, top=args.top, include_returned=args.include_returned,
+                       include_pending=args.include_pending)
         data, text = res.to_json(), res.text
         data["via"] = "cli"
     for w in data.get("warnings", []):
@@ -105,9 +117,32 @@ def cmd_embedding_service(args) -> Result:
         from rmtui.engine.errors import UsageError
 
         raise UsageError("--port must be between 0 and 65535")
+    backend = args.backend or (cfg.get("embedding.backend") if cfg else "auto")
     code = serve(host=args.host, port=args.port, model=model, model_path=model_path, reranker_path=reranker,
-                 token=token, idle_timeout=idle, state_dir=Path(args.state_dir) if args.state_dir else None)
+                 token=token, idle_timeout=idle, state_dir=Path(args.state_dir) if args.state_dir else None,
+                 backend=backend)
     return Result({"stopped": True}, "", exit_code=code)
+
+
+def cmd_embedding_export(args) -> Result:
+    """Made by scripts/install.sh; otherwise the first service start makes it."""
+    from rmtui.engine.errors import UnavailableError
+    from rmtui.engine.retrieval import onnx_model
+    from rmtui.engine.retrieval.embeddings import model_identity
+    from rmtui.engine.retrieval.service_state import resolve_model_path
+
+    cfg = None if args.model_path else _config_or_none(args)
+    path = resolve_model_path(args.model or (cfg.get("embedding.model") if cfg else None),
+                              args.model_path or (cfg.get("embedding.model_path") if cfg else None))
+    identity = model_identity(path, "sentence-transformers")
+    try:
+        folder, created = onnx_model.prepare_export(path, identity)
+    except onnx_model.ExportUnsupported as exc:
+        raise UnavailableError(f"this model cannot use ONNX Runtime (it keeps running on torch): {exc}") from exc
+    except onnx_model.ExportDamaged as exc:
+        raise UnavailableError(f"the ONNX export failed: {exc}") from exc
+    out = {"model": identity, "export": str(folder), "created": created}
+    return Result(out, f"{'exported' if created else 'already exported'}: {identity} -> {folder}")
 
 
 def cmd_retrieve_index(args) -> Result:

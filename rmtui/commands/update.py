@@ -66,8 +66,10 @@ def cmd_run_now(args) -> Result:
 
 def cmd_retry(args) -> Result:
     from rmtui.engine.roles.update_driver import UpdateDriver
+    from rmtui.engine.sync import coordinator_for
 
-    return _outcome(UpdateDriver(root_of(args)).retry(args.batch))
+    root = root_of(args)
+    return _outcome(UpdateDriver(root, coordinator=coordinator_for(root)).retry(args.batch))
 
 
 def cmd_status(args) -> Result:

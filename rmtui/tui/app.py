@@ -1,7 +1,7 @@
 """The rmtui workbench: a Textual app over the engine, live from file-system events.
 
-Screens are modes (main, insight, maintain, retrieve), switched with 1-4; ``?`` lists the
-keys of the current screen with their binding ids. One watcher
+Screens are modes (main, insight, maintain, retrieve, pursuit, sharing), switched with 1-6;
+``?`` lists the keys of the current screen with their binding ids. One watcher
 worker turns file events of the root into merged :class:`RootChanged` messages; the app
 re-publishes them on :attr:`RmtuiApp.root_changed`, and each screen reloads only what the
 change touched, in its own workers. Themes come from ``themes/``; key remaps and the chosen
@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
+from importlib import import_module
 from pathlib import Path
 from typing import ClassVar
 
@@ -30,33 +31,44 @@ from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.tui import readers
 from rmtui.tui.keys import key_rows
 from rmtui.tui.messages import EngineFailed, RootChanged
-from rmtui.tui.screens.dialogs import ConfirmScreen, ErrorScreen, EvidenceScreen, HelpScreen, PromptScreen
-from rmtui.tui.screens.diff import DiffScreen
-from rmtui.tui.screens.insight import InsightScreen
+from rmtui.tui.screens.dialogs import ErrorScreen, HelpScreen
 from rmtui.tui.screens.main import MainScreen
-from rmtui.tui.screens.maintenance import MaintenanceScreen
-from rmtui.tui.screens.retrieve import RetrieveScreen
 from rmtui.tui.themes import DEFAULT_THEME, load_themes
 from rmtui.tui.userconfig import UserConfig
-from rmtui.tui.widgets.memory_tree import MemoryTree
-from rmtui.tui.widgets.preview import EdgeList
-from rmtui.tui.widgets.tables import EvidenceTable, OperationsTable, ReceiptsTable
 
 SWITCH_INTERVAL = 0.001  # seconds
-SCREEN_NAMES = {"main": "Main", "insight": "Insight logs", "maintain": "Maintenance", "retrieve": "Retrieve"}
+SCREENS_PACKAGE = "rmtui.tui.screens"
+
+
+def lazy_screen(module: str, name: str) -> Callable[[], Screen]:
+    """A mode's screen, imported when the mode is first shown."""
+
+    def make() -> Screen:
+        return getattr(import_module(f"{SCREENS_PACKAGE}.{module}"), name)()
+
+    return make
+
+SCREEN_NAMES = {"main": "Main", "insight": "Insight logs", "maintain": "Maintenance", "retrieve": "Retrieve",
+                "pursuit": "Pursuit editor", "sharing": "Sharing"}
 
 
 class RmtuiApp(App):
     TITLE = "rmtui"
     CSS_PATH = Path(__file__).parent / "app.tcss"
-    MODES: ClassVar = {"main": MainScreen, "insight": InsightScreen, "maintain": MaintenanceScreen,
-                       "retrieve": RetrieveScreen}
+    # the other screens import on first use: a cold start pays only for the main screen
+    MODES: ClassVar = {"main": MainScreen, "insight": lazy_screen("insight", "InsightScreen"),
+                       "maintain": lazy_screen("maintenance", "MaintenanceScreen"),
+                       "retrieve": lazy_screen("retrieve", "RetrieveScreen"),
+                       "pursuit": lazy_screen("pursuit", "PursuitScreen"),
+                       "sharing": lazy_screen("sharing", "SharingScreen")}
     DEFAULT_MODE = "main"
     BINDINGS: ClassVar = [
         Binding("1", "switch_mode('main')", "Main", id="app.screen.main"),
         Binding("2", "switch_mode('insight')", "Insight", id="app.screen.insight"),
         Binding("3", "switch_mode('maintain')", "Maintain", id="app.screen.maintain"),
         Binding("4", "switch_mode('retrieve')", "Retrieve", id="app.screen.retrieve"),
+        Binding("5", "switch_mode('pursuit')", "Pursuit", id="app.screen.pursuit"),
+        Binding("6", "switch_mode('sharing')", "Sharing", id="app.screen.sharing"),
         Binding("question_mark", "help", "Keys", id="app.help"),
         Binding("ctrl+t", "change_theme", "Theme", id="app.theme"),
         Binding("q", "quit", "Quit", id="app.quit"),
@@ -88,7 +100,7 @@ class RmtuiApp(App):
                 self._startup_problems.append(f"theme {wanted!r} is not installed; using {DEFAULT_THEME}")
             wanted = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
         self.theme = wanted
-        known = binding_ids()
+        known = binding_ids() if self.user_config.keys else set()
         unknown = sorted(set(self.user_config.keys) - known)
         if unknown:
             self._startup_problems.append(f"unknown binding ids in {self.user_config.path}: {', '.join(unknown)}")
@@ -180,7 +192,8 @@ class RmtuiApp(App):
         if self.mode_screen(self.current_mode) is screen:
             return SCREEN_NAMES.get(self.current_mode, "")
         return {"DiffScreen": "Diff", "EvidenceScreen": "Evidence", "PromptScreen": "Dialog",
-                "ConfirmScreen": "Confirm", "ErrorScreen": "Error"}.get(type(screen).__name__, "This screen")
+                "ConfirmScreen": "Confirm", "ErrorScreen": "Error", "TextScreen": "Dialog",
+                "AnswerScreen": "Answer"}.get(type(screen).__name__, "This screen")
 
     def action_help(self) -> None:
         screen = self.screen
@@ -212,9 +225,21 @@ class RmtuiApp(App):
 
 
 def binding_ids() -> set[str]:
+    """Every binding id of the workbench (what a user's ``[keys]`` may remap)."""
+    from rmtui.tui.screens.dialogs import ConfirmScreen, EvidenceScreen, PromptScreen, TextScreen
+    from rmtui.tui.screens.diff import DiffScreen
+    from rmtui.tui.screens.insight import InsightScreen
+    from rmtui.tui.screens.maintenance import MaintenanceScreen
+    from rmtui.tui.screens.pursuit import PursuitScreen
+    from rmtui.tui.screens.retrieve import RetrieveScreen
+    from rmtui.tui.screens.sharing import AnswerScreen, SharingScreen
+    from rmtui.tui.widgets.memory_tree import MemoryTree
+    from rmtui.tui.widgets.preview import EdgeList
+    from rmtui.tui.widgets.tables import EvidenceTable, OperationsTable, ReceiptsTable, SharedViewsTable
+
     owners = (RmtuiApp, MainScreen, InsightScreen, MaintenanceScreen, RetrieveScreen, DiffScreen, PromptScreen,
               EvidenceScreen, ErrorScreen, ConfirmScreen, HelpScreen, EvidenceTable, OperationsTable, ReceiptsTable,
-              EdgeList, MemoryTree)
+              EdgeList, MemoryTree, SharingScreen, AnswerScreen, SharedViewsTable, PursuitScreen, TextScreen)
     return {b.id for cls in owners for b in cls.BINDINGS if isinstance(b, Binding) and b.id}
 
 

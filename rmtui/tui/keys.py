@@ -14,7 +14,7 @@ from textual.screen import Screen
 
 #: section names of widgets that carry their own keys
 OWNER_NAMES = {"EvidenceTable": "Evidence", "OperationsTable": "Operations", "ReceiptsTable": "Receipts",
-               "EdgeList": "Edges", "MemoryTree": "Memory graph"}
+               "EdgeList": "Edges", "MemoryTree": "Memory graph", "SharedViewsTable": "Shared views"}
 
 #: Textual's own keys that are worth knowing, listed without an id (they are not remappable here)
 TEXTUAL_KEYS = (("tab / shift+tab", "Move between panes"), ("ctrl+p", "Command palette: every action by name"),

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 from rmtui.engine.host.watch import ChangeSet
-from rmtui.tui.models import DiffFile, GraphState, InsightLog, LastCommit
+from rmtui.tui.models import DiffFile, GraphState, InsightLog, LastCommit, SharedViewRow
 
 if TYPE_CHECKING:  # the engine modules load with the workers that use them, not at start
     from rmtui.engine.host.waiting import QueueWaiting
     from rmtui.engine.progress import Progress
+    from rmtui.engine.sync.overview import SyncOverview
 
 
 @dataclass
@@ -48,6 +49,8 @@ class QueueLoaded(Message, bubble=False):
     evidence: list
     counts: dict[str, int]
     signature: object = None
+    #: uid -> which machine holds or sent it (the machine column; empty when sync is off)
+    machines: dict[str, str] = field(default_factory=dict, kw_only=True)
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, QueueLoaded)
@@ -162,3 +165,44 @@ class RetrieveAnswered(Message, bubble=False):
     text: str
     status: str = field(default="", kw_only=True)
     error: str | None = field(default=None, kw_only=True)
+
+
+@dataclass
+class SyncLoaded(Message, bubble=False):
+    """The root's sync state (no network: as of the last fetch)."""
+
+    overview: SyncOverview
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SyncLoaded)
+
+
+@dataclass
+class SyncFinished(Message, bubble=False):
+    """A sync pull or push ended; ``result`` is the engine's ``SyncResult.to_json()``."""
+
+    action: str  # pull | push
+    result: dict
+
+
+@dataclass
+class SharedViewsLoaded(Message, bubble=False):
+    views: list[SharedViewRow]
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SharedViewsLoaded)
+
+
+@dataclass
+class SharedViewsPulled(Message, bubble=False):
+    """Pull outcomes, one per view (``PullResult.to_json()``)."""
+
+    results: list[dict]
+
+
+@dataclass
+class SharedQuestionAnswered(Message, bubble=False):
+    """A question view's answer (``consumer.ask``'s dict): shown, never written to memory."""
+
+    question: str
+    result: dict

@@ -43,3 +43,21 @@ class LastCommit:
 class InsightLog:
     name: str
     text: str
+
+
+@dataclass
+class SharedViewRow:
+    """One shared-view connection as the Sharing screen lists it (``shared-view list --json``)."""
+
+    view_id: str
+    kind: str  # MF (file view) | MQ (question view)
+    status: str  # fresh | stale | unavailable
+    reason: str | None = None  # why it is stale or unavailable
+    items: int | None = None
+    last_success_at: str | None = None
+    source: str | None = None
+    transport: str = ""
+
+    @property
+    def is_file(self) -> bool:
+        return self.kind == "MF"

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rmtui.engine.memory.roots import MemoryRoot
-from rmtui.tui.models import DiffFile, GraphState, InsightLog, LastCommit
+from rmtui.tui.models import DiffFile, GraphState, InsightLog, LastCommit, SharedViewRow
 
 if TYPE_CHECKING:
     from rmtui.engine.host.waiting import QueueWaiting
+    from rmtui.engine.sync.overview import SyncOverview
 
 INSIGHT_DIR = "insight_logs"
 
@@ -153,3 +154,52 @@ def read_maintenance(root: MemoryRoot) -> tuple[dict | None, list[str]]:
         if p.is_file() and ".git" not in p.relative_to(wt).parts and p.suffix in (".md", ".toml")
     )
     return st.to_json(), files
+
+
+# -- sharing: sync and shared views ---------------------------------------------------------
+
+#: the machine column's width: a device id is shown by its first eight hex digits
+MACHINE_CHARS = 8
+
+
+def machine_name(device: str) -> str:
+    """A machine as the queue shows it: the first hex digits of its lease device id."""
+    return device[:MACHINE_CHARS]
+
+
+def read_queue_machines(root: MemoryRoot, evidence: list) -> dict[str, str]:
+    """uid -> the machine column of a queued or claimed row: ``here`` for a batch this machine
+    holds, the holder's short device id for another machine's lease, else where it came
+    from (``upstream``: imported from the shared queue). Empty when sync is off."""
+    rows = [e for e in evidence if e.state in ("queued", "claimed")]
+    if not rows or not root.config().get("sync.enabled"):
+        return {}
+    from rmtui.engine.sync.overview import batch_holders
+
+    holders = batch_holders(root)
+    out: dict[str, str] = {}
+    for e in rows:
+        lease = holders.get(e.uid)
+        if lease is not None:
+            out[e.uid] = "here" if lease.ours else machine_name(lease.holder)
+        elif e.origin:
+            out[e.uid] = e.origin
+    return out
+
+
+def read_sync(root: MemoryRoot, *, now: float | None = None) -> SyncOverview:
+    """The Sharing screen's sync panel: status, times, ahead/behind, lease, pending repair
+    (``now``: the app's clock, which says whether the lease has expired)."""
+    from rmtui.engine.sync.overview import sync_overview
+
+    return sync_overview(root, now=datetime.fromtimestamp(now, UTC) if now is not None else None)
+
+
+def read_shared_views(root: MemoryRoot) -> list[SharedViewRow]:
+    """Each connection of ``shared_views.toml`` with its freshness (as ``shared-view list``)."""
+    from rmtui.engine.views.consumer import list_connections
+
+    return [SharedViewRow(view_id=r["view_id"], kind="MF" if r["type"] == "file" else "MQ", status=r["status"],
+                          reason=r.get("reason"), items=r.get("items"), last_success_at=r.get("last_success_at"),
+                          source=r.get("source"), transport=str(r.get("transport") or ""))
+            for r in list_connections(root)]

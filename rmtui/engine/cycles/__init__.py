@@ -1,4 +1,6 @@
-"""Cycles that tend memory: Pruner, Insight, Historian, corrections, the Pursuit store.
+"""Cycles that tend memory: Pruner, Insight, Historian, corrections, the Pursuit store; the
+same cycles run by a host instead of a model (``hosted``), and their state at a glance
+(``overview``, for ``status``).
 
 Each module imports its heavier parts (GitPython, the supervisor, executors) inside the
 functions that need them, so importing the package stays cheap.

@@ -1,5 +1,6 @@
 """What the cycles share: a role conversation over one folder, the cycle lock, the per-cycle
-state file with failure backoff, and small Git readers of the active root."""
+state file with failure backoff, and the one way a cycle opens its operation, whether a model
+or a host (``assistant begin --role``) does the role's work."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rmtui.engine.errors import ConflictError, EngineError
+from rmtui.engine.errors import ConflictError, EngineError, OperationFailed
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock, try_lock
 from rmtui.engine.memory.roots import MemoryRoot
@@ -144,12 +145,89 @@ def error_outcome(exc: Any) -> dict[str, Any]:
     return {"state": "failed", "error": exc.to_json(), "message": exc.message, "exit_code": exc.exit_code}
 
 
+def cycle_state(root: MemoryRoot, name: str, *, running: bool, now: float | None = None) -> str:
+    """One word for a cycle: ``running`` (an operation of it is live), ``stopped`` (after
+    :data:`MAX_FAILURES` failures in a row), ``backing-off`` (waiting out a failure), or ``idle``."""
+    if running:
+        return "running"
+    state = load_state(root, name)
+    if state.get("stopped"):
+        return "stopped"
+    nxt = state.get("next_attempt_at")
+    if isinstance(nxt, (int, float)) and nxt > (time.time() if now is None else now):
+        return "backing-off"
+    return "idle"
+
+
+# -- operations of a cycle, by the model or by a host ------------------------------------------
+
+#: The lease holder of a task handed to a host (``rmtui --headless assistant begin``).
+HOST_HOLDER = "assistant"
+
+
+def host_lease(cfg: Any) -> dict[str, Any]:
+    """A time-bound lease: a host's task is never reclaimed by liveness, only replaced by
+    ``assistant begin --retry`` (which fences its edits)."""
+    return {"holder": HOST_HOLDER, "until": time.time() + float(cfg.get("assistant.lease_seconds"))}
+
+
+def is_host_task(op: Any) -> bool:
+    lease = op.lease or {}
+    return lease.get("holder") == HOST_HOLDER and lease.get("until") is not None
+
+
+def live_operations(store: Any, kind: str) -> list[Any]:
+    """Unfinished operations of ``kind`` (``store`` is an :class:`OperationStore`), oldest first."""
+    return [o for o in store.list(kind=kind) if not o.final]
+
+
+def hosted_task(root: MemoryRoot, kind: str, store: Any = None) -> str | None:
+    """The id of the host task that holds cycle ``kind``, if one is open."""
+    if store is None:
+        from rmtui.engine.writes.operations import OperationStore
+
+        with OperationStore(root) as own:
+            return hosted_task(root, kind, own)
+    held = [o.id for o in live_operations(store, kind) if is_host_task(o)]
+    return held[-1] if held else None
+
+
+def refuse_if_hosted(root: MemoryRoot, kind: str, store: Any = None) -> None:
+    """A model run never starts while a host holds a task of the same cycle."""
+    held = hosted_task(root, kind, store)
+    if held:
+        raise ConflictError(f"a host holds the {kind} task {held}; complete it, or replace it with "
+                            "`rmtui --headless assistant begin --role … --retry`", details={"task_id": held})
+
+
+def begin_operation(sup: Any, kind: str, role: str, *, lease: dict[str, Any] | None = None) -> Any:
+    """Open a cycle's supervisor operation (a host task when ``lease`` is a host lease); the
+    one entry both the model path and the host path go through."""
+    refuse_if_hosted(sup.root, kind, sup.store)
+    return sup.begin(kind, role, lease=lease)
+
+
+def failed_outcome(sup: Any, op: Any, exc: BaseException) -> dict[str, Any]:
+    """End ``op`` as failed (a defect is wrapped as :class:`OperationFailed` so the operation
+    never stays running) and answer the outcome with its receipt."""
+    err = exc if isinstance(exc, EngineError) else OperationFailed(f"{type(exc).__name__}: {exc}")
+    receipt = sup.fail(sup.store.get(op.id), f"{err.kind}: {err.message}")
+    return {**error_outcome(err), "operation_id": op.id, "receipt": receipt.to_json()}
+
+
 def daemon_cycle(root: MemoryRoot, name: str, due: Callable[[MemoryRoot], bool],
                  run: Callable[[MemoryRoot], dict[str, Any]], keys: tuple[str, ...]) -> dict[str, Any]:
-    """One daemon pass of a cycle: run it when due unless backing off; never raises."""
+    """One daemon pass of a cycle: run it when due unless backing off or held by a host's
+    task (the cycle's operation kind is its name); never raises."""
     why = backing_off(root, name)
     if why:
         return {"state": "idle", "backoff": why}
+    try:
+        held = hosted_task(root, name)
+    except EngineError as exc:
+        return {"state": "failed", "error": exc.message}
+    if held:
+        return {"state": "idle", "host_task": held}
     if not due(root):
         return {"state": "idle"}
     try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from rmtui.engine.cycles import common
@@ -96,9 +97,27 @@ def correction_prompt(worktree: str, receipt: Any, original: str, evidence: list
     return "\n\n".join(parts)
 
 
-def correct_landing(root: MemoryRoot, receipt_ref: str, comment: str, *, executor: Any = None) -> dict[str, Any]:
-    """Run one correction round; answers ``{"status", "message", "receipt", "operation_id", ...}``
-    (``status`` ``failed`` with ``exit_code`` when the round itself failed)."""
+@dataclass
+class Round:
+    """One correction round's input: the landed receipt, its commit (message and diff), its
+    evidence, the person's comment and the earlier rounds. The model path and a host's task
+    read the same."""
+
+    receipt: Any
+    comment: str
+    original: str
+    evidence: list[tuple[str, str]]
+    history: list[dict]
+
+    def prompt(self, worktree: str) -> str:
+        return correction_prompt(worktree, self.receipt, self.original, self.evidence, self.comment, self.history)
+
+
+def load_round(root: MemoryRoot, receipt_ref: str, comment: str) -> Round:
+    """Check the comment and that the receipt is a landed Update, and read what the role gets."""
+    import git
+
+    from rmtui.engine.evidence.queue import EvidenceQueue
     from rmtui.engine.writes.operations import OperationStore
 
     comment = (comment or "").strip()
@@ -114,25 +133,6 @@ def correct_landing(root: MemoryRoot, receipt_ref: str, comment: str, *, executo
     if receipt.phase != "committed" or not receipt.landed_commit or not receipt.changed_paths:
         raise UsageError(f"{receipt.operation_id} is {receipt.phase} and changed no memory; only a landed "
                          "Update can be corrected")
-    with common.cycle_lock(root, NAME):
-        out = _round(root, receipt, comment, executor)  # raises only before its operation began
-        _store(root, receipt.operation_id, comment, out)
-        out["receipt"] = receipt.operation_id
-        common.record_outcome(root, NAME, out, failed=out["status"] == "failed")
-        return out
-
-
-def _round(root: MemoryRoot, receipt: Any, comment: str, executor: Any) -> dict[str, Any]:
-    import git
-
-    from rmtui.engine.evidence.queue import EvidenceQueue
-    from rmtui.engine.writes.supervisor import Supervisor
-
-    cfg = root.config()
-    if executor is None:
-        from rmtui.engine.roles.executors import make_executor
-
-        executor = make_executor(cfg, ROLE)
     repo = git.Repo(root.path)
     try:
         original = repo.git.show("--no-color", "--stat", "--patch", receipt.landed_commit)
@@ -150,19 +150,40 @@ def _round(root: MemoryRoot, receipt: Any, comment: str, executor: Any) -> dict[
             except UsageError:
                 continue
     history = list(((receipt.correction or {}).get("history")) or [])
-    with Supervisor(root) as sup:
-        op = sup.begin(KIND, ROLE)
-        try:
-            result, summary = _converse(root, op, executor, cfg, receipt, original, evidence, comment, history)
-            if result["status"] == "needs_input":
-                sup.abandon(sup.store.get(op.id), "the correction needs the person's input")
-                return {"status": "needs_input", "message": result["message"], "operation_id": op.id,
-                        "landed_commit": None}
-            landing = sup.finish(op, summary=summary)
-        except EngineError as exc:
-            failed = sup.fail(sup.store.get(op.id), f"{exc.kind}: {exc.message}")
-            return {**common.error_outcome(exc), "status": "failed", "operation_id": op.id,
-                    "correction_receipt": failed.to_json()}
+    return Round(receipt, comment, original, evidence, history)
+
+
+def correct_landing(root: MemoryRoot, receipt_ref: str, comment: str, *, executor: Any = None) -> dict[str, Any]:
+    """Run one correction round; answers ``{"status", "message", "receipt", "operation_id", ...}``
+    (``status`` ``failed`` with ``exit_code`` when the round itself failed)."""
+    rnd = load_round(root, receipt_ref, comment)
+    with common.cycle_lock(root, NAME):
+        common.refuse_if_hosted(root, KIND)
+        out = _round(root, rnd, executor)  # raises only before its operation began
+        return record_round(root, rnd.receipt.operation_id, rnd.comment, out)
+
+
+def record_round(root: MemoryRoot, receipt_id: str, comment: str, out: dict[str, Any]) -> dict[str, Any]:
+    """Store the round's result on the original receipt and as the cycle's outcome."""
+    _store(root, receipt_id, comment, out)
+    out["receipt"] = receipt_id
+    common.record_outcome(root, NAME, out, failed=out["status"] == "failed")
+    return out
+
+
+def begin_round(sup: Any, *, lease: dict[str, Any] | None = None) -> Any:
+    """Open the correction operation at the current head."""
+    return common.begin_operation(sup, KIND, ROLE, lease=lease)
+
+
+def finish_round(sup: Any, op: Any, result: dict[str, str], summary: str) -> dict[str, Any]:
+    """Apply the role's result: ``needs_input`` abandons the operation (nothing lands);
+    otherwise the supervisor admits and lands its commits. The status stored follows what
+    landed (``applied`` only with a landed change)."""
+    if result["status"] == "needs_input":
+        sup.abandon(sup.store.get(op.id), "the correction needs the person's input")
+        return {"status": "needs_input", "message": result["message"], "operation_id": op.id, "landed_commit": None}
+    landing = sup.finish(op, summary=summary)
     landed = bool(landing.landed_commit and landing.changed_paths)
     status, message = result["status"], result["message"]
     if status == "applied" and not landed:
@@ -173,11 +194,29 @@ def _round(root: MemoryRoot, receipt: Any, comment: str, executor: Any) -> dict[
             "changed_paths": landing.changed_paths, "correction_receipt": landing.to_json()}
 
 
-def _converse(root: MemoryRoot, op: Any, executor: Any, cfg: Any, receipt: Any, original: str,
-              evidence: list[tuple[str, str]], comment: str, history: list[dict]) -> tuple[dict[str, str], str]:
+def _round(root: MemoryRoot, rnd: Round, executor: Any) -> dict[str, Any]:
+    from rmtui.engine.writes.supervisor import Supervisor
+
+    cfg = root.config()
+    if executor is None:
+        from rmtui.engine.roles.executors import make_executor
+
+        executor = make_executor(cfg, ROLE)
+    with Supervisor(root) as sup:
+        op = begin_round(sup)
+        try:
+            result, summary = _converse(root, op, executor, cfg, rnd)
+            return finish_round(sup, op, result, summary)
+        except EngineError as exc:
+            failed = sup.fail(sup.store.get(op.id), f"{exc.kind}: {exc.message}")
+            return {**common.error_outcome(exc), "status": "failed", "operation_id": op.id,
+                    "correction_receipt": failed.to_json()}
+
+
+def _converse(root: MemoryRoot, op: Any, executor: Any, cfg: Any, rnd: Round) -> tuple[dict[str, str], str]:
     with common.RoleSession(root, executor, ROLE, op.worktree, cfg=cfg, operation=op.id,
-                            correcting=receipt.operation_id) as session:
-        text = session.send(correction_prompt(op.worktree, receipt, original, evidence, comment, history))
+                            correcting=rnd.receipt.operation_id) as session:
+        text = session.send(rnd.prompt(op.worktree))
         result = parse_result(text)
         if result is None or result["status"] != "needs_input":
             if session.dirty():

@@ -16,12 +16,13 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from rmtui.engine.cycles import common
-from rmtui.engine.errors import EngineError, OperationFailed
+from rmtui.engine.errors import ConflictError, EngineError, OperationFailed
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.writes import triggers
 
@@ -82,32 +83,54 @@ def run_insight(root: MemoryRoot, *, force: bool = False, executor: Any = None,
     "noop"|"failed", "points", "threshold", ...}``."""
     with common.cycle_lock(root, NAME):
         cfg = root.config()
-        threshold = _threshold(cfg)
-        claim: dict[str, Any] = {}
-
-        def take(st: dict[str, Any]) -> None:
-            # we hold the cycle lock: a claim still recorded is a run that died; its points stay
-            st["active_operation_id"] = st["active_operation_points"] = None
-            if float(st["points"]) < threshold and not force:
-                return
-            claim["id"] = f"insight-watch-{uuid.uuid4().hex[:12]}"
-            claim["points"] = float(st["points"])
-            st["active_operation_id"], st["active_operation_points"] = claim["id"], claim["points"]
-
-        st = triggers.update(root, NAME, take)
-        if not claim:
-            return {"state": "idle", "points": float(st["points"]), "threshold": threshold}
+        claim, st = claim_points(root, force=force)
+        if claim is None:
+            return {"state": "idle", "points": float(st["points"]), "threshold": _threshold(cfg)}
         try:
             out = _run(root, cfg, executor, claim, now)
         except EngineError as exc:
             _settle(root, claim, None)
+            if isinstance(exc, ConflictError):
+                raise  # busy (a lock timed out): not a failure of the cycle
             out = {**common.error_outcome(exc), "claim": claim["id"]}
             common.record_outcome(root, NAME, out, failed=True)
             raise
-        st = _settle(root, claim, out if out["state"] in ("artifact", "noop") else None)
-        out.update(points=float(st["points"]), threshold=threshold, claim=claim["id"])
-        common.record_outcome(root, NAME, out, failed=out["state"] == "failed")
-        return out
+        return settle_run(root, claim, out)
+
+
+def claim_points(root: MemoryRoot, *, force: bool = False) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """Under the cycle lock: claim the points at the threshold (or ``force``). Answers the
+    claim (``id``, ``points``) or None, and the trigger state. Refused while a host holds an
+    Insight task (its claim is live); any other recorded claim is a run that died, and its
+    points stay for this one."""
+    common.refuse_if_hosted(root, KIND)
+    threshold = _threshold(root.config())
+    claim: dict[str, Any] = {}
+
+    def take(st: dict[str, Any]) -> None:
+        st["active_operation_id"] = st["active_operation_points"] = None
+        if float(st["points"]) < threshold and not force:
+            return
+        claim["id"] = f"insight-watch-{uuid.uuid4().hex[:12]}"
+        claim["points"] = float(st["points"])
+        st["active_operation_id"], st["active_operation_points"] = claim["id"], claim["points"]
+
+    st = triggers.update(root, NAME, take)
+    return (claim or None), st
+
+
+def release_claim(root: MemoryRoot, claim: dict[str, Any]) -> None:
+    """A run that ends without success hands its claim back; the points stay."""
+    _settle(root, claim, None)
+
+
+def settle_run(root: MemoryRoot, claim: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """End a claimed run: deduct the points only on success (``artifact`` or ``noop``), record
+    the outcome, and answer it with the points left and the threshold."""
+    st = _settle(root, claim, out if out["state"] in ("artifact", "noop") else None)
+    out.update(points=float(st["points"]), threshold=_threshold(root.config()), claim=claim["id"])
+    common.record_outcome(root, NAME, out, failed=out["state"] == "failed")
+    return out
 
 
 def _settle(root: MemoryRoot, claim: dict[str, Any], success: dict[str, Any] | None) -> dict[str, Any]:
@@ -125,40 +148,25 @@ def _settle(root: MemoryRoot, claim: dict[str, Any], success: dict[str, Any] | N
     return triggers.update(root, NAME, settle)
 
 
-def _run(root: MemoryRoot, cfg: Any, executor: Any, claim: dict[str, Any], now: float | None) -> dict[str, Any]:
-    from rmtui.engine.writes.supervisor import Supervisor
+@dataclass
+class InsightPlan:
+    """The one log a run may add (its name is this run's UTC time) and the logs already there."""
 
-    if executor is None:
-        from rmtui.engine.roles.executors import make_executor
+    name: str
+    existing: list[str]
 
-        executor = make_executor(cfg, ROLE)
-    with Supervisor(root) as sup:
-        op = sup.begin(KIND, ROLE)
-        try:
-            summary, log, subject = _work(root, op, executor, cfg, claim, now)
-            message = None
-            if log is not None:
-                message = subject if subject.startswith(SUBJECT_PREFIX) else f"{SUBJECT_PREFIX} {Path(log).stem}"
-            receipt = sup.finish(op, summary=summary, message=message)
-        except EngineError as exc:
-            receipt = sup.fail(sup.store.get(op.id), f"{exc.kind}: {exc.message}")
-            return {**common.error_outcome(exc), "operation_id": op.id, "receipt": receipt.to_json()}
-        except Exception as exc:  # a defect must not leave the operation running
-            wrapped = OperationFailed(f"{type(exc).__name__}: {exc}")
-            receipt = sup.fail(sup.store.get(op.id), f"{wrapped.kind}: {wrapped.message}")
-            return {**common.error_outcome(wrapped), "operation_id": op.id, "receipt": receipt.to_json()}
-    landed = receipt.landed_commit is not None and bool(receipt.changed_paths)
-    return {"state": "artifact" if landed else "noop", "result": "artifact" if landed else "noop",
-            "operation_id": op.id, "landed_commit": receipt.landed_commit, "log": log if landed else None,
-            "summary": summary, "receipt": receipt.to_json()}
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "existing": self.existing}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> InsightPlan:
+        return cls(str(data["name"]), list(data["existing"]))
 
 
-def _work(root: MemoryRoot, op: Any, executor: Any, cfg: Any, claim: dict[str, Any],
-          now: float | None) -> tuple[str, str | None, str]:
+def plan_insight(op: Any, now: float | None = None) -> InsightPlan:
     import git
 
-    wt = Path(op.worktree)
-    repo = git.Repo(wt)
+    repo = git.Repo(op.worktree)
     try:
         existing = sorted(p for p in repo.git.ls_tree("-r", "--name-only", "HEAD", "--", LOG_DIR).splitlines() if p)
     finally:
@@ -168,11 +176,27 @@ def _work(root: MemoryRoot, op: Any, executor: Any, cfg: Any, claim: dict[str, A
     while name in existing:
         stamp += 1
         name = log_name(stamp)
-    with common.RoleSession(root, executor, ROLE, wt, cfg=cfg, operation=op.id, claim=claim["id"]) as session:
-        session.send(insight_prompt(str(wt), name, existing, claim["points"]))
-        session.remind_uncommitted()
-        summary = session.last
-    repo = git.Repo(wt)
+    return InsightPlan(name, existing)
+
+
+def begin_insight(root: MemoryRoot, sup: Any, *, lease: dict[str, Any] | None = None,
+                  now: float | None = None) -> tuple[Any, InsightPlan]:
+    """Open the Insight operation of a claimed run and plan its log."""
+    op = common.begin_operation(sup, KIND, ROLE, lease=lease)
+    try:
+        return op, plan_insight(op, now)
+    except Exception as exc:
+        common.failed_outcome(sup, op, exc)
+        raise
+
+
+def land_insight(sup: Any, op: Any, plan: InsightPlan, summary: str) -> dict[str, Any]:
+    """Check that the run added at most one new log and changed no earlier one (refused, with
+    nothing landed, otherwise), then let the supervisor admit (``insight_logs/*.md`` only) and
+    land it: ``artifact`` with the log, or ``noop``."""
+    import git
+
+    repo = git.Repo(op.worktree)
     try:
         raw = repo.git.diff("--name-status", "--no-renames", op.base_commit, "HEAD")
         subjects = repo.git.log("--format=%s", f"{op.base_commit}..HEAD").splitlines()
@@ -186,8 +210,36 @@ def _work(root: MemoryRoot, op: Any, executor: Any, cfg: Any, claim: dict[str, A
                               f"earlier log; it changed: {', '.join(f'{s} {p}' for s, p in logs)}",
                               details={"changes": [{"status": s, "path": p} for s, p in logs]})
     # anything outside insight_logs/ is left to admission, which refuses it (the role table)
-    subject = subjects[-1].strip() if subjects else ""  # the first commit's, as the squash keeps
-    return summary, (new[0] if new else None), subject
+    log = new[0] if new else None
+    message = None
+    if log is not None:
+        subject = subjects[-1].strip() if subjects else ""  # the first commit's, as the squash keeps
+        message = subject if subject.startswith(SUBJECT_PREFIX) else f"{SUBJECT_PREFIX} {Path(log).stem}"
+    receipt = sup.finish(op, summary=summary, message=message)
+    landed = receipt.landed_commit is not None and bool(receipt.changed_paths)
+    return {"state": "artifact" if landed else "noop", "result": "artifact" if landed else "noop",
+            "operation_id": op.id, "landed_commit": receipt.landed_commit, "log": log if landed else None,
+            "summary": summary, "receipt": receipt.to_json()}
+
+
+def _run(root: MemoryRoot, cfg: Any, executor: Any, claim: dict[str, Any], now: float | None) -> dict[str, Any]:
+    from rmtui.engine.writes.supervisor import Supervisor
+
+    if executor is None:
+        from rmtui.engine.roles.executors import make_executor
+
+        executor = make_executor(cfg, ROLE)
+    with Supervisor(root) as sup:
+        op, plan = begin_insight(root, sup, now=now)
+        try:
+            with common.RoleSession(root, executor, ROLE, op.worktree, cfg=cfg, operation=op.id,
+                                    claim=claim["id"]) as session:
+                session.send(insight_prompt(op.worktree, plan.name, plan.existing, claim["points"]))
+                session.remind_uncommitted()
+                summary = session.last
+            return land_insight(sup, op, plan, summary)
+        except Exception as exc:  # a refusal or a defect must not leave the operation running
+            return common.failed_outcome(sup, op, exc)
 
 
 # -- the daemon's watcher -----------------------------------------------------------------------

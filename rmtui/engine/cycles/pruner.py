@@ -23,7 +23,7 @@ from typing import Any
 
 from rmtui.engine.cycles import common
 from rmtui.engine.cycles.ledger import PRUNE_PREFIX, Ledger, compose_message, parse_ledger, reasons_from
-from rmtui.engine.errors import EngineError, OperationFailed
+from rmtui.engine.errors import ConflictError, EngineError, OperationFailed
 from rmtui.engine.memory.roots import MemoryRoot
 
 ROLE = "pruner"
@@ -175,17 +175,110 @@ def prune_prompt(worktree: str, status: dict[str, Any], keep_pursuit: set[str],
 def run_prune(root: MemoryRoot, *, force: bool = False, executor: Any = None) -> dict[str, Any]:
     """One Pruner run if due (or ``force``): ``{"state": "idle"|"expired"|"checkpoint"|"failed", ...}``."""
     with common.cycle_lock(root, NAME):
+        common.refuse_if_hosted(root, KIND)
         status = prune_status(root)
         if not status["due"] and not force:
             return {"state": "idle", **status}
         try:
             out = _run(root, status, executor)
+        except ConflictError:
+            raise  # busy (a host holds the task, a lock timed out): not a failure of the cycle
         except EngineError as exc:
             out = common.error_outcome(exc)
             common.record_outcome(root, NAME, out, failed=True)
             raise
         common.record_outcome(root, NAME, out, failed=out["state"] == "failed")
         return out
+
+
+@dataclass
+class PrunePlan:
+    """What a run must respect, read at the operation's base: the Memory items before it
+    (id -> file), the ids Pursuit references and the items in revival grace (id -> (K, N)).
+    The model path and a host's task (where it is saved with the task) share it."""
+
+    before: dict[str, str]
+    keep_pursuit: set[str]
+    grace: dict[str, tuple[int, int]]
+
+    @property
+    def protected(self) -> set[str]:
+        return self.keep_pursuit | set(self.grace)
+
+    def removed(self, worktree: Path | str) -> list[str]:
+        from rmtui.engine.memory.graph import load_graph
+
+        after = memory_ids(load_graph(Path(worktree)))
+        return [i for i in self.before if i not in after]
+
+    def protected_removed(self, worktree: Path | str) -> list[str]:
+        return [i for i in self.removed(worktree) if i in self.protected]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"before": self.before, "keep_pursuit": sorted(self.keep_pursuit),
+                "grace": {i: list(kn) for i, kn in self.grace.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PrunePlan:
+        return cls(dict(data["before"]), set(data["keep_pursuit"]),
+                   {i: (int(kn[0]), int(kn[1])) for i, kn in data["grace"].items()})
+
+
+def plan_prune(root: MemoryRoot, op: Any) -> PrunePlan:
+    """The plan of a freshly begun prune operation, from its worktree (still at the base)."""
+    from rmtui.engine.memory.graph import load_graph
+
+    wt = Path(op.worktree)
+    graph = load_graph(wt)
+    before = memory_ids(graph)
+    repo = _repo(wt)
+    try:
+        history = prune_history(repo, op.base_commit)
+    finally:
+        repo.close()
+    grace = grace_plan(history, before, int(root.config().get("pruner.revival_grace_checkpoints")))
+    return PrunePlan(before, pursuit_references(graph), grace)
+
+
+def begin_prune(root: MemoryRoot, sup: Any, *, lease: dict[str, Any] | None = None) -> tuple[Any, PrunePlan]:
+    """Open the prune operation and read its plan (a defect fails the operation at once)."""
+    op = common.begin_operation(sup, KIND, ROLE, lease=lease)
+    try:
+        return op, plan_prune(root, op)
+    except Exception as exc:
+        common.failed_outcome(sup, op, exc)
+        raise
+
+
+def land_prune(sup: Any, op: Any, plan: PrunePlan, summary: str) -> dict[str, Any]:
+    """Compose the ``prune:`` commit from what was actually removed and let the supervisor
+    admit and land it. Refuses (nothing lands, the operation stays open) the removal of an
+    item that must stay."""
+    wt = Path(op.worktree)
+    hit = plan.protected_removed(wt)
+    if hit:
+        raise OperationFailed(f"the pruner removed items that must stay: {', '.join(hit)}",
+                              details={"kept_ids": hit})
+    removed = plan.removed(wt)
+    repo = _repo(wt)
+    try:
+        bodies = repo.git.log("--format=%B", f"{op.base_commit}..HEAD")
+        changed = repo.git.rev_parse("HEAD^{tree}") != repo.git.rev_parse(f"{op.base_commit}^{{tree}}")
+    finally:
+        repo.close()
+    reasons = {**reasons_from(summary), **reasons_from(bodies)}
+    removed_entries = [(plan.before[i], i, reasons.get(i, "expired")) for i in removed]
+    grace_entries = [(plan.before[i], i, k, n) for i, (k, n) in plan.grace.items()]
+    message = compose_message(removed_entries, grace_entries, changed=changed)
+    receipt = sup.finish(op, summary=summary, message=message, allow_empty=True)
+    state = "expired" if receipt.changed_paths else "checkpoint"
+    if receipt.landed_commit is None:
+        state = "failed"
+    return {"state": state, "operation_id": op.id, "landed_commit": receipt.landed_commit,
+            "message": message.split("\n", 1)[0], "removed": removed,
+            "revival_grace": [{"id": i, "file": plan.before[i], "grace": f"{k}/{n}"}
+                              for i, (k, n) in plan.grace.items()],
+            "receipt": receipt.to_json(), "receipt_phase": receipt.phase}
 
 
 def _run(root: MemoryRoot, status: dict[str, Any], executor: Any) -> dict[str, Any]:
@@ -197,73 +290,27 @@ def _run(root: MemoryRoot, status: dict[str, Any], executor: Any) -> dict[str, A
 
         executor = make_executor(cfg, ROLE)
     with Supervisor(root) as sup:
-        op = sup.begin(KIND, ROLE)
+        op, plan = begin_prune(root, sup)
         try:
-            message, summary, removed, grace = _work(root, op, executor, cfg, status)
-            receipt = sup.finish(op, summary=summary, message=message, allow_empty=True)
-        except EngineError as exc:
-            receipt = sup.fail(sup.store.get(op.id), f"{exc.kind}: {exc.message}")
-            return {**common.error_outcome(exc), "operation_id": op.id, "receipt": receipt.to_json()}
-        except Exception as exc:  # a defect must not leave the operation running
-            wrapped = OperationFailed(f"{type(exc).__name__}: {exc}")
-            receipt = sup.fail(sup.store.get(op.id), f"{wrapped.kind}: {wrapped.message}")
-            return {**common.error_outcome(wrapped), "operation_id": op.id, "receipt": receipt.to_json()}
-    state = "expired" if receipt.changed_paths else "checkpoint"
-    if receipt.landed_commit is None:
-        state = "failed"
-    return {"state": state, "operation_id": op.id, "landed_commit": receipt.landed_commit,
-            "message": message.split("\n", 1)[0], "removed": removed, "revival_grace": grace,
-            "receipt": receipt.to_json(), "receipt_phase": receipt.phase}
+            summary = _converse(root, op, executor, cfg, status, plan)
+            return land_prune(sup, op, plan, summary)
+        except Exception as exc:  # a refusal or a defect must not leave the operation running
+            return common.failed_outcome(sup, op, exc)
 
 
-def _work(root: MemoryRoot, op: Any, executor: Any, cfg: Any,
-          status: dict[str, Any]) -> tuple[str, str, list[str], list[dict]]:
-    """Run the role; answers the composed commit message, the summary, removed ids and grace."""
-    from rmtui.engine.memory.graph import load_graph
-
+def _converse(root: MemoryRoot, op: Any, executor: Any, cfg: Any, status: dict[str, Any], plan: PrunePlan) -> str:
+    """The model's part: remove expired items, with one request to restore a kept one."""
     wt = Path(op.worktree)
-    graph = load_graph(wt)
-    before = memory_ids(graph)
-    keep_pursuit = pursuit_references(graph)
-    repo = _repo(wt)
-    try:
-        history = prune_history(repo, op.base_commit)
-    finally:
-        repo.close()
-    grace = grace_plan(history, before, int(cfg.get("pruner.revival_grace_checkpoints")))
-    protected = keep_pursuit | set(grace)
-
-    def removed_now() -> list[str]:
-        after = memory_ids(load_graph(wt))
-        return [i for i in before if i not in after]
-
     with common.RoleSession(root, executor, ROLE, wt, cfg=cfg, operation=op.id) as session:
-        session.send(prune_prompt(str(wt), status, keep_pursuit, grace))
+        session.send(prune_prompt(str(wt), status, plan.keep_pursuit, plan.grace))
         session.remind_uncommitted()
-        hit = [i for i in removed_now() if i in protected]
+        hit = plan.protected_removed(wt)
         if hit:  # one bounded correction: the program never lands the removal of a kept item
             session.send("These items must stay (Pursuit references them, or they are in revival grace), but your "
                          f"work removed them: {', '.join(hit)}. Restore them exactly, validate_memory, and commit "
                          "again (git_add, git_commit); then give your final report.")
             session.remind_uncommitted()
-            hit = [i for i in removed_now() if i in protected]
-        summary = session.last
-    if hit:
-        raise OperationFailed(f"the pruner removed items that must stay: {', '.join(hit)}",
-                              details={"kept_ids": hit})
-    removed = removed_now()
-    repo = _repo(wt)
-    try:
-        bodies = repo.git.log("--format=%B", f"{op.base_commit}..HEAD")
-        changed = repo.git.rev_parse("HEAD^{tree}") != repo.git.rev_parse(f"{op.base_commit}^{{tree}}")
-    finally:
-        repo.close()
-    reasons = {**reasons_from(summary), **reasons_from(bodies)}
-    removed_entries = [(before[i], i, reasons.get(i, "expired")) for i in removed]
-    grace_entries = [(before[i], i, k, n) for i, (k, n) in grace.items()]
-    message = compose_message(removed_entries, grace_entries, changed=changed)
-    return (message, summary, removed,
-            [{"id": i, "file": before[i], "grace": f"{k}/{n}"} for i, (k, n) in grace.items()])
+        return session.last
 
 
 # -- the daemon's due check --------------------------------------------------------------------

@@ -23,7 +23,7 @@ step the cursor by exactly one action, checking the view's digests of the action
 
 Not built (refused with ``invalid_operation``): nesting below ``###`` (the original splits
 the ``###`` into an ``F#`` backing file), headings inside ``F#`` backing files, cross-file
-moves; ``rename_many`` and id remaps; the commit signature trailer.
+moves; ``rename_many`` and id remaps (the ID-Remaps trailer is always ``[]``).
 """
 
 from __future__ import annotations
@@ -165,6 +165,47 @@ def _drop_journal(root: MemoryRoot) -> None:
     d = _dir(root)
     (d / "session.json").unlink(missing_ok=True)
     shutil.rmtree(d / "blobs", ignore_errors=True)
+
+
+#: the checkpoint's trailer block, in the original's order (COMPAT §8); the signature comes last
+COMMIT_TRAILERS = {"editor": "RightMemory-Pursuit-Editor", "operation": "RightMemory-Operation",
+                   "session": "RightMemory-Pursuit-Session", "action": "RightMemory-Pursuit-Action",
+                   "target": "RightMemory-Pursuit-Target", "id_remaps": "RightMemory-Pursuit-ID-Remaps"}
+SIGNATURE_TRAILER = "RightMemory-Pursuit-Signature"
+
+
+def commit_signature(root: MemoryRoot, values: dict[str, str], parent: str, tree: str) -> str:
+    """HMAC-SHA256 (the journal's signing key) over the trailer values, the root key, the
+    parent and the tree: what authenticates an editor commit for a later undo."""
+    payload = {**{k: v for k, v in values.items() if k in COMMIT_TRAILERS}, "root": root_key(root), "parent": parent,
+               "tree": tree}
+    encoded = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return hmac.new(_signing_key(root), encoded, hashlib.sha256).hexdigest()
+
+
+def trailer_values(message: str) -> tuple[str, dict[str, str]]:
+    """(the message before its RightMemory trailer paragraphs, {key: value}); a later
+    paragraph wins (the supervisor's operation trailer over an earlier one)."""
+    names = {v: k for k, v in COMMIT_TRAILERS.items()} | {SIGNATURE_TRAILER: "signature"}
+    paragraphs = message.rstrip().split("\n\n")
+    values: dict[str, str] = {}
+    while len(paragraphs) > 1 and all(line.startswith("RightMemory-") and ": " in line
+                                      for line in paragraphs[-1].splitlines()):
+        for line in paragraphs.pop().splitlines():
+            name, _, value = line.partition(": ")
+            if name in names:
+                values.setdefault(names[name], value)
+    return "\n\n".join(paragraphs), values
+
+
+def sign_checkpoint(root: MemoryRoot, message: str, parent: str, tree: str) -> str:
+    """The supervisor's signer for Pursuit checkpoints: one trailer block with the operation
+    in place, signed over the exact parent and tree of the commit being made."""
+    text, values = trailer_values(message)
+    values.pop("signature", None)
+    values.setdefault("id_remaps", "[]")
+    block = "\n".join(f"{name}: {values[key]}" for key, name in COMMIT_TRAILERS.items() if key in values)
+    return f"{text}\n\n{block}\n{SIGNATURE_TRAILER}: {commit_signature(root, values, parent, tree)}\n"
 
 
 def root_key(root: MemoryRoot) -> str:
@@ -393,7 +434,23 @@ def _pursuit_parent(item: Any) -> Any:
     return cur
 
 
+def _body(graph: Any, item: Any) -> str:
+    """What ``edit_body`` replaces: the lines under the heading up to its first child heading
+    (an ``F#`` heading's whole backing file), so a front can show and prefill it."""
+    if item.heading_kind == "F#" and item.backing_file:
+        backing = graph.files.get(item.backing_file)
+        return "\n".join(backing.lines).strip("\n") if backing is not None else ""
+    first_child = min((c.line for c in item.children if c.kind == "heading" and c.file == item.file),
+                      default=item.end_line + 1)
+    return "\n".join(graph.files[item.file].lines[item.line:first_child - 1]).strip("\n")
+
+
 def _tree(graph: Any) -> list[dict]:
+    referrers: dict[str, list[str]] = {}  # id -> Memory items with an edge to it
+    for other in graph.ordered:
+        if other.domain == "memory":
+            for e in other.edges:
+                referrers.setdefault(e.target, []).append(other.id or f"{other.file}:{other.line}")
     out = []
     for item in graph.ordered:
         if item.domain != "pursuit" or item.kind != "heading" or not item.id:
@@ -404,7 +461,11 @@ def _tree(graph: Any) -> list[dict]:
                     "children": [c.id for c in item.children if c.kind == "heading" and c.id],
                     "nodes": [c.id for c in item.children if c.kind == "node"],
                     "edges": [f"{e.type}:{e.target}" for e in item.edges],
-                    "backing_file": item.backing_file, "focused": item.id in graph.focus})
+                    "backing_file": item.backing_file, "focused": item.id in graph.focus,
+                    "body": _body(graph, item), "memory_refs": referrers.get(item.id, []),
+                    # what a delete would drop in Memory: edges to the item and everything under it
+                    "delete_drops": [f"{r} → {i.id}" for i in [item, *_descendants(item)] if i.id
+                                     for r in referrers.get(i.id, [])]})
     return out
 
 
@@ -787,8 +848,9 @@ def checkpoint(root: MemoryRoot, *, expected_revision: str | None = None, sessio
     """Land the pending edits as one commit through the supervisor; the journal then starts over."""
     import subprocess
 
-    from rmtui.engine.writes.supervisor import Supervisor
+    from rmtui.engine.writes.supervisor import COMMIT_SIGNERS, Supervisor
 
+    COMMIT_SIGNERS[KIND] = sign_checkpoint
     session = _check_session(session)
     with _lock(root):
         s = _Session(root)
@@ -807,7 +869,8 @@ def checkpoint(root: MemoryRoot, *, expected_revision: str | None = None, sessio
         body = "\n".join(f"- {a['description']}" for a in done) if len(done) > 1 else ""
         trailers = ("RightMemory-Pursuit-Editor: 1\n"
                     f"RightMemory-Pursuit-Session: {_sha(owner.encode('utf-8'))}\n"
-                    "RightMemory-Pursuit-Action: checkpoint\nRightMemory-Pursuit-Target: -")
+                    "RightMemory-Pursuit-Action: batch\nRightMemory-Pursuit-Target: -\n"
+                    "RightMemory-Pursuit-ID-Remaps: []")  # the supervisor adds the operation and signs
         message = subject + ("\n\n" + body if body else "") + "\n\n" + trailers
         with Supervisor(root) as sup:
             op = sup.begin(KIND, WRITER)

@@ -22,6 +22,10 @@ from rmtui.engine.evidence import records
 from rmtui.engine.memory.roots import MemoryRoot
 
 STATES = ("inbox", "queued", "claimed", "consumed", "rejected")
+#: Evidence that may still become memory: neither consumed by an Update nor rejected.
+#: Retrieval shows it apart from memory, as pending.
+PENDING_STATES = ("inbox", "queued", "claimed")
+_PENDING_SQL = "state IN ('inbox', 'queued', 'claimed')"
 _BAD_ID_CHARS = re.compile(r"[/\\\x00-\x1f\x7f]")
 MAX_ID_LEN = 200
 
@@ -136,6 +140,19 @@ def candidate_uid(session: str, request: str | None) -> str:
     return hashlib.sha256(f"{session}\0{request}".encode()).hexdigest()[:32]
 
 
+@dataclass(frozen=True)
+class PendingRef:
+    """Pending evidence without its text: cheap enough to read on every retrieval, and
+    enough to tell whether the pending set changed (uid and content hash)."""
+
+    uid: str
+    session: str
+    display_id: int
+    submitted_at: str
+    state: str
+    sha256: str
+
+
 class EvidenceQueue(store.StoreHandle):
     """The engine's evidence store for one root; safe across processes."""
 
@@ -194,6 +211,20 @@ class EvidenceQueue(store.StoreHandle):
             raise UsageError(f"unknown evidence uid {uid!r}")
         return Evidence.from_row(row)
 
+    def resolve(self, ref: str) -> str:
+        """A uid from a whole uid, a unique uid prefix (8-32 hex) or a display id that names
+        exactly one piece of evidence."""
+        ref = ref.strip().lower()
+        if ref.isdigit():
+            rows = self.conn.execute("SELECT uid FROM evidence WHERE display_id=?", (int(ref),)).fetchall()
+        elif 8 <= len(ref) <= 32 and all(ch in "0123456789abcdef" for ch in ref):
+            rows = self.conn.execute("SELECT uid FROM evidence WHERE uid LIKE ?", (ref + "%",)).fetchall()
+        else:
+            raise UsageError(f"{ref!r} is neither a uid, a uid prefix of 8-32 hex digits nor a display id")
+        if len(rows) != 1:
+            raise UsageError(f"{ref!r} matches {len(rows)} pieces of evidence; give more of the uid")
+        return rows[0]["uid"]
+
     def list(self, *, state: str | None = None, session: str | None = None, limit: int | None = None) -> builtins.list[Evidence]:
         if state is not None and state not in STATES:
             raise UsageError(f"unknown state {state!r} (one of {', '.join(STATES)})")
@@ -209,6 +240,17 @@ class EvidenceQueue(store.StoreHandle):
             sql += " LIMIT ?"
             args.append(limit)
         return [Evidence.from_row(r) for r in self.conn.execute(sql, args)]
+
+    def pending_refs(self) -> builtins.list[PendingRef]:
+        """Pending evidence (see :data:`PENDING_STATES`) in submission order, without text."""
+        rows = self.conn.execute("SELECT uid, session, display_id, submitted_at, state, sha256 FROM evidence"
+                                 f" WHERE {_PENDING_SQL} ORDER BY seq")
+        return [PendingRef(r["uid"], r["session"], r["display_id"], r["submitted_at"], r["state"], r["sha256"])
+                for r in rows]
+
+    def pending_texts(self) -> dict[str, str]:
+        """uid -> text of the pending evidence (read only when the pending set changed)."""
+        return {r["uid"]: r["text"] for r in self.conn.execute(f"SELECT uid, text FROM evidence WHERE {_PENDING_SQL}")}
 
     def counts(self) -> dict[str, int]:
         out = {s: 0 for s in STATES}

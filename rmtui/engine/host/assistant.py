@@ -1,9 +1,13 @@
 """The native assistant protocol (docs/architecture.md, "Native assistant protocol"): model-free preparation, claiming,
 validation and publication for hosts whose own children read and edit memory.
 
-A task is a supervisor operation of kind ``assistant`` (role ``update``) with a time-bound
-lease. Expiry never discards edits: it only allows ``update begin --retry`` to replace the
-task, which fences the old worktree (its operation is abandoned and can never complete).
+An Update task is a supervisor operation of kind ``assistant`` (role ``update``) with a
+time-bound lease. Every other cycle can be handed to a host too (``begin --role``): the task
+is that cycle's own operation (kind ``prune``, ``insight``, ``correction``) under the same kind
+of lease, or, for ``sync-reconciler``, a staged merge in a worktree of the task's own. The
+cycle code prepares and finishes it exactly as on the model path (:mod:`rmtui.engine.cycles.hosted`).
+Expiry never discards edits: it only allows ``begin --retry`` to replace the task, which
+fences the old worktree (its operation is abandoned and can never complete).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 
 import git
 
+from rmtui.engine.cycles import common, hosted
 from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.evidence.batching import Batch, pick_among, select_batch
 from rmtui.engine.evidence.queue import EvidenceQueue, check_identifier
@@ -203,25 +208,31 @@ def complete(root: MemoryRoot, task_id: str) -> dict:
             return _complete(root, sup, op, wt_path)
 
 
-def _complete(root: MemoryRoot, sup: Supervisor, op: Operation, wt_path: Path) -> dict:
+def _check_worktree(root: MemoryRoot, wt_path: Path, base: str, branch: str | None) -> str:
+    """The task's worktree belongs to this root and is on the task branch (``branch`` None: a
+    detached staging worktree); answers the summary its child's last commit gives."""
     wt = git.Repo(wt_path)
     try:
-        common = Path(wt.git.rev_parse("--git-common-dir"))
-        if not common.is_absolute():
-            common = (wt_path / common)
-        if common.resolve() != (root.path / ".git").resolve():
+        common_dir = Path(wt.git.rev_parse("--git-common-dir"))
+        if not common_dir.is_absolute():
+            common_dir = (wt_path / common_dir)
+        if common_dir.resolve() != (root.path / ".git").resolve():
             raise ConflictError(f"{wt_path} is not a worktree of {root.path}")
-        branch = wt.git.rev_parse("--abbrev-ref", "HEAD")
-        if op.phase == "running" and branch != op.branch:
-            raise ConflictError(f"worktree is on {branch!r}, not the task branch {op.branch!r}")
+        current = wt.git.rev_parse("--abbrev-ref", "HEAD")
+        if branch is not None and current != branch:
+            raise ConflictError(f"worktree is on {current!r}, not the task branch {branch!r}")
         tip = wt.head.commit.hexsha
         # the child's own commit names the change; no commit means no change to summarise
         message = wt.head.commit.message  # typed str | bytes; GitPython decodes it (errors replaced)
         if isinstance(message, bytes):
             message = message.decode("utf-8", "replace")
-        summary = message.strip().splitlines()[0] if tip != op.base_commit else "no change"
+        return message.strip().splitlines()[0] if tip != base and message.strip() else "no change"
     finally:
         wt.close()
+
+
+def _complete(root: MemoryRoot, sup: Supervisor, op: Operation, wt_path: Path) -> dict:
+    summary = _check_worktree(root, wt_path, op.base_commit, op.branch if op.phase == "running" else None)
     if op.external_finalizer:  # the batch is the shared queue's: land it under our lease
         from rmtui.engine.sync import GitQueue
         from rmtui.engine.sync.queue_git import Lease
@@ -241,3 +252,213 @@ def _complete(root: MemoryRoot, sup: Supervisor, op: Operation, wt_path: Path) -
     receipt = sup.finish(op, summary=summary)
     return receipt.to_json()
 
+
+
+# -- every cycle on a host (``begin --role``, ``complete``) ------------------------------------
+
+#: Roles ``begin --role`` hands to a host.
+ROLES = ("update", *hosted.HOSTED_ROLES)
+TASK_FILE = "task.json"
+
+
+def _cycle_complete_argv(root: MemoryRoot, task_id: str) -> list[str]:
+    return [*rmtui_argv(), "--headless", "assistant", "complete", "--task", task_id, "--root", str(root.path)]
+
+
+def _load_record(root: MemoryRoot, task_id: str) -> dict | None:
+    try:
+        data = json.loads((_task_dir(root, task_id) / TASK_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _save_record(root: MemoryRoot, record: dict) -> None:
+    atomic_write_text(_task_dir(root, record["task_id"]) / TASK_FILE,
+                      json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def _open_tasks(root: MemoryRoot, sup: Supervisor, role: str) -> list[tuple[dict | None, Operation | None]]:
+    """The role's open host tasks, oldest first: live host operations of its kind (with their
+    record, if begin got to write it), or for sync-reconciler open records with a worktree."""
+    if role != "sync-reconciler":
+        return [(_load_record(root, op.id), op) for op in common.live_operations(sup.store, hosted.kind_of(role))
+                if common.is_host_task(op)]
+    folder = root.runtime / "assistant" / "tasks"
+    found: list[tuple[dict | None, Operation | None]] = []
+    for d in sorted(folder.glob(f"{hosted.SYNC_TASK_PREFIX}-*")) if folder.is_dir() else ():
+        record = _load_record(root, d.name)
+        if record and record.get("state") == "open" and Path(record["worktree"]).is_dir():
+            found.append((record, None))
+    return found
+
+
+def _fence(root: MemoryRoot, sup: Supervisor, role: str, record: dict | None, op: Operation | None) -> None:
+    """Replace a task: its operation is abandoned (it can never complete), what it held is
+    released, a sync staging worktree is removed."""
+    reason = f"replaced by `assistant begin --role {role} --retry`"
+    if op is not None:
+        sup.abandon(op, reason)
+    if record is not None:
+        hosted.release(root, role, record.get("saved") or {})
+        if op is None:
+            from rmtui.engine.writes import worktrees
+
+            worktrees.remove(root, record["worktree"], None)
+        record.update(state="abandoned", error=reason)
+        _save_record(root, record)
+
+
+def cycle_view(root: MemoryRoot, record: dict, op: Operation | None) -> dict:
+    """What a host sees of a cycle task (the shape of an Update task's view, plus ``role`` and
+    the due ``context``)."""
+    until = record.get("expires_at")
+    d = _task_dir(root, record["task_id"])
+    return {
+        "task_id": record["task_id"], "role": record["role"], "kind": record["kind"],
+        "phase": op.phase if op is not None else record.get("state"),
+        "worktree": record["worktree"], "base_commit": op.base_commit if op is not None else record["base_commit"],
+        "instructions": str(d / "instructions.md"), "context_file": str(d / "context.json"),
+        "context": record.get("context", {}), "complete": _cycle_complete_argv(root, record["task_id"]),
+        "expires_at": _iso(until) if until else None, "expired": bool(until and time.time() > until),
+        "error": (op.error if op is not None else None) or record.get("error"),
+    }
+
+
+def _instructions(root: MemoryRoot, task: hosted.HostTask) -> str:
+    argv = " ".join(_cycle_complete_argv(root, task.task_id))
+    extra = " --result '<json>'" if task.role == "update-correction" else ""
+    header = (
+        f"# {task.role} task {task.task_id}\n\n"
+        f"Worktree: {task.worktree}\nBase commit: {task.base_commit}\n"
+        f"Context: {_task_dir(root, task.task_id) / 'context.json'}\n\n"
+        f"You do the `{task.role}` role's work below by hand, in place of an API model. Work only inside the "
+        "worktree. Where the text names model tools, use your own: read and edit files; `git_add`, "
+        "`git_commit`, `git_log`, `git_show` are `git add`, `git commit`, `git log`, `git show` in the worktree; "
+        f"`validate_memory` is `{' '.join(rmtui_argv())} --headless validate --path {task.worktree}`. Commit what "
+        "should land (uncommitted changes are refused), then report back. The main agent runs "
+        f"`{argv}{extra} [--summary '<your report>']`; only its answer means published.\n\n"
+        f"{hosted.NOTES[task.role]}\n\n## The task\n\n{task.prompt}\n\n---\n\n")
+    return header + role_instructions(task.role)
+
+
+def begin_role(root: MemoryRoot, role: str, *, retry: bool = False, force: bool = False,
+               receipt: str | None = None, comment: str | None = None) -> dict:
+    """Hand ``role``'s task to a host, prepared as the model path prepares it; answers
+    ``{"claimed": true, ...}`` for a new task, ``{"claimed": false, ...}`` with the open one,
+    or ``{"claimed": false, "state": "idle", "message"}`` when the cycle is not due."""
+    if role == "update":
+        if force or receipt or comment is not None:
+            raise UsageError("--force, --receipt and --comment do not apply to --role update")
+        return begin(root, retry=retry)
+    hosted.check_role(role)
+    cfg = root.config()
+    with file_lock(root.ensure_runtime() / "assistant.lock"), Supervisor(root) as sup:
+        live = _open_tasks(root, sup, role)
+        if live and not retry:
+            record, op = live[-1]
+            if record is not None:
+                return {"claimed": False, **cycle_view(root, record, op)}
+            raise ConflictError(f"host task {op.id if op else '?'} of {role} has no task record; replace it "
+                                f"with `assistant begin --role {role} --retry`")
+        for record, op in live:
+            _fence(root, sup, role, record, op)
+        lease = common.host_lease(cfg)
+        task = hosted.begin(root, sup, role, lease=lease, force=force, receipt=receipt, comment=comment)
+        if isinstance(task, dict):
+            return task
+        record = {"task_id": task.task_id, "role": role, "kind": task.kind, "state": "open",
+                  "worktree": task.worktree, "base_commit": task.base_commit, "expires_at": lease["until"],
+                  "context": task.context, "saved": task.saved, "created_at": time.time()}
+        d = _task_dir(root, task.task_id)
+        atomic_write_text(d / "context.json", json.dumps(task.context, indent=2, ensure_ascii=False) + "\n")
+        atomic_write_text(d / "instructions.md", _instructions(root, task))
+        _save_record(root, record)
+        return {"claimed": True, **cycle_view(root, record, task.op)}
+
+
+def complete_task(root: MemoryRoot, task_id: str, *, summary: str | None = None, result: str | None = None) -> dict:
+    """Complete any host task: an Update task as ``update complete`` does; a cycle task is
+    admitted and landed exactly as the model path lands it, answering the cycle's outcome.
+    Idempotent once finished; a refusal lands nothing and keeps the task open."""
+    with Supervisor(root) as sup:
+        op = sup.store.find(task_id)
+    if op is not None and op.kind == KIND:
+        if result is not None:
+            raise UsageError("--result belongs to update-correction tasks")
+        return complete(root, task_id)
+    record = _load_record(root, task_id)
+    if record is None:
+        raise UsageError(f"unknown assistant task {task_id!r}")
+    role = record["role"]
+    if record.get("state") == "done" and record.get("outcome") is not None:
+        return record["outcome"]
+    if role == "sync-reconciler":
+        return _complete_sync(root, record, summary)
+    if op is None:
+        raise UsageError(f"task {task_id} has no operation on record")
+    with Supervisor(root) as sup:
+        if op.final:
+            return _finished(root, sup, record, op)
+        wt_path = Path(op.worktree)
+        if not wt_path.is_dir():
+            raise ConflictError(f"worktree of task {task_id} is gone: {wt_path}")
+        own = _check_worktree(root, wt_path, op.base_commit, op.branch if op.phase == "running" else None)
+        with hosted.cycle_guard(root, role), sup.landing(op.id):
+            op = sup.store.get(op.id)
+            if op.final:
+                return _finished(root, sup, record, op)
+            out = hosted.complete(root, sup, role, op, record["saved"], summary=summary or own, result=result)
+    out = {"task_id": task_id, "role": role, **out}
+    record.update(state="done", outcome=out, error=None)
+    _save_record(root, record)
+    return out
+
+
+def _finished(root: MemoryRoot, sup: Supervisor, record: dict, op: Operation) -> dict:
+    """A task whose operation already ended: its outcome if it completed, else why not."""
+    if record.get("outcome") is not None:
+        return record["outcome"]
+    if op.phase in ("committed", "no_change"):  # completed, but the answer was not saved
+        return {"task_id": op.id, "role": record["role"], "receipt": sup.store.receipt(op.id).to_json()}
+    raise ConflictError(f"task {op.id} is {op.phase}: {op.error or 'replaced'}; its edits were fenced")
+
+
+def _complete_sync(root: MemoryRoot, record: dict, summary: str | None) -> dict:
+    task_id = record["task_id"]
+    if record.get("state") != "open":
+        raise ConflictError(f"task {task_id} is {record.get('state')}: {record.get('error') or 'replaced'}; "
+                            "its edits were fenced")
+    wt_path = Path(record["worktree"])
+    if not wt_path.is_dir():
+        raise ConflictError(f"worktree of task {task_id} is gone: {wt_path}")
+    with file_lock(_task_dir(root, task_id) / "complete.lock"):
+        own = _check_worktree(root, wt_path, record["base_commit"], None)
+        out = hosted.complete_sync(root, str(wt_path), record["saved"], summary=summary or own)
+        from rmtui.engine.writes import worktrees
+
+        worktrees.remove(root, wt_path, None)
+        out = {"task_id": task_id, "role": "sync-reconciler", **out}
+        record.update(state="done", outcome=out, error=None)
+        _save_record(root, record)
+        return out
+
+
+def task_status(root: MemoryRoot, task_id: str | None = None) -> dict:
+    """One task (any role) with its outcome once finished, or every open task."""
+    with Supervisor(root) as sup:
+        if task_id is None:
+            tasks = [task_view(root, o) for o in sup.store.list(kind=KIND) if not o.final]
+            for role in hosted.HOSTED_ROLES:
+                tasks += [cycle_view(root, r, o) for r, o in _open_tasks(root, sup, role) if r is not None]
+            return {"state": "busy" if tasks else "idle", "tasks": tasks}
+        op = sup.store.find(task_id)
+        if op is not None and op.kind == KIND:
+            return status(root, task_id)
+        record = _load_record(root, task_id)
+        if record is None:
+            raise UsageError(f"unknown assistant task {task_id!r}")
+        out = cycle_view(root, record, op)
+        if record.get("outcome") is not None:
+            out["outcome"] = record["outcome"]
+        return out

@@ -1,7 +1,8 @@
-"""``status``: where the root is, what it holds, what waits in the queue."""
+"""``status``: where the root is, what it holds, what waits in the queue, how the cycles stand."""
 
 from __future__ import annotations
 
+from rmtui.engine.cycles.overview import cycles_overview
 from rmtui.engine.evidence.queue import EvidenceQueue
 from rmtui.engine.gitutil import head_commit
 from rmtui.engine.memory.config import CONFIG_FILE, LOCAL_FILE, config_warnings, ignored_keys
@@ -26,6 +27,7 @@ def root_status(root: MemoryRoot) -> dict:
         "warnings": len(report.warnings),
         "items": report.graph.counts(),
         "evidence": evidence,
+        "cycles": [c.to_json() for c in cycles_overview(root)],
         "config": {
             "files": {CONFIG_FILE: str(cfg.path), LOCAL_FILE: str(cfg.local_path)},
             "ignored": ignored_keys(cfg),  # keys rightmemory.toml sets that rmtui has no feature for

@@ -3,8 +3,8 @@
 A burst of file events (a publish rewrites several files, moves a ref and appends to the
 state database) arrives as one :class:`ChangeSet`, so a front repaints once per burst.
 Events are classified into *kinds* so a front reloads only what changed: the graph, Insight
-logs, the queue, runtime state (evidence, operations, receipts), maintenance worktrees or
-the branch head. Noise the fronts cause themselves (Git object writes, index refreshes,
+logs, the queue, runtime state (evidence, operations, receipts), maintenance worktrees, the
+Pursuit editor's journal or the branch head. Noise the fronts cause themselves (Git object writes, index refreshes,
 SQLite shared memory, lock files) is dropped here, which keeps a reader from triggering
 itself in a loop. SQLite touches its WAL file even when a connection only reads, so a
 state event counts only when the database's ``data_version`` moved: a commit happened.
@@ -27,7 +27,11 @@ QUEUE = "queue"          # update_queue/**, update_records/**
 STATE = "state"          # .runtime/state.sqlite3 (evidence, operations, receipts)
 WORKTREE = "worktree"    # files inside .runtime/worktrees/<operation>/
 HEAD = "head"            # the branch head moved (.git/HEAD, refs, packed-refs)
-KINDS = (GRAPH, INSIGHT, QUEUE, STATE, WORKTREE, HEAD)
+EDITOR = "editor"        # .runtime/pursuit-editor/session.json: the Pursuit editor's pending edits
+KINDS = (GRAPH, INSIGHT, QUEUE, STATE, WORKTREE, HEAD, EDITOR)
+
+#: cycles.pursuit.EDITOR_DIR (host and cycles do not import each other)
+_EDITOR_JOURNAL = ("pursuit-editor", "session.json")
 
 _TOP_LEVEL_SUFFIXES = (".md", ".toml")
 
@@ -75,6 +79,8 @@ def classify(rel: str, deleted: bool = False) -> str | None:
             if parts[3] == ".git" or name.endswith(("~", ".swp", ".swx")) or name.startswith(".#"):
                 return None
             return WORKTREE
+        if parts[1:] == _EDITOR_JOURNAL:
+            return EDITOR
         return None
     if head == "insight_logs":
         return INSIGHT if name.endswith(".md") else None

@@ -176,13 +176,15 @@ def _local_schema() -> dict[str, Any]:
         "fallback_to_agent": Key((bool,), True),
         "max_selection_attempts": Key((int,), 3, minimum=1),
         "min_similarity": Key((int, float), 0.25),
-        "lexical_weight": Key((int, float), 0.5, minimum=0),
-        "neighbour_weight": Key((int, float), 0.3, minimum=0),
+        "lexical_weight": Key((int, float), 0.4, minimum=0),
+        "neighbour_weight": Key((int, float), 0.1, minimum=0),
     })
     s["embedding"] = {
         "model": Key((str,), "all-MiniLM-L6-v2"),
         "model_path": Key((str,)),
         "reranker_path": Key((str,)),
+        # "auto": ONNX Runtime when the model has (or can be given) an ONNX export, else torch
+        "backend": Key((str,), "auto", choices=("auto", "onnx", "torch")),
         "rerank_top": Key((int,), 30, minimum=1),
         "service_url": Key((str,), check=_check_url),
         "service_token_env": Key((str,)),
@@ -266,6 +268,9 @@ top_k = 8
 model = "all-MiniLM-L6-v2"
 # model_path = "/models/my-embedder"
 # reranker_path = "/models/my-cross-encoder"
+# What runs the embedding model: "auto" (ONNX Runtime from a one-time export when the model
+# allows it: starts without torch), "onnx" (only that) or "torch" (sentence-transformers).
+# backend = "auto"
 """
 
 

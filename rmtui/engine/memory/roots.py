@@ -35,23 +35,36 @@ PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 GITIGNORE = """\
 # Allow-list: only memory files are tracked; everything else (.runtime/ included) is ignored.
-# rmtui.toml (rmtui-only settings) is deliberately not listed: it is never tracked or synced.
+# The same list as RightMemory's: rightmemory.toml and rmtui.toml are per-machine settings,
+# never tracked or synced.
 *
 !.gitignore
 !MEMORY.md
 !MEMORY_*.md
 !PURSUITS.md
 !PURSUIT_*.md
+!AGENT_GUIDANCE_INBOX.md
+PURSUIT_RULES.md
 !corrections.md
+!shared_views.toml
+!shares.toml
+!shared_views/
+!shared_views/*/
+!shared_views/*/view.md
+!shared_views/*/retriever.md
+!shared_views/*/recipe.toml
+!shared_views/*/question.toml
+!shared_views/*/.gitignore
 !insight_logs/
 !insight_logs/*.md
 !update_queue/
-!update_queue/**
+!update_queue/candidates/
+!update_queue/candidates/*.json
+!update_queue/recovery/
+!update_queue/recovery/*.json
+!update_queue/lease.json
 !update_records/
 !update_records/*.json
-!AGENT_GUIDANCE_INBOX.md
-!rightmemory.toml
-!shared_views.toml
 """
 
 MEMORY_TEMPLATE = """\
@@ -263,7 +276,7 @@ def init_root(path: Path | str, *, force: bool = False, report: list[str] | None
         with repo.config_writer() as cw:
             for key in missing:
                 cw.set_value("user", key, "rmtui" if key == "name" else "rmtui@localhost")
-    repo.index.add(list(files))
+    repo.index.add([n for n in files if n != CONFIG_FILE])  # the settings are per machine, as in RightMemory
     if repo.is_dirty(index=True, working_tree=False) or not repo.head.is_valid():
         repo.index.commit("init: rightmemory root")
     moved = migrate_config(p, notify=False)

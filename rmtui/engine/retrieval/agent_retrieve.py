@@ -15,16 +15,22 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from rmtui.engine.errors import ConflictError, OperationFailed, UsageError
-from rmtui.engine.evidence.queue import EvidenceQueue, check_identifier
+from rmtui.engine.evidence.queue import PENDING_STATES, EvidenceQueue, check_identifier
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.retrieval.corpus import Corpus, current_fingerprint, load_corpus
 from rmtui.engine.retrieval.delivery import DeliveryHistory, already_delivered_text, filter_delivered
-from rmtui.engine.retrieval.render import NO_STRONG_MATCH, SELECTION_KEYS, Unit, render, resolve_selection
+from rmtui.engine.retrieval.render import (
+    NO_STRONG_MATCH,
+    SELECTION_KEYS,
+    PendingItem,
+    Unit,
+    render,
+    resolve_selection,
+)
 from rmtui.engine.retrieval.result import RetrieveResult
 from rmtui.engine.roles.executors.base import AbortTurn, ToolError, ToolSpec
 
@@ -66,10 +72,6 @@ class Selection:
     errors: list[str] = field(default_factory=list)
 
 
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _git(root: MemoryRoot, *argv: str) -> str:
     import git
 
@@ -104,14 +106,16 @@ def memory_diff(root: MemoryRoot, since: str, commit: str | None) -> str:
     return diff
 
 
+def pending_items(root: MemoryRoot, session: str) -> dict[str, PendingItem]:
+    """This session's evidence neither consumed nor rejected, by uid."""
+    with EvidenceQueue(root) as q:
+        items = [e for e in q.list(session=session) if e.state in PENDING_STATES]
+    return {e.uid: PendingItem(e.uid, e.session, e.display_id, e.submitted_at, e.state, e.text) for e in items}
+
+
 def pending_evidence(root: MemoryRoot, session: str) -> dict[str, tuple[str, str]]:
-    """This session's evidence not yet consumed: uid -> (label, text)."""
-    q = EvidenceQueue(root)
-    try:
-        items = [e for e in q.list(session=session) if e.state in ("inbox", "queued", "claimed")]
-    finally:
-        q.close()
-    return {e.uid: (f"submitted {_iso(e.created_at)}, {e.state}", e.text) for e in items}
+    """This session's pending evidence: uid -> (label, text), as a selection resolves it."""
+    return {uid: (p.label, p.text) for uid, p in pending_items(root, session).items()}
 
 
 def _changed_delivered(corpus: Corpus, delivered: dict) -> list[tuple[str, str]]:
@@ -194,8 +198,12 @@ def _render_selection(corpus: Corpus, raw: dict, recent: dict, delivered: dict, 
 
 
 def agent_retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = None,
-                   include_returned: bool = False, executor=None, warnings: list[str] | None = None):
-    """Run the retrieve role for ``need`` and return the rendered selection (a RetrieveResult)."""
+                   include_returned: bool = False, executor=None, warnings: list[str] | None = None,
+                   include_pending: bool = True):
+    """Run the retrieve role for ``need`` and return the rendered selection (a RetrieveResult).
+
+    Without ``include_pending`` the model is shown no pending evidence, so it can select none.
+    """
     from rmtui.engine.gitutil import head_commit
     from rmtui.engine.roles.executors import DebugTrace, make_executor
     from rmtui.engine.roles.prompts import role_instructions
@@ -211,7 +219,8 @@ def agent_retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None
     with file_lock(root.lock_path, shared=True):
         corpus = load_corpus(root.path)
         commit = head_commit(root.path)
-    recent = pending_evidence(root, session)
+    pending = pending_items(root, session) if include_pending else {}
+    recent = {uid: (p.label, p.text) for uid, p in pending.items()}
     with DeliveryHistory(root.runtime) as hist:
         delivered = hist.delivered(session)
         last_commit = hist.last_commit(session)
@@ -279,6 +288,9 @@ def agent_retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None
     notices = [{"id": u.id, "key": u.key, "change": "changed", "selected": True}
                for u in units if status.get(u.key) == "changed"]
     results = [{"id": u.id, "key": u.key, "kind": u.kind, "score": None, "file": u.file,
-                "start_line": u.start_line, "end_line": u.end_line, "status": status[u.key]} for u in units]
+                "start_line": u.start_line, "end_line": u.end_line, "status": status[u.key]}
+               for u in units if u.kind != "recent"]
+    # selected pending evidence: rendered in its own section (render), listed apart from memory
+    chosen = [pending[u.key[len("recent:"):]].to_json() for u in units if u.kind == "recent"]
     return RetrieveResult(text, results, commit, corpus.fingerprint, "agent", notices, skipped,
-                          warnings=list(warnings or []))
+                          warnings=list(warnings or []), pending=chosen)

@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING
 from rmtui.engine.errors import UsageError
 
 if TYPE_CHECKING:  # the parser is imported only when the corpus must be rebuilt
+    from rmtui.engine.evidence.queue import PendingRef
     from rmtui.engine.memory.graph import Graph, Item
+    from rmtui.engine.memory.roots import MemoryRoot
 
 CACHE_VERSION = 4  # 4: imported shared views (MF#) join the corpus
 PASSAGE_CHARS = 1500
@@ -536,3 +538,63 @@ def current_fingerprint(root: Path, corpus: Corpus) -> bool:
         if _digest(Path(root) / name) != digest:
             return False
     return not any(os.path.lexists(Path(root) / n) for n in corpus.missing)
+
+
+# -- pending evidence ------------------------------------------------------------
+
+#: The kind of a pending evidence entry and of its retrieval result.
+PENDING_KIND = "pending-evidence"
+_PENDING_VERSION = 1
+
+
+@dataclass
+class PendingCorpus:
+    """Pending evidence as a corpus of its own, one entry per item in submission order.
+
+    Kept apart from the memory corpus so that evidence coming and going never invalidates
+    the memory's indexes; its fingerprint covers only uids and content hashes, so a state
+    change (inbox to queued to claimed) reuses every index built for it.
+    """
+
+    refs: list[PendingRef]  # fresh on every load (states change without text changes)
+    corpus: Corpus
+    texts: dict[str, str]  # uid -> the full text
+
+    def text(self, i: int) -> str:
+        return self.texts[self.refs[i].uid]
+
+
+def _pending_fingerprint(refs: list[PendingRef]) -> str:
+    h = hashlib.sha256(f"pending-{_PENDING_VERSION}".encode())
+    for r in refs:
+        h.update(f"\n{r.uid}\0{r.sha256}".encode())
+    return h.hexdigest()
+
+
+def load_pending(root: MemoryRoot) -> PendingCorpus:
+    """The pending evidence of ``root`` now (see ``PENDING_STATES``).
+
+    Every call reads the queue's pending rows without their text (one indexed query), so a
+    submission, approval, rejection or consumption shows on the very next retrieval; the
+    texts are read and the entries rebuilt only when that set of uids and hashes changed.
+    """
+    from rmtui.engine.evidence.queue import EvidenceQueue
+
+    key = str(root.path.resolve())
+    with EvidenceQueue(root) as q:
+        refs = q.pending_refs()
+        fp = _pending_fingerprint(refs)
+        memo = _PENDING_MEMO.get(key)
+        if memo is not None and memo.corpus.fingerprint == fp:
+            return PendingCorpus(refs, memo.corpus, memo.texts)
+        texts = q.pending_texts() if refs else {}
+    refs = [r for r in refs if r.uid in texts]  # consumed or rejected between the two reads
+    entries = [Entry(f"pending:{r.uid}", None, PENDING_KIND, "", 0, 0, r.sha256, i, texts[r.uid])
+               for i, r in enumerate(refs)]
+    corpus = Corpus(root.path, _pending_fingerprint(refs), entries, [], {}, [])
+    out = _PENDING_MEMO[key] = PendingCorpus(refs, corpus, {r.uid: texts[r.uid] for r in refs})
+    return out
+
+
+#: The last pending corpus per root in this process (a long-lived service reuses its entries).
+_PENDING_MEMO: dict[str, PendingCorpus] = {}

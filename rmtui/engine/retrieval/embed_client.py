@@ -8,6 +8,7 @@ shared with the warm retrieve route. See ``embed_service`` for the API.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import secrets
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from rmtui.engine import progress
 from rmtui.engine.errors import ConflictError
+from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock, try_lock
 from rmtui.engine.retrieval.embeddings import ModelInfo
 from rmtui.engine.retrieval.service_http import MAX_RESPONSE_BYTES, JsonHttpClient, ServiceError  # noqa: F401  (re-exported)
@@ -132,37 +134,106 @@ def _alive(state_dir: Path) -> bool:
     return False
 
 
+#: Services this process launched and has not seen ready yet, by state folder: a later wait
+#: in the same process (the CLI launches early, then waits when it needs the model) keeps the
+#: handle, so a service that dies while starting is reported with its exit status.
+_launched: dict[Path, subprocess.Popen] = {}
+#: A recorded launch counts as "starting" for this long (the ONNX export on a first start included).
+STARTING_SECONDS = 600.0
+
+
+def _prepare_dir(model_path: Path, reranker_path: str | None) -> Path:
+    state_dir = service_dir(model_path, reranker_path)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(state_dir, 0o700)  # its state file holds the service's bearer token
+    return state_dir
+
+
+def _starting(state_dir: Path) -> bool:
+    """A launched service that has not yet taken its alive lock (still importing, or exporting)."""
+    proc = _launched.get(state_dir)
+    if proc is not None:
+        return proc.poll() is None
+    try:
+        launch = json.loads((state_dir / "launch.json").read_text())
+        pid, at = int(launch["pid"]), float(launch["at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if time.time() - at > STARTING_SECONDS:
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:  # a child that exited but was not reaped yet still answers signal 0
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def launch_done(state_dir: Path) -> None:
+    """Called by the service once it holds its alive lock: from then on the lock tells whether it
+    runs, and a stopping service must not look like one still starting."""
+    try:
+        if json.loads((state_dir / "launch.json").read_text()).get("pid") == os.getpid():
+            (state_dir / "launch.json").unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def start_local_service(model_path: Path, reranker_path: str | None, *, idle_timeout: float,
+                        backend: str = "auto") -> bool:
+    """Launch the local service unless it runs or is starting; never waits for it (True: launched).
+
+    A CLI call that finds no service calls this first, so that the service starts while the
+    CLI loads the corpus instead of after it (restart to first answer, issue 16).
+    """
+    state_dir = _prepare_dir(model_path, reranker_path)
+    try:
+        with file_lock(state_dir / "launch.lock", timeout=0.2):
+            if _alive(state_dir) or _starting(state_dir):
+                return False
+            (state_dir / "state.json").unlink(missing_ok=True)
+            _launch(state_dir, model_path, reranker_path, idle_timeout, backend)
+            return True
+    except ConflictError:
+        return False  # another process holds the launch lock: it is launching or waiting
+
+
 def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_timeout: float,
-                         wait_seconds: float) -> LocalService:
+                         wait_seconds: float, backend: str = "auto") -> LocalService:
     """The running local service for this model, started (detached) if none runs.
 
     Waits at most ``wait_seconds`` for it to be ready; a service still loading its model
     raises :class:`ServiceError` and keeps starting in the background for later calls.
+    ``backend`` (``embedding.backend``) applies to a service this call starts; one already
+    running is used whatever its runtime (both answer with the same vectors).
     """
-    state_dir = service_dir(model_path, reranker_path)
-    state_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(state_dir, 0o700)  # its state file holds the service's bearer token
+    state_dir = _prepare_dir(model_path, reranker_path)
     deadline = time.monotonic() + wait_seconds
-    proc = None
     try:
         with file_lock(state_dir / "launch.lock", timeout=max(wait_seconds, 0.1)):
             st = read_state(state_dir)
             if st is not None and _alive(state_dir):
+                _launched.pop(state_dir, None)
                 return LocalService(st["url"], st.get("token") or "", state_dir, False, st.get("info"))
-            if not _alive(state_dir):
+            proc = _launched.get(state_dir)
+            if proc is None and not _alive(state_dir) and not _starting(state_dir):
                 (state_dir / "state.json").unlink(missing_ok=True)
-                proc = _launch(state_dir, model_path, reranker_path, idle_timeout)
+                proc = _launch(state_dir, model_path, reranker_path, idle_timeout, backend)
             progress.report("starting the local embedding model (the first use takes a few seconds)")
             while time.monotonic() < deadline:
                 st = read_state(state_dir)
                 if st is not None:
+                    _launched.pop(state_dir, None)
                     return LocalService(st["url"], st.get("token") or "", state_dir, proc is not None, st.get("info"))
                 if proc is not None and proc.poll() is not None:
+                    _launched.pop(state_dir, None)
                     raise ServiceError(f"the local embedding service failed to start (exit {proc.returncode}); "
                                        f"see {state_dir / 'service.log'}" + _log_tail(state_dir))
-                if proc is None and not _alive(state_dir):
+                if proc is None and not _alive(state_dir) and not _starting(state_dir):
                     raise ServiceError("the local embedding service stopped while starting; retry")
-                time.sleep(0.05)
+                time.sleep(0.02)
     except ConflictError:
         pass  # another process is launching it and holds the launch lock past our budget
     raise ServiceError(f"the local embedding service is still starting (waited {wait_seconds:.0f} s)")
@@ -177,22 +248,25 @@ def _log_tail(state_dir: Path) -> str:
 
 
 def _launch(state_dir: Path, model_path: Path, reranker_path: str | None,
-            idle_timeout: float) -> subprocess.Popen:
+            idle_timeout: float, backend: str = "auto") -> subprocess.Popen:
     """Start the service detached (own session: it outlives this process)."""
     token = secrets.token_urlsafe(24)
     env = dict(os.environ)
     env[TOKEN_ENV] = token
     argv = [sys.executable, "-m", "rmtui", "--headless", "embedding-service", "--host", "127.0.0.1", "--port", "0",
             "--model-path", str(model_path), "--idle-timeout", str(idle_timeout), "--state-dir", str(state_dir),
-            "--token-env", TOKEN_ENV]
+            "--token-env", TOKEN_ENV, "--backend", backend]
     if reranker_path:
         argv += ["--reranker-path", str(reranker_path)]
     log = open(state_dir / "service.log", "ab")
     try:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                 start_new_session=True, close_fds=True, cwd=str(state_dir))
     finally:
         log.close()
+    _launched[state_dir] = proc
+    atomic_write_text(state_dir / "launch.json", json.dumps({"pid": proc.pid, "at": time.time()}))
+    return proc
 
 
 def stop_local_service(state_dir: Path, timeout: float = 10.0) -> bool:

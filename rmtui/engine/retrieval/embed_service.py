@@ -49,6 +49,7 @@ from rmtui.engine.retrieval.embed_client import (  # noqa: F401  (re-exported: o
     ServiceClient,
     ServiceError,
     ensure_local_service,
+    launch_done,
     service_dir,
     stop_local_service,
 )
@@ -284,18 +285,22 @@ class EmbeddingServer:
         from rmtui.engine.memory.roots import open_root
         from rmtui.engine.retrieval.retrieve import retrieve
 
-        body = _exact_keys(body, {"root", "session", "need", "top", "include_returned"})
+        optional = {"include_pending": True}  # sent only when it differs (older callers leave it out)
+        body = _exact_keys({**optional, **body} if isinstance(body, dict) else body,
+                           {"root", "session", "need", "top", "include_returned", *optional})
         for key in ("root", "session", "need"):
             if not _text_ok(body[key]):
                 raise _ApiError(422, f"{key} must be a non-blank string of valid Unicode text")
         if body["top"] is not None and type(body["top"]) is not int:
             raise _ApiError(422, "top must be an integer or null")
-        if type(body["include_returned"]) is not bool:
-            raise _ApiError(422, "include_returned must be true or false")
+        for flag in ("include_returned", "include_pending"):
+            if type(body[flag]) is not bool:
+                raise _ApiError(422, f"{flag} must be true or false")
         try:
             root = open_root(body["root"])
             res = retrieve(root, body["session"], body["need"], top=body["top"],
-                           include_returned=body["include_returned"], backend=_LockedBackend(self))
+                           include_returned=body["include_returned"], include_pending=body["include_pending"],
+                           backend=_LockedBackend(self))
         except EngineError as exc:
             return {"ok": False, "exit_code": exc.exit_code, "error": exc.to_json()}
         return {"ok": True, "data": res.to_json(), "text": res.text}
@@ -504,8 +509,12 @@ def _loopback_only(host: str) -> bool:
 
 def serve(*, host: str, port: int, model: str | None, model_path: str | None, reranker_path: str | None,
           token: str | None, idle_timeout: float | None, state_dir: Path | None = None,
-          ready=None) -> int:
-    """Run the service until interrupted or idle; with ``state_dir``, as the local warm service."""
+          ready=None, backend: str = "auto") -> int:
+    """Run the service until interrupted or idle; with ``state_dir``, as the local warm service.
+
+    ``backend`` (``embedding.backend``) picks the embedder's runtime: with ONNX the service
+    starts in well under a second, which is what makes its idle exit cheap.
+    """
     if not _loopback_only(host) and not token:
         raise UsageError(f"refusing to serve on {host} without a token: other hosts could use the service; "
                          f"set a token (--token-env) or bind a loopback address such as 127.0.0.1 or ::1")
@@ -515,23 +524,25 @@ def serve(*, host: str, port: int, model: str | None, model_path: str | None, re
         alive_fd = try_lock(state_dir / "alive.lock")
         if alive_fd is None:
             raise ConflictError(f"another embedding service already runs for {state_dir}")
-    from rmtui.engine.retrieval.embeddings import InProcessBackend  # loads torch: only here
+        launch_done(state_dir)
+    from rmtui.engine.retrieval.embeddings import InProcessBackend  # the model: ONNX Runtime or torch
 
-    backend = InProcessBackend(model, model_path, reranker_path)
-    backend.warm_up()
-    server = EmbeddingServer((host, port), backend, token=token, idle_timeout=idle_timeout)
+    models = InProcessBackend(model, model_path, reranker_path, backend=backend)
+    models.warm_up()
+    server = EmbeddingServer((host, port), models, token=token, idle_timeout=idle_timeout)
     server.serves_retrieval = state_dir is not None and bool(token)
     server.prepare()  # before the state file announces the service
     state_file = state_dir / "state.json" if state_dir is not None else None
     if state_file is not None:
         state = {"pid": os.getpid(), "url": server.url, "token": token, "info": server.model_info.to_json(),
-                 "started_at": time.time()}
+                 "started_at": time.time(), "runtime": models.runtime}
         atomic_write_text(state_file, json.dumps(state))
         os.chmod(state_file, 0o600)
     if ready is not None:
         ready(server)
     else:
-        sys.stderr.write(f"rmtui embedding service on {server.url} ({server.model_info.embedding_model})\n")
+        sys.stderr.write(f"rmtui embedding service on {server.url} ({server.model_info.embedding_model} "
+                         f"on {models.runtime})\n")
         sys.stderr.flush()
     _stop_on_sigterm()
     if idle_timeout:

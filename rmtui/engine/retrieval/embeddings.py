@@ -4,6 +4,12 @@ torch and sentence-transformers are imported here lazily, inside the adapters, a
 by processes that run a model in-process (the embedding service, the MCP server, the TUI,
 the benchmark). The headless CLI talks to a service instead (see ``embed_service``).
 
+An embedder runs on one of two runtimes (``embedding.backend``, :func:`load_embedder`):
+ONNX Runtime from a cached export of the model (``onnx_model``: starts in a fraction of a
+second, never imports torch), or sentence-transformers on torch (any model, and the
+fallback when a model cannot be exported). ``auto`` takes ONNX whenever an export exists
+or can be made. Cross-encoder rerankers always run on torch.
+
 A model's identity is derived from its files (names, sizes, SHA-256), the adapter and the
 library version: the vector cache and the service API key on it, so a changed model can
 never be mixed with vectors of another.
@@ -19,11 +25,24 @@ from typing import Protocol
 
 import numpy as np
 
-from rmtui.engine.errors import UsageError
+from rmtui.engine.errors import UnavailableError, UsageError
 from rmtui.engine.retrieval.service_state import DEFAULT_MODEL, resolve_model_path  # noqa: F401  (re-exported)
 
 EMBED_BATCH = 64
 MAX_CANDIDATES = 200
+#: ``embedding.backend`` values: ONNX when an export exists or can be made, else torch; or one of them.
+BACKENDS = ("auto", "onnx", "torch")
+
+
+class Embedder(Protocol):
+    """A dense bi-encoder, whichever runtime runs it."""
+
+    identity: str
+    dimensions: int
+    max_batch_size: int
+    runtime: str
+
+    def encode(self, texts: list[str], kind: str) -> np.ndarray: ...
 
 
 class DenseBackend(Protocol):
@@ -52,25 +71,54 @@ class ModelInfo:
 
 
 def model_identity(path: Path, adapter: str) -> str:
-    """``<model name>@<digest>``: files, adapter and library version."""
-    h = hashlib.sha256(f"{adapter}\0".encode())
+    """``<model name>@<digest>``: files, adapter and library version.
+
+    Hashing the weights costs ~0.1 s, paid by every service start; so the answer is kept in a
+    small memo beside the ONNX exports, keyed by the files' signatures (size, mtime, ctime,
+    inode: any rewrite or replacement of a file changes them, and the files are hashed again).
+    """
+    from rmtui.engine.retrieval import onnx_model
+
+    path = Path(path)
+    files = _identity_files(path)
     try:
         import importlib.metadata as md
 
-        h.update(md.version("sentence-transformers").split(".")[0].encode())
+        st_major = md.version("sentence-transformers").split(".")[0]
     except Exception:  # pragma: no cover - metadata always present in an install
-        pass
-    for f in sorted(p for p in Path(path).rglob("*") if p.is_file()):
-        rel = f.relative_to(path).as_posix()
-        if rel.lower().startswith("readme") or "/." in f"/{rel}":
-            continue
+        st_major = ""
+    key = f"{path.resolve()}\0{adapter}\0{st_major}"
+    try:
+        sig = [[rel, *onnx_model.file_signature(f)] for rel, f in files]
+    except OSError:
+        sig = None
+    if sig is not None:
+        known = onnx_model.memo_get("identities", key, sig)
+        if known is not None:
+            return known
+    h = hashlib.sha256(f"{adapter}\0".encode())
+    h.update(st_major.encode())
+    for rel, f in files:
         h.update(rel.encode() + b"\0" + str(f.stat().st_size).encode() + b"\0")
         fh = hashlib.sha256()
         with f.open("rb") as src:
             for block in iter(lambda: src.read(1 << 20), b""):
                 fh.update(block)
         h.update(fh.digest())
-    return f"{_model_name(Path(path))}@{h.hexdigest()[:16]}"
+    identity = f"{_model_name(path)}@{h.hexdigest()[:16]}"
+    if sig is not None:
+        onnx_model.memo_put("identities", key, sig, identity)
+    return identity
+
+
+def _identity_files(path: Path) -> list[tuple[str, Path]]:
+    out = []
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        rel = f.relative_to(path).as_posix()
+        if rel.lower().startswith("readme") or "/." in f"/{rel}":
+            continue
+        out.append((rel, f))
+    return out
 
 
 def _model_name(path: Path) -> str:
@@ -90,8 +138,9 @@ class SentenceEmbedder:
     """A sentence-transformers bi-encoder from a local folder; vectors L2-normalised."""
 
     adapter = "sentence-transformers"
+    runtime = "torch"
 
-    def __init__(self, path: Path, device: str = "cpu") -> None:
+    def __init__(self, path: Path, device: str = "cpu", *, identity: str | None = None) -> None:
         from sentence_transformers import SentenceTransformer
 
         _torch_threads()
@@ -103,7 +152,7 @@ class SentenceEmbedder:
             raise UsageError(f"embedding model {path} does not declare its embedding dimension")
         self.dimensions = int(dim)
         self.max_batch_size = EMBED_BATCH
-        self.identity = model_identity(self.path, self.adapter)
+        self.identity = identity or model_identity(self.path, self.adapter)
         self._lock = threading.Lock()
 
     def encode(self, texts: list[str], kind: str) -> np.ndarray:
@@ -114,6 +163,30 @@ class SentenceEmbedder:
             vecs = fn(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True,
                       show_progress_bar=False)
         return np.asarray(vecs, dtype=np.float32)
+
+
+def load_embedder(path: Path, backend: str = "auto", device: str = "cpu") -> Embedder:
+    """The embedder of the model at ``path`` on the runtime ``backend`` asks for (see :data:`BACKENDS`).
+
+    ``auto`` uses the ONNX export (made once, in a helper process, when missing) and falls
+    back to torch, saying why, when the model cannot be exported; ``onnx`` makes that an
+    error; ``torch`` never looks for an export.
+    """
+    if backend not in BACKENDS:
+        raise UsageError(f"embedding.backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    if backend == "torch" or (backend == "auto" and device != "cpu"):
+        return SentenceEmbedder(path, device)
+    from rmtui.engine.retrieval import onnx_model
+
+    identity = model_identity(Path(path), SentenceEmbedder.adapter)
+    try:
+        return onnx_model.load_onnx_embedder(Path(path), identity)
+    except (onnx_model.ExportUnsupported, onnx_model.ExportDamaged) as exc:
+        if backend == "onnx":
+            raise UnavailableError(f'embedding.backend = "onnx", but the model cannot run on ONNX Runtime: {exc}; '
+                                   'set embedding.backend = "auto" or "torch" in rmtui.toml') from exc
+        onnx_model.say(f"the embedding model runs on torch (slower to start): {exc}")
+    return SentenceEmbedder(path, device, identity=identity)
 
 
 class CrossEncoderReranker:
@@ -155,7 +228,7 @@ class DenseReranker:
 
     is_cross_encoder = False
 
-    def __init__(self, embedder: SentenceEmbedder) -> None:
+    def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
         self.max_candidates = MAX_CANDIDATES
         self.identity = f"cosine:{embedder.identity}"
@@ -171,14 +244,20 @@ class InProcessBackend:
     """Models held in this process (service, MCP server, TUI, bench): same interface as the client."""
 
     def __init__(self, model: str | None = None, model_path: str | None = None,
-                 reranker_path: str | None = None, device: str = "cpu") -> None:
-        self.embedder = SentenceEmbedder(resolve_model_path(model, model_path), device)
+                 reranker_path: str | None = None, device: str = "cpu", backend: str = "auto") -> None:
+        self.embedder: Embedder = load_embedder(resolve_model_path(model, model_path), backend, device)
         self.reranker: CrossEncoderReranker | DenseReranker = (
             CrossEncoderReranker(Path(reranker_path), device) if reranker_path else DenseReranker(self.embedder))
 
     @classmethod
     def from_config(cls, cfg) -> InProcessBackend:
-        return cls(cfg.get("embedding.model"), cfg.get("embedding.model_path"), cfg.get("embedding.reranker_path"))
+        return cls(cfg.get("embedding.model"), cfg.get("embedding.model_path"), cfg.get("embedding.reranker_path"),
+                   backend=cfg.get("embedding.backend"))
+
+    @property
+    def runtime(self) -> str:
+        """What runs the embedder: ``onnx`` or ``torch``."""
+        return self.embedder.runtime
 
     def info(self) -> ModelInfo:
         return ModelInfo(self.embedder.identity, self.reranker.identity, self.embedder.dimensions,

@@ -6,6 +6,13 @@ Why each piece is here:
 - Each entry is indexed with the titles of its enclosing headings (scope, dates), and its
   score borrows a share of its neighbours' scores: a memory is often only understandable
   with the entries around it (an answer right after the question it answers).
+- BM25 also scores each entry as a window with its neighbours' words (a second index):
+  the words of a need are often split between adjacent entries (a question and its
+  answer, a note and its follow-up). Results stay exact entries; only scoring widens.
+- Dense vectors embed the entry's own text without heading titles: a short entry's
+  vector is otherwise dominated by the shared heading (measured: dense-only R@10 +0.01).
+- A word capitalised inside the need (not the first word of a sentence) -- a name, a
+  module, an acronym -- counts twice in the BM25 query: it is what the need is about.
 - Fusion is a weighted sum of per-query normalised scores; weights are general, measured
   on the LoCoMo bench (bench/locomo.py), never tuned per file.
 
@@ -30,7 +37,7 @@ from rmtui.engine.retrieval.corpus import Corpus, Entry, slug_words, split_passa
 if TYPE_CHECKING:  # pragma: no cover
     pass
 
-LEXICAL_VERSION = 4
+LEXICAL_VERSION = 5  # 5: a neighbour-window index rides along
 _TOKEN_RE = re.compile(r"(?u)\b\w[\w.]*\w\b|\b\w\w+\b")
 
 # English stop words (those of bm25s plus question words): dropped from documents and
@@ -50,19 +57,22 @@ so than too very s t can just don should now would could also
 class RankParams:
     """Knobs of the ranking; the defaults are the measured best general setting."""
 
-    lexical_weight: float = 0.5  # share of the lexical score in the fused score
-    neighbour_weight: float = 0.3  # share of each neighbour's score an entry borrows
+    lexical_weight: float = 0.4  # share of the lexical score in the fused score
+    neighbour_weight: float = 0.1  # share of each neighbour's score an entry borrows
     context_in_lexical: bool = True  # index heading titles with each entry
-    context_in_dense: bool = True  # embed "heading titles: text"
+    context_in_dense: bool = False  # embed "heading titles: text" (off: titles blur short entries)
+    lexical_window: int = 2  # BM25 also on each entry with this many neighbours' words per side
+    window_weight: float = 0.5  # share of that window score (each normalised) in the lexical score
     window_in_dense: int = 0  # embed this many neighbours on each side with the entry
     stem: bool = True
     lexical_only: bool = False
     dense_only: bool = False
     fusion: str = "weighted"  # "weighted" sum of normalised scores, or "rrf" (reciprocal rank, k=60)
     neighbour_span: int = 2  # how many neighbours on each side lend score (each further one half as much)
-    heading_weight: float = 0.2  # share of the best score under the same heading an entry borrows
+    heading_weight: float = 0.3  # share of the best score under the same heading an entry borrows
+    proper_noun_repeat: int = 2  # a capitalised word inside the need counts this many times in BM25
     bm25_k1: float = 1.5
-    bm25_b: float = 0.75
+    bm25_b: float = 0.3  # entries are short and uneven: length says little about relevance
 
 
 DEFAULT_PARAMS = RankParams()
@@ -93,9 +103,10 @@ def _expand(tok: str) -> list[str]:
     return [tok] if len(tok) > 1 and tok not in STOPWORDS else []
 
 
-def tokenize_many(texts: list[str], *, stem: bool = True) -> list[list[str]]:
-    """Tokenize many texts; each distinct raw token is expanded and stemmed once."""
-    memo: dict[str, list[str]] = {}
+def tokenize_many(texts: list[str], *, stem: bool = True,
+                  memo: dict[str, list[str]] | None = None) -> list[list[str]]:
+    """Tokenize many texts; each distinct raw token is expanded and stemmed once (per ``memo``)."""
+    memo = {} if memo is None else memo
     out: list[list[str]] = []
     for text in texts:
         toks: list[str] = []
@@ -114,6 +125,22 @@ def tokenize_many(texts: list[str], *, stem: bool = True) -> list[list[str]]:
 def tokenize(text: str, *, stem: bool = True) -> list[str]:
     """Lower-case words without stop words; identifiers also split into their parts."""
     return tokenize_many([text], stem=stem)[0]
+
+
+# a capitalised word that does not start the text or a sentence
+_PROPER_RE = re.compile(r"(?<!^)(?<![.?!] )\b[A-Z][\w'-]*")
+
+
+def query_tokens(need: str, params: RankParams) -> list[str]:
+    """The BM25 query of a need: its tokens, those of capitalised words inside a sentence
+    (names, modules, acronyms) repeated ``proper_noun_repeat`` times in all."""
+    need = need.strip()
+    toks = tokenize(need, stem=params.stem)
+    if params.proper_noun_repeat <= 1:
+        return toks
+    proper = {t for words in tokenize_many(_PROPER_RE.findall(need), stem=params.stem) for t in words}
+    extra = [t for t in toks if t in proper] * (params.proper_noun_repeat - 1)
+    return toks + extra
 
 
 # -- what each entry is scored on ------------------------------------------------
@@ -183,15 +210,28 @@ class LexicalIndex:
     owner: np.ndarray  # passage -> entry index
     num_entries: int
     idf: dict[str, float] = field(default_factory=dict)
+    window: LexicalIndex | None = None  # the same entries with their neighbours' words
+    window_weight: float = 0.0
 
     @classmethod
     def build(cls, corpus: Corpus, params: RankParams, key: str) -> LexicalIndex:
         texts = [lexical_text(e, params) for e in corpus.entries]
         parts, owner = passages(texts)
-        tokens = [t or ["\x00empty"] for t in tokenize_many(parts, stem=params.stem)]
+        memo: dict[str, list[str]] = {}
+        tokens = [t or ["\x00empty"] for t in tokenize_many(parts, stem=params.stem, memo=memo)]
         if not tokens:
             empty = np.zeros(0, dtype=np.float32)
             return cls(key, {}, empty, np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64), owner, 0)
+        idx = cls._from_tokens(tokens, owner, len(corpus.entries), params, key)
+        if params.lexical_window > 0 and params.window_weight > 0:
+            wtokens = window_tokens(corpus, tokens, owner, params, memo)
+            idx.window = cls._from_tokens(wtokens, np.arange(len(wtokens), dtype=np.int64), len(wtokens), params, key)
+            idx.window_weight = params.window_weight
+        return idx
+
+    @classmethod
+    def _from_tokens(cls, tokens: list[list[str]], owner: np.ndarray, n: int, params: RankParams,
+                     key: str) -> LexicalIndex:
         import bm25s  # imported only when the corpus changed
 
         model = bm25s.BM25(k1=params.bm25_k1, b=params.bm25_b)
@@ -199,10 +239,10 @@ class LexicalIndex:
         s = model.scores
         return cls(key, dict(model.vocab_dict), np.asarray(s["data"], dtype=np.float32),
                    np.asarray(s["indices"], dtype=np.int32), np.asarray(s["indptr"], dtype=np.int64),
-                   owner, len(corpus.entries))
+                   owner, n)
 
-    def scores(self, query_tokens: list[str]) -> np.ndarray:
-        """BM25 score of each entry (its best passage) for the query tokens."""
+    def own_scores(self, query_tokens: list[str]) -> np.ndarray:
+        """BM25 score of each entry (its best passage) for the query tokens, this index alone."""
         per_passage = np.zeros(len(self.owner), dtype=np.float32)
         for tok in query_tokens:
             t = self.vocab.get(tok)
@@ -212,17 +252,26 @@ class LexicalIndex:
             np.add.at(per_passage, self.indices[a:b], self.data[a:b])
         return best_per_entry(per_passage, self.owner, self.num_entries)
 
+    def scores(self, query_tokens: list[str]) -> np.ndarray:
+        """Lexical score of each entry: its own BM25 plus a share of its window's (each
+        normalised to the best entry, so the share means the same in every corpus)."""
+        own = self.own_scores(query_tokens)
+        if self.window is None or not self.window_weight:
+            return own
+        return _normalise(own) + self.window_weight * _normalise(self.window.own_scores(query_tokens))
+
     # persistence: one binary file, arrays as raw bytes, vocabulary as marshal
     def dumps(self) -> bytes:
+        arrays = (self.data, self.indices, self.indptr, self.owner)
+        inner = self.window.dumps() if self.window is not None else b""
         head = {"version": LEXICAL_VERSION, "key": self.key, "vocab": self.vocab,
-                "num_entries": self.num_entries,
-                "arrays": [(a.dtype.str, a.shape[0]) for a in (self.data, self.indices, self.indptr, self.owner)]}
+                "num_entries": self.num_entries, "window_weight": self.window_weight, "window_bytes": len(inner),
+                "arrays": [(a.dtype.str, a.shape[0]) for a in arrays]}
         h = marshal.dumps(head)
-        return len(h).to_bytes(8, "little") + h + b"".join(
-            np.ascontiguousarray(a).tobytes() for a in (self.data, self.indices, self.indptr, self.owner))
+        return len(h).to_bytes(8, "little") + h + b"".join(np.ascontiguousarray(a).tobytes() for a in arrays) + inner
 
     @classmethod
-    def loads(cls, raw: bytes) -> LexicalIndex | None:
+    def loads(cls, raw: bytes | memoryview) -> LexicalIndex | None:
         try:
             n = int.from_bytes(raw[:8], "little")
             head = marshal.loads(raw[8:8 + n])
@@ -235,14 +284,49 @@ class LexicalIndex:
                 arrays.append(np.frombuffer(raw, dtype=dtype, count=count, offset=off))
                 off += dtype.itemsize * count
             data, indices, indptr, owner = arrays
-            return cls(head["key"], head["vocab"], data, indices, indptr, owner, head["num_entries"])
+            idx = cls(head["key"], head["vocab"], data, indices, indptr, owner, head["num_entries"])
+            if head["window_bytes"]:
+                window = cls.loads(memoryview(raw)[off:off + head["window_bytes"]])
+                if window is None:
+                    return None
+                idx.window, idx.window_weight = window, float(head["window_weight"])
+            return idx
         except (ValueError, EOFError, TypeError, KeyError):
             return None
 
 
+def window_tokens(corpus: Corpus, tokens: list[list[str]], owner: np.ndarray, params: RankParams,
+                  memo: dict[str, list[str]] | None = None) -> list[list[str]]:
+    """Each entry's own index words (``tokens`` of its passages) plus the words of
+    ``lexical_window`` neighbours per side (their text only: they share the heading)."""
+    n = len(corpus.entries)
+    own: list[list[str]] = [[] for _ in range(n)]
+    for toks, i in zip(tokens, owner.tolist(), strict=True):
+        own[i].extend(toks)
+    prev, nxt, _ = corpus.neighbour_arrays()
+    bare: dict[int, list[str]] = {}
+    wanted = sorted(i for i in set(prev.tolist()) | set(nxt.tolist()) if i >= 0)  # entries that are neighbours
+    for i, toks in zip(wanted, tokenize_many([corpus.entries[i].text for i in wanted], stem=params.stem, memo=memo),
+                       strict=True):
+        bare[i] = toks
+    out: list[list[str]] = []
+    for i in range(n):
+        toks = list(own[i])
+        p, q = int(prev[i]), int(nxt[i])
+        for _ in range(params.lexical_window):
+            if p >= 0:
+                toks.extend(bare[p])
+                p = int(prev[p])
+            if q >= 0:
+                toks.extend(bare[q])
+                q = int(nxt[q])
+        out.append(toks or ["\x00empty"])
+    return out
+
+
 def lexical_key(corpus: Corpus, params: RankParams) -> str:
     h = hashlib.sha256(f"{LEXICAL_VERSION}|{params.context_in_lexical}|{params.stem}|{params.bm25_k1}|"
-                       f"{params.bm25_b}|".encode())
+                       f"{params.bm25_b}|{params.lexical_window}|{params.window_weight}|".encode())
     h.update(corpus.fingerprint.encode())
     return h.hexdigest()
 

@@ -14,10 +14,17 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
+from rmtui.engine.display import printable
 from rmtui.engine.errors import UsageError
-from rmtui.engine.retrieval.corpus import Corpus, Entry, widen_to_fences
+from rmtui.engine.retrieval.corpus import PENDING_KIND, Corpus, Entry, widen_to_fences
 
 NO_STRONG_MATCH = "no strong match"
+#: Pending evidence is rendered after memory, in a section of its own under this title.
+PENDING_TITLE = "Pending evidence (not yet reconciled into memory)"
+PENDING_NOTE = ("Submitted by agents and waiting for an Update; not memory. Quoted as submitted: it may be "
+                "wrong, superseded, or rejected on review.")
+#: How much of one piece of pending evidence is quoted (the rest: ``evidence show``).
+PENDING_ITEM_CHARS = 2000
 SELECTION_KEYS = ("ids", "sources", "recent_candidates")
 _SOURCE_ID_RE = re.compile(r"^(?:MF#([A-Za-z0-9_.-]+)/)?(M#|S#|MF#)([A-Za-z0-9_.-]+)$")
 #: An imported shared view (``MF#<view>``) or one of its items (``MF#<view>/<id>``).
@@ -215,6 +222,80 @@ def _dedupe(units: list[Unit]) -> list[Unit]:
     return list(seen.values())
 
 
+# -- pending evidence -------------------------------------------------------------------------
+
+def pending_label(session: str, display_id: int | None, submitted_at: str | None, state: str,
+                  score: float | None = None) -> str:
+    """Who submitted it, when, and where it stands: what a reader needs to weigh a claim."""
+    from datetime import datetime
+
+    when = submitted_at or "unknown time"
+    try:
+        when = datetime.fromisoformat(when).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        pass
+    parts = [f"session {session}", f"#{display_id}" if display_id is not None else "", f"submitted {when}", state,
+             f"score {score:.3f}" if score is not None else ""]
+    return ", ".join(p for p in parts if p)
+
+
+def pending_excerpt(text: str, limit: int = PENDING_ITEM_CHARS) -> tuple[str, int]:
+    """The quoted part of the evidence and how many characters were left out."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text, 0
+    cut = text.rfind("\n", limit // 2, limit)
+    end = cut if cut > 0 else limit
+    return text[:end].rstrip(), len(text) - end
+
+
+def pending_block(uid: str, label: str, text: str) -> str:
+    """One pending item, quoted line by line after a header naming it as evidence.
+
+    The text is untrusted: terminal controls are shown as escapes (:func:`printable`, as
+    ``evidence list`` prints it) and every line is quoted, so it can never pass for memory
+    or for another item's header.
+    """
+    body, left = pending_excerpt(text)
+    lines = [f"Pending evidence `{printable(uid)}` ({printable(label)}; not settled memory):"]
+    lines += [f"> {printable(line)}".rstrip() for line in body.split("\n")]
+    if left:
+        lines.append(f"> [{left} more characters: rmtui --headless evidence show {uid}]")
+    return "\n".join(lines)
+
+
+@dataclass
+class PendingItem:
+    """One piece of pending evidence as retrieval shows it (``score`` None when a model chose it)."""
+
+    uid: str
+    session: str
+    display_id: int | None
+    submitted_at: str | None
+    state: str
+    text: str
+    score: float | None = None
+
+    @property
+    def label(self) -> str:
+        return pending_label(self.session, self.display_id, self.submitted_at, self.state, self.score)
+
+    def block(self) -> str:
+        return pending_block(self.uid, self.label, self.text)
+
+    def to_json(self) -> dict:
+        body, left = pending_excerpt(self.text)
+        return {"kind": PENDING_KIND, "uid": self.uid, "session": self.session, "display_id": self.display_id,
+                "submitted_at": self.submitted_at, "state": self.state,
+                "score": None if self.score is None else round(float(self.score), 6),
+                "text": body, "truncated": left > 0}
+
+
+def pending_section(blocks: list[str]) -> str:
+    """The pending evidence section, or empty text when there is none."""
+    return "\n\n".join([PENDING_TITLE, PENDING_NOTE, *blocks]) if blocks else ""
+
+
 # -- rendering ----------------------------------------------------------------------------
 
 @dataclass
@@ -263,13 +344,14 @@ def render(corpus: Corpus, units: list[Unit], *, max_chars: int, notices: list[s
         last_kind = u.kind
     if current:
         blocks.append("\n".join(current))
-    for u in ordered:
-        if u.kind == "recent":
-            blocks.append(f"Pending evidence `{u.key[len('recent:'):]}` ({u.label}; not settled memory):\n\n"
-                          + u.text.rstrip())
     if notices:
         blocks.append("\n".join(notices))
-    text = "\n\n".join(b.rstrip("\n") for b in blocks if b.strip()) or empty_text
+    text = "\n\n".join(b.rstrip("\n") for b in blocks if b.strip())
+    pending = pending_section([pending_block(u.key[len("recent:"):], u.label, u.text)
+                               for u in ordered if u.kind == "recent"])
+    if pending:  # after memory, apart from it: never read as memory text
+        text = f"{text or empty_text}\n\n{pending}"
+    text = text or empty_text
     if len(text) > max_chars:
         raise OutputTooLarge(
             f"retrieve output is {len(text)} characters, over retrieve.max_output_chars = {max_chars}; "

@@ -12,6 +12,11 @@ long-lived front (MCP server, TUI). With ``[retrieve.embedding]`` the service's 
 reorders the top ``candidate_count`` candidates and ``result_count`` of them are returned. When none can be reached, retrieval degrades to BM25
 alone with a warning (``embedding.fallback_lexical = false`` makes it an error instead);
 agent retrieval as a fallback plugs in through :data:`AGENT_FALLBACK`.
+
+Evidence not yet reconciled into memory (pending: inbox, queued, claimed) is scored too, as
+a small corpus of its own, and returned apart from memory (``RetrieveResult.pending``, a
+separate section after the memory text), at most :data:`PENDING_SHOWN` items that clear a
+floor; ``include_pending=False`` leaves it out.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,20 +37,22 @@ from rmtui.engine.gitutil import head_commit
 from rmtui.engine.locks import file_lock, try_lock
 from rmtui.engine.memory.config import embedding_service
 from rmtui.engine.memory.roots import MemoryRoot
-from rmtui.engine.retrieval.corpus import Corpus, current_fingerprint, load_corpus, split_passages
+from rmtui.engine.retrieval.corpus import Corpus, current_fingerprint, load_corpus, load_pending, split_passages
 from rmtui.engine.retrieval.delivery import DeliveryHistory, already_delivered_text, filter_delivered
 from rmtui.engine.retrieval.embed_client import ServiceClient, ServiceError, ensure_local_service
 from rmtui.engine.retrieval.ranking import (
+    LexicalIndex,
     Ranked,
     RankParams,
     best_per_entry,
     dense_text,
+    fuse,
     load_lexical,
     passages,
+    query_tokens,
     rank,
-    tokenize,
 )
-from rmtui.engine.retrieval.render import NO_STRONG_MATCH, Unit, render, unit_of
+from rmtui.engine.retrieval.render import NO_STRONG_MATCH, PendingItem, Unit, pending_section, render, unit_of
 from rmtui.engine.retrieval.result import RetrieveResult
 from rmtui.engine.retrieval.vectors import KEY_DTYPE, VectorCache, as_keys, text_key
 
@@ -58,12 +65,14 @@ class _UseAgent(Exception):
     """The embedding service is unavailable and a retrieve model is configured."""
 
 
-def _agent(root: MemoryRoot, session: str, need: str, top, include_returned: bool, warnings: list[str]):
+def _agent(root: MemoryRoot, session: str, need: str, top, include_returned: bool, warnings: list[str],
+           include_pending: bool = True):
     if AGENT_FALLBACK is not None:
-        return AGENT_FALLBACK(root, session, need, top, include_returned)
+        return AGENT_FALLBACK(root, session, need, top, include_returned, include_pending=include_pending)
     from rmtui.engine.retrieval.agent_retrieve import agent_retrieve
 
-    return agent_retrieve(root, session, need, top=top, include_returned=include_returned, warnings=warnings)
+    return agent_retrieve(root, session, need, top=top, include_returned=include_returned, warnings=warnings,
+                          include_pending=include_pending)
 
 
 def _agent_fallback_ready(cfg) -> bool:
@@ -83,6 +92,7 @@ class SearchOutcome:
     warnings: list[str]
     dense_coverage: float | None
     matched: bool  # something clears the relevance gate
+    query_vec: np.ndarray | None = None  # the need's embedding, reused to score pending evidence
 
 
 def counts_from_config(cfg) -> tuple[int, int, bool]:
@@ -114,7 +124,8 @@ def cli_backend(root: MemoryRoot, cfg, *, wait_seconds: float | None = None):
     path = resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path"))
     wait = float(cfg.get("embedding.dense_budget_seconds")) if wait_seconds is None else wait_seconds
     local = ensure_local_service(path, cfg.get("embedding.reranker_path"),
-                                 idle_timeout=float(cfg.get("embedding.idle_timeout_seconds")), wait_seconds=wait)
+                                 idle_timeout=float(cfg.get("embedding.idle_timeout_seconds")), wait_seconds=wait,
+                                 backend=str(cfg.get("embedding.backend")))
     return ServiceClient(local.url, local.token or None, timeout=60.0, info=local.info)
 
 
@@ -203,13 +214,14 @@ def fill_vectors(cache: VectorCache, index: DenseIndex, backend, *, deadline: fl
 
 
 def dense_scores(corpus: Corpus, need: str, backend, params: RankParams, cache_dir: Path,
-                 *, deadline: float | None) -> tuple[np.ndarray, float, DenseIndex]:
-    """Cosine of the need with each entry's best passage; coverage of the cached vectors."""
+                 *, deadline: float | None, query: np.ndarray | None = None) -> tuple[np.ndarray, float, DenseIndex]:
+    """Cosine of the need (``query``: its vector, when already embedded) with each entry's
+    best passage; coverage of the cached vectors."""
     info = backend.info()
     index = dense_index(corpus, params, cache_dir)
     cache = VectorCache.open(cache_dir, info.embedding_model)
     fill_vectors(cache, index, backend, deadline=deadline)
-    q = backend.embed([need], "query")[0]
+    q = backend.embed([need], "query")[0] if query is None else query
     per_passage, missing = cache.scores(index.keys, q)
     scores = best_per_entry(per_passage, index.owner, len(corpus.entries))
     coverage = 1.0 - (len(missing) / len(index.keys)) if len(index.keys) else 1.0
@@ -223,13 +235,15 @@ def search(root: MemoryRoot, need: str, *, top: int, corpus: Corpus, backend, cf
     warnings: list[str] = []
     cache_dir = root.runtime / "cache"
     lex_index = load_lexical(corpus, params, cache_dir)
-    qtokens = tokenize(need, stem=params.stem)
+    qtokens = query_tokens(need, params)
     lexical = lex_index.scores(qtokens) if not params.dense_only else np.zeros(len(corpus.entries), np.float32)
     dense = None
     coverage = None
+    qvec = None
     mode = "lexical"
     if backend is not None and not params.lexical_only and corpus.entries:
-        dense, coverage, _ = dense_scores(corpus, need, backend, params, cache_dir, deadline=deadline)
+        qvec = backend.embed([need], "query")[0]
+        dense, coverage, _ = dense_scores(corpus, need, backend, params, cache_dir, deadline=deadline, query=qvec)
         mode = "dense" if params.dense_only else "hybrid"
         if coverage < 1.0:
             warnings.append(f"dense index incomplete ({coverage:.0%} of passages embedded); "
@@ -245,7 +259,7 @@ def search(root: MemoryRoot, need: str, *, top: int, corpus: Corpus, backend, cf
                          strict=svc is not None and svc.original)
     min_score = float(cfg.get("retrieve.min_score"))
     ranked = [r for r in ranked if r.score > min_score][:top]  # a zero score is no match at all
-    return SearchOutcome(corpus, ranked, mode, warnings, coverage, matched and bool(ranked))
+    return SearchOutcome(corpus, ranked, mode, warnings, coverage, matched and bool(ranked), qvec)
 
 
 def _rerank(corpus: Corpus, need: str, ranked: list[Ranked], backend, params: RankParams, k: int,
@@ -260,6 +274,84 @@ def _rerank(corpus: Corpus, need: str, ranked: list[Ranked], backend, params: Ra
     docs = [split_passages(dense_text(corpus, r.index, params))[0] or corpus.entries[r.index].key for r in head]
     order = backend.rerank(need, docs)
     return [head[i] for i in order] + ranked[len(head):]
+
+
+# -- pending evidence -----------------------------------------------------------------------
+#
+# Evidence waits in the queue until an Update reconciles it, often for an hour or more; until
+# then an agent could not find what it (or another agent) just reported. Pending evidence is
+# therefore scored too, by the same BM25 and dense backends, as a small corpus of its own
+# (``.runtime/cache/pending/``), and shown after memory, apart from it.
+
+#: At most this many pending items are shown, so that fresh evidence never crowds out memory.
+PENDING_SHOWN = 3
+#: A pending item is shown only when it holds at least this share of the need's words ...
+PENDING_MIN_COVERAGE = 0.5
+#: ... or when its best passage is at least this close to the need (cosine).
+PENDING_MIN_SIMILARITY = 0.4
+#: Time to embed pending evidence not yet in its vector cache (a few short texts, once each).
+PENDING_BUDGET_SECONDS = 5.0
+
+
+def _coverage(index: LexicalIndex, qtokens: list[str]) -> np.ndarray:
+    """Share of the need's distinct words each entry holds: a floor that, unlike BM25
+    normalised over a handful of items, does not depend on what else is pending."""
+    words = list(dict.fromkeys(qtokens))
+    hits = np.zeros(index.num_entries, dtype=np.float32)
+    for tok in words:
+        t = index.vocab.get(tok)
+        if t is not None:
+            hits[np.unique(index.owner[index.indices[index.indptr[t]:index.indptr[t + 1]]])] += 1
+    return hits / max(len(words), 1)
+
+
+def search_pending(root: MemoryRoot, need: str, *, backend, params: RankParams, query: np.ndarray | None,
+                   deadline: float | None, warnings: list[str]) -> list[PendingItem]:
+    """The pending evidence that matters for ``need``: best first, at most :data:`PENDING_SHOWN`."""
+    pending = load_pending(root)
+    if not pending.refs:
+        return []
+    corpus = pending.corpus
+    cache_dir = root.runtime / "cache" / "pending"
+    params = replace(params, lexical_window=0)  # pending items have no neighbours to widen with
+    lex_index = load_lexical(corpus, params, cache_dir)
+    qtokens = query_tokens(need, params)
+    lexical = lex_index.scores(qtokens) if not params.dense_only else np.zeros(len(corpus.entries), np.float32)
+    dense = None
+    if backend is not None and not params.lexical_only:
+        try:
+            dense, _, _ = dense_scores(corpus, need, backend, params, cache_dir, deadline=deadline, query=query)
+        except ServiceError as exc:
+            warnings.append(f"{exc.message}; pending evidence ranked with BM25 only")
+    # no neighbours or headings among pending items: each stands alone
+    fused = fuse(corpus, lexical, dense, replace(params, neighbour_weight=0.0, heading_weight=0.0))
+    shown = _coverage(lex_index, qtokens) >= PENDING_MIN_COVERAGE
+    if dense is not None:
+        shown |= dense >= PENDING_MIN_SIMILARITY
+    shown &= fused > 0
+    order = sorted(np.flatnonzero(shown).tolist(), key=lambda i: (-float(fused[i]), -i))  # ties: newest first
+    out = []
+    for i in order[:PENDING_SHOWN]:
+        ref = pending.refs[i]
+        out.append(PendingItem(ref.uid, ref.session, ref.display_id, ref.submitted_at, ref.state,
+                               pending.text(i), float(fused[i])))
+    return out
+
+
+def _with_pending(result: RetrieveResult, items: list[PendingItem], max_chars: int) -> None:
+    """Add the pending section after the memory text, as many items as fit the output limit
+    (memory always comes first: pending evidence never makes a retrieval fail)."""
+    blocks = [item.block() for item in items]
+    while blocks:
+        section = pending_section(blocks)
+        if len(result.text) + 2 + len(section) <= max_chars:
+            result.text = f"{result.text}\n\n{section}"
+            break
+        blocks.pop()
+    if len(blocks) < len(items):
+        result.warnings.append(f"{len(items) - len(blocks)} pending evidence item(s) left out: "
+                               "retrieve.max_output_chars reached")
+    result.pending = [item.to_json() for item in items[:len(blocks)]]
 
 
 # -- retrieve --------------------------------------------------------------------------------
@@ -283,8 +375,9 @@ def _choose_backend(root: MemoryRoot, cfg, backend, warnings: list[str]):
 
 def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = None,
              include_returned: bool = False, backend=None, params: RankParams | None = None,
-             record: bool = True) -> RetrieveResult:
-    """The memory that matters for ``need``, as exact source text, for ``session``."""
+             record: bool = True, include_pending: bool = True) -> RetrieveResult:
+    """The memory that matters for ``need``, as exact source text, for ``session``; with
+    ``include_pending``, also the best matching evidence not yet reconciled, apart from it."""
     from rmtui.engine.evidence.queue import check_identifier
 
     t0 = time.monotonic()
@@ -293,7 +386,7 @@ def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = Non
         raise UsageError("the need must not be empty")
     cfg = root.config()
     if cfg.get("retrieve.backend") == "agent":
-        return _agent(root, session, need, top, include_returned, [])
+        return _agent(root, session, need, top, include_returned, [], include_pending)
     top = int(top if top is not None else counts_from_config(cfg)[0])
     if top < 1:
         raise UsageError("--top must be at least 1")
@@ -316,7 +409,7 @@ def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = Non
                 chosen = _choose_backend(root, cfg, backend, warnings)
             except _UseAgent as exc:
                 return _agent(root, session, need, top, include_returned,
-                              warnings + [f"{exc}; answered by agent retrieval"])
+                              warnings + [f"{exc}; answered by agent retrieval"], include_pending)
             timings["backend"] = time.monotonic() - t0
         try:
             outcome = search(root, need, top=top, corpus=corpus, backend=chosen, cfg=cfg, params=params,
@@ -333,6 +426,12 @@ def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = Non
                 continue  # memory changed while we ranked: once more on the new corpus
             result = _deliver(root, session, outcome, commit, include_returned, max_chars, record)
         result.warnings = warnings + outcome.warnings
+        if include_pending:  # read after memory, so evidence consumed by a landed Update is gone
+            items = search_pending(root, need, backend=chosen, params=params or params_from_config(cfg),
+                                   query=outcome.query_vec, deadline=time.monotonic() + PENDING_BUDGET_SECONDS,
+                                   warnings=result.warnings)
+            _with_pending(result, items, max_chars)
+            timings["pending"] = time.monotonic() - t0
         if outcome.dense_coverage is not None and outcome.dense_coverage < 1.0:
             spawn_indexer(root)
         timings["total"] = time.monotonic() - t0

@@ -152,7 +152,15 @@ class UpdateDriver:
             os.close(fd)
 
     def retry(self, batch_id: str | None = None) -> dict:
-        """Reset a batch held for manual recovery (or waiting) and run it now."""
+        """Reset a batch held for manual recovery (or waiting) and run it now; with the
+        shared queue, its recovery records are reset for every machine."""
+        if self.coordinator is not None:
+            retried = self.coordinator.retry(batch_id)
+            if not retried:
+                return {"state": "idle", "message": "no batch in the shared queue waits for a retry"}
+            out = self.run_once(force=True)
+            out.setdefault("retried", retried)
+            return out
         batches = BatchStore(self.root)
         try:
             held = batches.list("needs_manual_recovery", "waiting_retry")

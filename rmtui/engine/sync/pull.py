@@ -68,7 +68,8 @@ class SyncRefused(EngineError):
     exit_code = 1
 
 
-def _lock(root: MemoryRoot):
+def sync_lock(root: MemoryRoot):
+    """One pull, push or repair staging at a time (``.runtime/sync/sync.lock``)."""
     return file_lock(root.ensure_runtime() / "sync" / "sync.lock")
 
 
@@ -132,7 +133,7 @@ def pull(root: MemoryRoot, *, fetch_timeout: float | None = None, executor=None)
     if off is not None:
         return _finish(root, off)
     assert up is not None
-    with _lock(root):
+    with sync_lock(root):
         timeout = fetch_timeout if fetch_timeout is not None else float(root.config().get("sync.fetch_timeout_seconds"))
         got = fetch(root.path, up, timeout=timeout)
         if not got.ok:
@@ -144,14 +145,46 @@ def pull(root: MemoryRoot, *, fetch_timeout: float | None = None, executor=None)
             return _finish(root, SyncResult("error", exc.message, list((exc.details or {}).get("files", []))))
 
 
-def _pull_fetched(root: MemoryRoot, up: Upstream, executor, *, push_merge: bool = True) -> SyncResult:
+@dataclass
+class Incoming:
+    """A fetched upstream that moved past the root: what a pull stages (the paths it brings,
+    already checked against the allow-list)."""
+
+    up: Upstream
+    head: str
+    tip: str
+    label: str
+    ahead: int
+    behind: int
+    paths: list[str]
+
+    @property
+    def queue_only(self) -> bool:
+        """Only queue and record files moved upstream: nothing to stage, validate or repair."""
+        return self.ahead == 0 and bool(self.paths) and all(is_queue_or_record(p) for p in self.paths)
+
+    def to_json(self) -> dict:
+        return {"remote": self.up.remote, "branch": self.up.branch, "head": self.head, "tip": self.tip,
+                "label": self.label, "ahead": self.ahead, "behind": self.behind, "paths": self.paths}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Incoming:
+        return cls(Upstream(data["remote"], data["branch"]), data["head"], data["tip"], data["label"],
+                   int(data["ahead"]), int(data["behind"]), list(data["paths"]))
+
+
+def examine(root: MemoryRoot, up: Upstream) -> Incoming | SyncResult:
+    """What a pull of the fetched upstream would do, decided without staging: a
+    :class:`SyncResult` (not yet recorded) when nothing is to be staged (fresh, up to date,
+    dirty), else the :class:`Incoming`. Refuses rewritten or unrelated histories and
+    off-list paths."""
     head = rev(root.path, "HEAD")
     tip = rev(root.path, up.ref)
     if head is None:
         raise UsageError("the root has no commit yet")
     label = f"{up.remote}/{up.branch}"
     if tip is None:  # the upstream branch does not exist yet: the first push makes it
-        return _finish(root, SyncResult("fresh", f"{label} is empty", head=head, upstream=label))
+        return SyncResult("fresh", f"{label} is empty", head=head, upstream=label)
     st = sync_state.load(root)
     previous = st.last_upstream_commit
     if previous and rev(root.path, previous) and not is_ancestor(root.path, previous, tip):
@@ -159,55 +192,67 @@ def _pull_fetched(root: MemoryRoot, up: Upstream, executor, *, push_merge: bool 
                           f"{previous[:10]}; nothing pulled (repair the upstream, do not force-push memory)")
     ahead, behind = counts(root.path, head, tip)
     if is_ancestor(root.path, tip, head):
-        stamps = {"last_successful_pull_at": sync_state.now_iso(), "last_upstream_commit": tip}
-        res = SyncResult("synced", "up to date" if not ahead else f"{ahead} local commit(s) to push",
-                         ahead=ahead, behind=0, head=head, upstream=label, upstream_commit=tip)
-        return _finish(root, res, **stamps)
+        return SyncResult("synced", "up to date" if not ahead else f"{ahead} local commit(s) to push",
+                          ahead=ahead, behind=0, head=head, upstream=label, upstream_commit=tip)
     base = git(root.path, "merge-base", head, tip, check=False).strip()
     if not base:
         raise SyncRefused(f"{label} shares no history with the root; refusing to merge unrelated histories")
     incoming = _incoming(root.path, base, tip)
     dirty = [p for p in dirty_paths(_repo(root)) if is_synced(p)]
     if dirty:
-        return _finish(root, SyncResult("dirty", "uncommitted changes on synchronized paths; commit or "
-                                        "discard them first", dirty, ahead, behind, head, label, tip))
-    if ahead == 0 and incoming and all(is_queue_or_record(p) for p in incoming):
-        # only queue and record files moved: no graph to validate, the records are parsed strictly
-        from rmtui.engine.sync.queue_git import snapshot
+        return SyncResult("dirty", "uncommitted changes on synchronized paths; commit or discard them first",
+                          dirty, ahead, behind, head, label, tip)
+    return Incoming(up, head, tip, label, ahead, behind, incoming)
 
-        snapshot(root.path, tip)
-        return _publish(root, up, head, tip, incoming, behind, label, None, push_merge=False)
-    digest = hashlib.sha256(f"{head}\0{tip}\0{REPAIR_POLICY}".encode()).hexdigest()[:16]
-    wt = worktrees.worktrees_dir(root) / f"sync-{digest}"
-    _fresh_worktree(root, wt, head)
-    try:
-        conflicts: list[str] = []
-        if ahead == 0:
-            git(wt, "checkout", "--quiet", "--detach", tip)
-            candidate = tip
+
+def stage(wt: Path, inc: Incoming) -> tuple[str, list[str], list[str]]:
+    """Stage the incoming state in ``wt`` (a worktree at the local head): the upstream tip
+    when the root is only behind, a merge when both moved. Answers the candidate commit
+    (empty while conflicted), the conflicted files and the problems (conflicts, or the rules
+    the staged state breaks). Conflicts on queue or record paths are refused, never repaired."""
+    conflicts: list[str] = []
+    if inc.ahead == 0:
+        git(wt, "checkout", "--quiet", "--detach", inc.tip)
+        candidate = inc.tip
+    else:
+        merged = subprocess.run(["git", "merge", "--no-ff", "--no-edit", "-m", f"sync: merge {inc.label}", inc.tip],
+                                cwd=wt, capture_output=True, text=True, env=_identity_env())
+        if merged.returncode != 0:
+            conflicts = git(wt, "diff", "--name-only", "--diff-filter=U").split()
+            if not conflicts:
+                raise SyncRefused(f"merge of {inc.label} failed: {merged.stderr.strip()[:300]}")
+            never = [p for p in conflicts if is_queue_or_record(p) or not is_synced(p)]
+            if never:
+                raise SyncRefused(f"conflict on queue or record paths, never repaired: {', '.join(never)}",
+                                  details={"files": never})
+            candidate = ""
         else:
-            merged = subprocess.run(["git", "merge", "--no-ff", "--no-edit", "-m", f"sync: merge {label}", tip],
-                                    cwd=wt, capture_output=True, text=True, env=_identity_env())
-            if merged.returncode != 0:
-                conflicts = git(wt, "diff", "--name-only", "--diff-filter=U").split()
-                if not conflicts:
-                    raise SyncRefused(f"merge of {label} failed: {merged.stderr.strip()[:300]}")
-                never = [p for p in conflicts if is_queue_or_record(p) or not is_synced(p)]
-                if never:
-                    raise SyncRefused(f"conflict on queue or record paths, never repaired: {', '.join(never)}",
-                                      details={"files": never})
-                candidate = ""
-            else:
-                candidate = git(wt, "rev-parse", "HEAD").strip()
-        problems = conflicts or _invalid(wt)
+            candidate = git(wt, "rev-parse", "HEAD").strip()
+    return candidate, conflicts, conflicts or _invalid(wt)
+
+
+def _pull_fetched(root: MemoryRoot, up: Upstream, executor, *, push_merge: bool = True) -> SyncResult:
+    inc = examine(root, up)
+    if isinstance(inc, SyncResult):
+        stamps = ({"last_successful_pull_at": sync_state.now_iso(), "last_upstream_commit": inc.upstream_commit or ""}
+                  if inc.status == "synced" else {})
+        return _finish(root, inc, **stamps)
+    _check_queue_records(root.path, inc.tip, inc.paths)
+    if inc.queue_only:  # only queue and record files moved: no graph to validate
+        return _publish(root, up, inc.head, inc.tip, inc.paths, inc.behind, inc.label, None, push_merge=False)
+    digest = hashlib.sha256(f"{inc.head}\0{inc.tip}\0{REPAIR_POLICY}".encode()).hexdigest()[:16]
+    wt = worktrees.worktrees_dir(root) / f"sync-{digest}"
+    fresh_worktree(root, wt, inc.head)
+    try:
+        candidate, conflicts, problems = stage(wt, inc)
         if problems:
             from rmtui.engine.sync.repair import repair
 
-            outcome = repair(root, wt, head=head, tip=tip, label=label, conflicts=conflicts,
+            outcome = repair(root, wt, head=inc.head, tip=inc.tip, label=inc.label, conflicts=conflicts,
                              problems=problems, executor=executor)
             if outcome.commit is None:
-                res = SyncResult("conflict", outcome.message, conflicts or problems[:20], ahead, behind, head,
-                                 label, tip, repair=outcome.to_json())
+                res = SyncResult("conflict", outcome.message, conflicts or problems[:20], inc.ahead, inc.behind,
+                                 inc.head, inc.label, inc.tip, repair=outcome.to_json())
                 return _finish(root, res)
             candidate = outcome.commit
             repair_info: dict | None = outcome.to_json()
@@ -215,8 +260,16 @@ def _pull_fetched(root: MemoryRoot, up: Upstream, executor, *, push_merge: bool 
             repair_info = None
     finally:
         worktrees.remove(root, wt, None)
-    return _publish(root, up, head, candidate, incoming, behind, label, repair_info,
-                    push_merge=push_merge and ahead > 0)
+    return _publish(root, up, inc.head, candidate, inc.paths, inc.behind, inc.label, repair_info,
+                    push_merge=push_merge and inc.ahead > 0)
+
+
+def publish_repaired(root: MemoryRoot, inc: Incoming, commit: str, repair_info: dict) -> SyncResult:
+    """Publish a repair made outside a pull (a host's sync-reconciler task) as a pull would:
+    under the sync lock, through the supervisor, then push the merge."""
+    with sync_lock(root):
+        return _publish(root, inc.up, inc.head, commit, inc.paths, inc.behind, inc.label, repair_info,
+                        push_merge=inc.ahead > 0)
 
 
 def _publish(root: MemoryRoot, up: Upstream, head: str, candidate: str, incoming: list[str], behind: int,
@@ -274,7 +327,7 @@ def push_root(root: MemoryRoot) -> SyncResult:
     if off is not None:
         return _finish(root, off)
     assert up is not None
-    with _lock(root):
+    with sync_lock(root):
         try:
             from rmtui.engine.sync.queue_git import GitQueue
 
@@ -306,13 +359,28 @@ def _incoming(root: Path, base: str, tip: str) -> list[str]:
     return paths
 
 
+def _check_queue_records(root: Path, tip: str, paths: list[str]) -> None:
+    """Incoming queue records are parsed strictly (as the queue will read them); a malformed
+    one is refused by name rather than left for the Update driver to trip over."""
+    bad = [p for p in paths if p.startswith("update_queue/")]
+    if not bad:
+        return
+    from rmtui.engine.sync.queue_git import snapshot
+
+    try:
+        snapshot(root, tip)
+    except UsageError as exc:
+        named = [p for p in bad if exc.message.startswith(p)] or bad
+        raise SyncRefused(f"incoming queue record refused: {exc.message}", details={"files": named}) from None
+
+
 def _invalid(wt: Path) -> list[str]:
     report = validate_root(wt, enforce_correction_capacity=False)
     return [f"{i.file}:{i.line}: {i.rule}: {i.message}" for i in report.issues if getattr(i, "severity", "error")
             == "error"]
 
 
-def _fresh_worktree(root: MemoryRoot, wt: Path, head: str) -> None:
+def fresh_worktree(root: MemoryRoot, wt: Path, head: str) -> None:
     if wt.exists():
         worktrees.remove(root, wt, None)
     wt.parent.mkdir(parents=True, exist_ok=True)

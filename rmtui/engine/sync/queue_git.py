@@ -89,15 +89,21 @@ class Snapshot:
     recoveries: dict[str, dict]
 
 
+def stored_device_id(root: MemoryRoot) -> str | None:
+    """This machine's lease identity if it has one yet; reads only (a display never makes one)."""
+    try:
+        value = json.loads((root.runtime / "update_queue" / "device.json").read_text())["device_id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, str) and len(value) == 32 else None
+
+
 def device_id(root: MemoryRoot) -> str:
     """This machine's identity in leases (``.runtime/update_queue/device.json``)."""
     path = root.ensure_runtime() / "update_queue" / "device.json"
-    try:
-        value = json.loads(path.read_text())["device_id"]
-        if isinstance(value, str) and len(value) == 32:
-            return value
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    value = stored_device_id(root)
+    if value is not None:
+        return value
     value = uuid.uuid4().hex
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps({"device_id": value}, indent=2, sort_keys=True) + "\n")
@@ -120,16 +126,54 @@ def _strict_json(text: str, where: str) -> dict:
         raise UsageError(f"{where}: invalid JSON ({exc})") from None
 
 
+def _queue_blobs(root: Path, commit: str) -> dict[str, bytes]:
+    """Every file under the queue at ``commit``, read in two Git calls (a listing and one
+    ``cat-file --batch``) however many records there are."""
+    listing = subprocess.run(["git", "ls-tree", "-r", "-z", commit, "--", QUEUE_DIR], cwd=root,
+                             capture_output=True, check=True).stdout
+    entries: list[tuple[str, str]] = []
+    for entry in filter(None, listing.split(b"\0")):
+        meta, _, raw = entry.partition(b"\t")
+        entries.append((meta.split()[2].decode(), raw.decode("utf-8", "surrogateescape")))
+    if not entries:
+        return {}
+    out = subprocess.run(["git", "cat-file", "--batch"], cwd=root, capture_output=True, check=True,
+                         input="".join(f"{sha}\n" for sha, _ in entries).encode()).stdout
+    blobs: dict[str, bytes] = {}
+    pos = 0
+    for _sha, name in entries:
+        end = out.index(b"\n", pos)
+        size = int(out[pos:end].split()[2])
+        blobs[name] = out[end + 1:end + 1 + size]
+        pos = end + 1 + size + 1
+    return blobs
+
+
+CANCELLED = "cancelled (withdrawn from the shared queue)"
+
+
+def cancelled_uids(root: Path, commit: str) -> set[str]:
+    """Candidate uids withdrawn by ``update queue: cancel`` commits in ``commit``'s history."""
+    out = git(root, "log", "--format=%(trailers:key=RightMemory-Queue-Cancel,valueonly)", "-F",
+              "--grep=RightMemory-Queue-Cancel:", commit)
+    return {line.strip() for line in out.splitlines() if line.strip()}
+
+
 def snapshot(root: Path, commit: str) -> Snapshot:
     """The queue as tracked at ``commit``; a malformed record is an error naming its path."""
-    names = git(root, "ls-tree", "-r", "--name-only", commit, "--", QUEUE_DIR).split("\n")
     cands: dict[str, dict] = {}
     recoveries: dict[str, dict] = {}
     lease = None
-    for name in filter(None, names):
+    for name, blob in sorted(_queue_blobs(root, commit).items()):
         if not is_queue_or_record(name):
             raise UsageError(f"{name}: unexpected path in the update queue")
-        data = _strict_json(git(root, "show", f"{commit}:{name}"), name)
+        try:
+            text = blob.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UsageError(f"{name}: not UTF-8") from None
+        data = _strict_json(text, name)
+        if not isinstance(data, dict):
+            raise UsageError(f"{name}: not a JSON object")
         if name == LEASE:
             lease = Lease.parse(data)
         elif name.startswith(f"{QUEUE_DIR}/candidates/"):
@@ -168,8 +212,9 @@ class TreeEdit:
         blob = self._git("hash-object", "-w", "--stdin", input=data)
         self._git("update-index", "--add", "--cacheinfo", f"100644,{blob},{rel}")
 
-    def remove(self, rel: str) -> None:
-        self._git("update-index", "--force-remove", "--", rel)
+    def remove(self, *rels: str) -> None:
+        """Drop ``rels`` from the index in one Git call (absent ones are no-ops)."""
+        self._git("update-index", "--force-remove", "-z", "--stdin", input="".join(f"{r}\0" for r in rels).encode())
 
     def copy_from(self, commit: str, rel: str) -> None:
         """``rel`` as it is in ``commit`` (removed if it is not there)."""
@@ -301,9 +346,14 @@ class GitQueue:
                 if q.import_candidate(c):
                     imported.append(uid)
             leased = set(snap.lease.candidate_uids) if snap.lease else set()
-            for e in q.list(state="queued") + q.list(state="claimed"):
-                published = (marker_dir / f"{e.uid}.json").exists() or e.origin is not None
-                if published and e.uid not in snap.candidates and e.uid not in leased:
+            gone = [e for e in q.list(state="queued") + q.list(state="claimed")
+                    if ((marker_dir / f"{e.uid}.json").exists() or e.origin is not None)
+                    and e.uid not in snap.candidates and e.uid not in leased]
+            cancelled = cancelled_uids(self.root.path, commit) if gone else set()
+            for e in gone:
+                if e.uid in cancelled:  # withdrawn by `evidence cancel`, here or on another machine
+                    q.reject([e.uid], CANCELLED)
+                else:  # a finalize landed it somewhere
                     q.consume([e.uid], None, elsewhere=True)
                     consumed.append(e.uid)
         return {"imported": imported, "consumed": consumed}
@@ -400,10 +450,7 @@ class GitQueue:
                 edit.copy_from(prepared, rel)
             landed["commit"] = edit.commit(git(self.root.path, "log", "-1", "--format=%B", prepared).rstrip() + "\n",
                                            author_of=prepared)
-            for uid in lease.candidate_uids:
-                edit.remove(candidate_path(uid))
-            edit.remove(recovery_path(lease.batch_id))
-            edit.remove(LEASE)
+            edit.remove(*(candidate_path(uid) for uid in lease.candidate_uids), recovery_path(lease.batch_id), LEASE)
             edit.commit(f"update queue: finalize {lease.batch_id}\n\nRightMemory-Queue-Batch: "
                         f"{lease.batch_id}\nRightMemory-Queue-Token: {lease.token}\n")
             return True
@@ -413,6 +460,77 @@ class GitQueue:
         self.adopt()
         self.reconcile_local()
         return landed["commit"]
+
+    # -- retry and cancel ------------------------------------------------------------------
+    def retry(self, batch_id: str | None = None) -> list[str]:
+        """Manual recoveries (or the one named) become due now with attempts reset
+        (``manual_retry``); one commit ``update queue: retry <batch>`` each."""
+        retried: list[str] = []
+
+        def apply(edit: TreeEdit, tip: str, snap: Snapshot) -> bool:
+            retried.clear()
+            chosen = [r for b, r in sorted(snap.recoveries.items())
+                      if (b == batch_id if batch_id else r.get("manual_recovery"))]
+            if batch_id and not chosen:
+                raise UsageError(f"no recovery for batch {batch_id!r} in the shared queue")
+            for rec in chosen:
+                rec = {**rec, "attempts": 0, "reason_code": "manual_retry", "retry_at": utc(datetime.now(UTC)),
+                       "manual_recovery": False}
+                edit.write(recovery_path(rec["batch_id"]), records.record_bytes(rec))
+                edit.commit(f"update queue: retry {rec['batch_id']}\n\nRightMemory-Queue-Retry: {rec['batch_id']}\n")
+                retried.append(rec["batch_id"])
+            return bool(chosen)
+
+        if self.mutate(apply) is not None:
+            self.adopt()
+        return retried
+
+    def cancel(self, ref: str) -> dict:
+        """Withdraw one published candidate: ``ref`` is a local display id (an integer that
+        must name one candidate) or a uid prefix of 8-32 hex. A candidate in the live lease is
+        refused; recoveries holding it are re-keyed (a new batch id over the
+        rest, a ``RightMemory-Queue-Supersede`` trailer for each old one)."""
+        out: dict = {}
+
+        def apply(edit: TreeEdit, tip: str, snap: Snapshot) -> bool:
+            uid = self._resolve(ref, snap)
+            if snap.lease is not None and uid in snap.lease.candidate_uids:
+                raise ConflictError(f"candidate {uid} is in batch {snap.lease.batch_id}, leased by "
+                                    f"{snap.lease.holder[:8]} until {snap.lease.expires_at}; it cannot be cancelled now")
+            supersede = []
+            for old_id, rec in sorted(snap.recoveries.items()):
+                if uid not in rec.get("candidate_uids", []):
+                    continue
+                edit.remove(recovery_path(old_id))
+                rest = [u for u in rec["candidate_uids"] if u != uid]
+                if rest:
+                    new_id = records.batch_id(snap.candidates[u] for u in rest if u in snap.candidates)
+                    edit.write(recovery_path(new_id), records.record_bytes({**rec, "batch_id": new_id,
+                                                                           "candidate_uids": sorted(rest)}))
+                supersede.append(old_id)
+            edit.remove(candidate_path(uid))
+            trailers = f"RightMemory-Queue-Cancel: {uid}\n" + "".join(
+                f"RightMemory-Queue-Supersede: {b}\n" for b in supersede)
+            edit.commit(f"update queue: cancel {uid}\n\n{trailers}")
+            out.update(uid=uid, superseded=supersede)
+            return True
+
+        self.mutate(apply)
+        self.adopt()
+        with EvidenceQueue(self.root) as q:
+            try:
+                q.reject([out["uid"]], CANCELLED)
+            except (UsageError, ConflictError):
+                pass  # not in this machine's store, or already settled here
+        return out
+
+    def _resolve(self, ref: str, snap: Snapshot) -> str:
+        with EvidenceQueue(self.root) as q:  # other machines' candidates are imported there too
+            uid = q.resolve(ref)
+        if uid not in snap.candidates:
+            raise UsageError(f"evidence {uid} is not a candidate in the shared queue (never published, "
+                             "already landed, or cancelled)")
+        return uid
 
     def release(self, lease: Lease, reason_code: str) -> dict | None:
         """A failed batch: record a recovery (attempts, backoff; manual after two failures)

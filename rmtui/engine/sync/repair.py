@@ -44,21 +44,37 @@ def repair_prompt(label: str, conflicts: list[str], problems: list[str]) -> str:
     return "\n".join(lines)
 
 
+def describe(conflicts: list[str], problems: list[str]) -> str:
+    return "conflicts in " + ", ".join(conflicts) if conflicts else f"{len(problems)} validation error(s)"
+
+
 def repair(root: MemoryRoot, wt: Path, *, head: str, tip: str, label: str, conflicts: list[str],
            problems: list[str], executor=None) -> RepairOutcome:
-    what = "conflicts in " + ", ".join(conflicts) if conflicts else f"{len(problems)} validation error(s)"
     if executor is None:
         try:
             from rmtui.engine.roles.executors import make_executor
 
             executor = make_executor(root.config(), ROLE)
         except UnavailableError:
-            return RepairOutcome(None, f"pulling {label} needs a repair ({what}) and no model is configured for "
-                                       f"{ROLE}; the root is unchanged", problems=problems)
-    if not conflicts:  # a clean but invalid result: restage it as a merge the role's one commit completes
+            return RepairOutcome(None, f"pulling {label} needs a repair ({describe(conflicts, problems)}) and no "
+                                       f"model is configured for {ROLE}; the root is unchanged", problems=problems)
+    restage(wt, head, tip, conflicts)
+    summary = _run(root, wt, executor, repair_prompt(label, conflicts, problems))
+    return check_repair(wt, head=head, tip=tip, label=label, conflicts=conflicts, problems=problems, summary=summary)
+
+
+def restage(wt: Path, head: str, tip: str, conflicts: list[str]) -> None:
+    """Make the staged state one merge the repairer's single commit completes: a conflicted
+    merge already is; a clean but invalid result is restaged as a merge left uncommitted."""
+    if not conflicts:
         git(wt, "checkout", "--quiet", "--force", "--detach", head)
         git(wt, "merge", "--quiet", "--no-ff", "--no-commit", tip)
-    summary = _run(root, wt, executor, repair_prompt(label, conflicts, problems))
+
+
+def check_repair(wt: Path, *, head: str, tip: str, label: str, conflicts: list[str], problems: list[str],
+                 summary: str) -> RepairOutcome:
+    """Judge a finished repair (by the role or a host): one merge commit of ``head`` and
+    ``tip`` on synchronized paths only, and a tree that validates; ``commit`` is None otherwise."""
     try:
         commit = _check(wt, head, tip)
     except EngineError as exc:
@@ -70,7 +86,7 @@ def repair(root: MemoryRoot, wt: Path, *, head: str, tip: str, label: str, confl
     if errors:
         return RepairOutcome(None, f"the repaired state of {label} is still invalid; the root is unchanged",
                              summary, errors)
-    return RepairOutcome(commit, f"repaired {what}", summary)
+    return RepairOutcome(commit, f"repaired {describe(conflicts, problems)}", summary)
 
 
 def _run(root: MemoryRoot, wt: Path, executor, prompt: str) -> str:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from rmtui.engine.errors import OperationFailed
-from rmtui.engine.fsutil import fsync_dir
+from rmtui.engine.fsutil import fsync_dir, nfc_collision
 from rmtui.engine.memory.graph import ID_RE, load_mf_graph
 
 PACKAGE_VERSION = 2
@@ -105,12 +105,10 @@ def _check_layout(names: list[str]) -> None:
     """The v2 shape, on names alone: metadata files, a flat dist/ of allowed files, no case collisions."""
     if len(names) > MAX_ENTRIES:
         raise PackageRefused("too-many-entries", f"{len(names)} entries; at most {MAX_ENTRIES}")
-    folded: dict[str, str] = {}
+    for group in nfc_collision(names, casefold=True):
+        raise PackageRefused("case-collision", f"{group[0]!r} and {group[1]!r} are one name on a "
+                             "case-insensitive or normalising file system")
     for name in names:
-        key = name.casefold()
-        if key in folded and folded[key] != name:
-            raise PackageRefused("case-collision", f"{folded[key]!r} and {name!r} differ only by case")
-        folded[key] = name
         if name in METADATA_FILES:
             continue
         head, _, rest = name.partition("/")

@@ -106,5 +106,7 @@ def _by_model(root: MemoryRoot, question: str, instructions: str) -> str | None:
 def _by_retrieval(root: MemoryRoot, view_id: str, question: str) -> str:
     from rmtui.engine.retrieval.retrieve import retrieve
 
-    res = retrieve(root, f"shared-question-{view_id}", question, include_returned=True, record=False)
+    # memory only: pending evidence is unreviewed and local, never answered to another party
+    res = retrieve(root, f"shared-question-{view_id}", question, include_returned=True, record=False,
+                   include_pending=False)
     return res.text

@@ -16,6 +16,7 @@ from pathlib import Path
 import git
 
 from rmtui.engine.errors import ConflictError, OperationFailed
+from rmtui.engine.fsutil import nfc_collision
 from rmtui.engine.memory.graph import parse_edges
 from rmtui.engine.memory.role_table import (
     ALLOWED_PATHS,
@@ -190,25 +191,27 @@ def _reference_repair(repo: git.Repo, parent: str, change: Change) -> set[str] |
 
 
 def _check_case_collisions(repo: git.Repo, commit: str, touched: set[str]) -> None:
-    """Refuse a commit that adds or renames a path colliding by case with another one.
+    """Refuse a commit that adds or renames a path colliding with another one by case or by
+    Unicode normalisation (NFC/NFD spellings of one name are one file on macOS).
 
     Only collisions involving a path the commit touches count, so an old collision never
     blocks an unrelated change.
     """
     if not touched:
         return
-    names = repo.git.ls_tree("-r", "--name-only", "-z", commit, stdout_as_string=False).split(b"\0")
-    by_lower: dict[str, list[str]] = {}
-    for raw in names:
-        if raw:
-            name = raw.decode("utf-8", "surrogateescape")
-            by_lower.setdefault(name.lower(), []).append(name)
-    for path in sorted(touched):
-        same = by_lower.get(path.lower(), [])
-        if len(same) > 1:
-            other = next(n for n in same if n != path)
-            raise AdmissionRefused("case-collision", f"{path!r} and {other!r} differ only by case",
-                                   commit=commit, path=path)
+    raw = repo.git.ls_tree("-r", "--name-only", "-z", commit, stdout_as_string=False).split(b"\0")
+    names = [n.decode("utf-8", "surrogateescape") for n in raw if n]
+    for group in nfc_collision(names, casefold=True):
+        hit = sorted(p for p in group if p in touched)
+        if not hit:
+            continue
+        path = hit[0]
+        other = next(n for n in group if n != path)
+        if path.lower() == other.lower():
+            rule, how = "case-collision", "differ only by case"
+        else:
+            rule, how = "unicode-collision", "are one name after Unicode normalisation (they collide on macOS)"
+        raise AdmissionRefused(rule, f"{path!r} and {other!r} {how}", commit=commit, path=path)
 
 
 def check_commits(repo: git.Repo, base: str, candidate: str, role: str) -> AdmissionResult:

@@ -63,6 +63,9 @@ from rmtui.engine.writes.operations import (
 )
 
 TRAILER = "RightMemory-Operation"
+#: kind -> (root, message, parent, tree) -> message with a signature trailer over that exact
+#: commit; writers that authenticate their own commits register here (the Pursuit editor).
+COMMIT_SIGNERS: dict[str, Callable[[MemoryRoot, str, str, str], str]] = {}
 PIN_PREFIX = "refs/rightmemory/operations/"
 IDENTITY = {
     "GIT_AUTHOR_NAME": "rmtui", "GIT_AUTHOR_EMAIL": "rmtui@localhost",
@@ -552,7 +555,7 @@ class Supervisor:
         else:
             msg = message or self._message(result.commits) or (
                 f"{op.kind}: {op.role} operation" if op.changed_paths else f"update: record {op.trailer_id}")
-            op.candidate_commit = self._commit_tree(tree, base, msg, op.trailer_id)
+            op.candidate_commit = self._commit_tree(tree, base, msg, op.trailer_id, kind=op.kind)
             self.repo.git.update_ref(pin_ref(op.id), op.candidate_commit)
         op.phase = "prepared"
         op.error = None
@@ -596,8 +599,11 @@ class Supervisor:
         return subjects[0] if len(subjects) == 1 else subjects[0].splitlines()[0] + "\n\n" + "\n".join(
             "- " + s.splitlines()[0] for s in subjects[1:])
 
-    def _commit_tree(self, tree: str, parent: str, message: str, trailer_id: str) -> str:
+    def _commit_tree(self, tree: str, parent: str, message: str, trailer_id: str, *, kind: str = "") -> str:
         body = message.rstrip() + f"\n\n{TRAILER}: {trailer_id}\n"
+        signer = COMMIT_SIGNERS.get(kind)
+        if signer is not None:  # a trailer over the exact parent and tree (a rebase signs again)
+            body = signer(self.root, body, parent, tree)
         return self.repo.git.commit_tree(tree, "-p", parent, "-m", body, env=IDENTITY).strip()
 
     def publish_exact(self, kind: str, role: str, base: str, commit: str, *, changed: list[str],
@@ -738,7 +744,7 @@ class Supervisor:
         except AdmissionRefused as exc:
             self._to_running(op, str(exc))
             raise
-        new = self._commit_tree(tree, head, msg, op.trailer_id)
+        new = self._commit_tree(tree, head, msg, op.trailer_id, kind=op.kind)
         op.base_commit = head
         op.candidate_commit = new
         op.changed_paths = [p for p in changed_paths(self.repo, head, new) if not matches(p, RECORDS)]

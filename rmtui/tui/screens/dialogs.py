@@ -1,5 +1,6 @@
 """Small modal screens: a reason to reject, an id to jump to, a yes/no before a bulk or
-destructive action, one piece of evidence, and the dialog that shows a worker's unexpected error."""
+destructive action, a few lines of text to edit, one piece of evidence, and the dialog that
+shows a worker's unexpected error."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Input, Label, Static, TextArea
 
 from rmtui.tui.readers import display_path
 from rmtui.tui.widgets.tables import timestamp
@@ -22,14 +23,17 @@ PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # the folder holding the r
 
 
 class PromptScreen(ModalScreen[str | None]):
-    """Ask for one line of text; empty answers are refused with ``empty_error``."""
+    """Ask for one line of text; empty answers are refused with ``empty_error``, or with
+    ``allow_empty`` answered as ``""`` (a meaningful blank, e.g. "no parent"; escape is None)."""
 
     CSS_PATH = Path(__file__).parent / "dialogs.tcss"
     BINDINGS: ClassVar = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
 
     def __init__(self, title: str, prompt: str, *, placeholder: str = "", empty_error: str = "",
-                 suggestions: list[str] | None = None, value: str = "", input_id: str = "prompt-input") -> None:
+                 suggestions: list[str] | None = None, value: str = "", input_id: str = "prompt-input",
+                 allow_empty: bool = False) -> None:
         super().__init__()
+        self.allow_empty = allow_empty
         self.title_text = title
         self.prompt = prompt
         self.placeholder = placeholder
@@ -52,7 +56,45 @@ class PromptScreen(ModalScreen[str | None]):
         if not value and self.empty_error:
             self.query_one(".dialog-error", Static).update(self.empty_error)
             return
-        self.dismiss(value or None)
+        self.dismiss(value if value or self.allow_empty else None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class TextScreen(ModalScreen[str | None]):
+    """Edit a few lines of text (a Pursuit's body): ctrl+s answers the text, escape None.
+
+    Enter is a new line here, so saving needs its own key; the text is answered as typed.
+    """
+
+    CSS_PATH = Path(__file__).parent / "dialogs.tcss"
+    BINDINGS: ClassVar = [
+        Binding("ctrl+s", "save", "Save", id="text.save"),
+        Binding("escape", "cancel", "Cancel", id="text.cancel"),
+    ]
+
+    def __init__(self, title: str, prompt: str, *, value: str = "", text_id: str = "text-input") -> None:
+        super().__init__()
+        self.title_text = title
+        self.prompt = prompt
+        self.value = value
+        self.text_id = text_id
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog text-dialog") as box:
+            box.border_title = self.title_text
+            box.border_subtitle = "ctrl+s saves · escape cancels"
+            yield Label(self.prompt)
+            yield TextArea(self.value, id=self.text_id, soft_wrap=True, show_line_numbers=False)
+
+    def on_mount(self) -> None:
+        area = self.query_one(TextArea)
+        area.focus()
+        area.move_cursor(area.document.end)
+
+    def action_save(self) -> None:
+        self.dismiss(self.query_one(TextArea).text)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -136,9 +136,10 @@ class MainScreen(LiveScreen):
     @work(thread=True, exclusive=True, group="main-queue", exit_on_error=False)
     def load_queue(self) -> None:
         evidence, counts = readers.read_queue(self.app.root)
-        signature = tuple((e.uid, e.state, e.reason) for e in evidence)
+        machines = readers.read_queue_machines(self.app.root, evidence)
+        signature = (tuple((e.uid, e.state, e.reason) for e in evidence), tuple(sorted(machines.items())))
         if not get_current_worker().is_cancelled:
-            self.post_message(QueueLoaded(evidence, counts, signature))
+            self.post_message(QueueLoaded(evidence, counts, signature, machines=machines))
 
     @work(thread=True, exclusive=True, group="main-waiting", exit_on_error=False)
     def load_waiting(self) -> None:
@@ -201,7 +202,7 @@ class MainScreen(LiveScreen):
         self.evidence = message.evidence
         self.counts = message.counts
         table = self.query_one(EvidenceTable)
-        table.set_evidence(message.evidence)
+        table.set_evidence(message.evidence, machines=message.machines)
         c = message.counts
         title = f"Evidence · {c.get('inbox', 0)} inbox · {c.get('queued', 0)} queued"
         if c.get("claimed"):

@@ -22,6 +22,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from rmtui.engine.memory.graph import MEMORY_ROOT_FILE, PURSUIT_ROOT_FILE, Graph, Item
+from rmtui.tui.widgets.labelled_tree import LabelledTree
 
 DOMAINS = (("memory", "Memory", MEMORY_ROOT_FILE), ("pursuit", "Pursuit", PURSUIT_ROOT_FILE))
 FILTER_LIMIT = 100
@@ -94,7 +95,7 @@ def edge_targets(entry: Entry | None, graph: Graph | None, incoming: dict[str, l
     return out
 
 
-class MemoryTree(Tree[Entry]):
+class MemoryTree(LabelledTree[Entry]):
     # The subclass's enter bindings replace Tree's: edges first, else open or close the node.
     BINDINGS: ClassVar = [
         Binding("enter", "edges", "Edges", id="tree.edges"),
@@ -326,18 +327,6 @@ class MemoryTree(Tree[Entry]):
             self.post_message(self.EdgesRequested(node.data.key, targets, follow=follow))
 
     # -- labels --------------------------------------------------------------
-    def render_label(self, node: TreeNode[Entry], base_style: Style, style: Style) -> Text:
-        entry = node.data
-        if entry is None:
-            return super().render_label(node, base_style, style)
-        label = self._label(entry)
-        label.stylize(style)
-        if node.allow_expand:
-            prefix = (self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE, base_style)
-        else:
-            prefix = ("  ", base_style)
-        return Text.assemble(prefix, label)
-
     def _label(self, entry: Entry) -> Text:
         cs = self.get_component_rich_style
         if entry.kind == "domain":

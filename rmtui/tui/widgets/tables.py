@@ -1,4 +1,5 @@
-"""Tables of the main screen: evidence, active operations, receipts.
+"""Tables of the workbench: evidence, active operations, receipts (main screen); shared
+views (Sharing screen).
 
 Each table owns its bindings, so the footer shows the keys of the focused pane; an action
 that does not apply to the row under the cursor is disabled (dimmed in the footer), never
@@ -24,6 +25,10 @@ FIRST_LINE_WIDTH = 72
 #: each with one cell of padding either side, and the scrollbar)
 FIXED_COLUMNS = 3 + 10 + 6 + 2 + 1
 SESSION_AND_UID = 24 + 10  # the columns right of the text, shown when the text keeps 40 cells
+#: the machine column (a lease holder's short device id, ``here``, ``upstream``): only while
+#: some row has one, so a root without sync keeps every cell for the text
+MACHINE_WIDTH = 8
+MACHINE_COLUMN = MACHINE_WIDTH + 2
 
 
 def age(seconds: float) -> str:
@@ -142,29 +147,39 @@ class EvidenceTable(_KeyedTable):
         self.clock = clock
         self.marked: set[str] = set()
         self.evidence: list = []
+        self.machines: dict[str, str] = {}  # uid -> machine column text
+        self.machine_column = False
         self.text_width = FIRST_LINE_WIDTH
         self._decided: tuple[set[str], int] | None = None  # (uids, their inbox position)
         self._cursor_to: str | None = None
 
     def on_mount(self) -> None:
+        self._add_columns()
+
+    def _add_columns(self) -> None:
         self.add_column(" ", key="mark", width=1)
         self.add_column("state", key="state", width=8)
+        if self.machine_column:
+            self.add_column("machine", key="machine", width=MACHINE_WIDTH)
         self.add_column("age", key="age", width=4)
         self.add_column("evidence", key="first")
         self.add_column("session", key="session")
         self.add_column("uid", key="uid", width=8)
 
-    def on_resize(self) -> None:
-        # the evidence column takes what the fixed columns leave (session and uid scroll off
-        # to the right on a narrow terminal rather than squeezing the text)
-        room = self.scrollable_content_region.width - FIXED_COLUMNS
+    def _fit_text(self) -> bool:
+        """Give the evidence column what the fixed columns leave (session and uid scroll off to
+        the right on a narrow terminal rather than squeezing the text); True when it changed."""
+        room = self.scrollable_content_region.width - FIXED_COLUMNS - (MACHINE_COLUMN if self.machine_column else 0)
         if room - SESSION_AND_UID >= 40:
             room -= SESSION_AND_UID
         width = max(16, min(FIRST_LINE_WIDTH, room))
-        if width != self.text_width:
-            self.text_width = width
-            if self.evidence:
-                self.set_evidence(self.evidence)
+        changed = width != self.text_width
+        self.text_width = width
+        return changed
+
+    def on_resize(self) -> None:
+        if self._fit_text() and self.evidence:
+            self.set_evidence(self.evidence)
 
     @property
     def inbox(self) -> list:
@@ -186,8 +201,13 @@ class EvidenceTable(_KeyedTable):
         else:
             self._cursor_to = uid
 
-    def set_evidence(self, evidence: list) -> None:
+    def set_evidence(self, evidence: list, *, machines: dict[str, str] | None = None) -> None:
+        """Show ``evidence``; ``machines`` (uid -> machine) replaces the machine column's
+        texts, None keeps the last ones (a refresh of ages)."""
         self.evidence = evidence
+        if machines is not None:
+            self.machines = machines
+        self._machine_column(any(self.machines.get(e.uid) for e in evidence))
         now = self.clock()
         uids = {e.uid for e in evidence if e.state == "inbox"}
         self.marked &= uids
@@ -195,10 +215,24 @@ class EvidenceTable(_KeyedTable):
         for e in evidence:
             first = e.first_line if e.state != "rejected" else f"{e.first_line}  (rejected: {e.reason})"
             state = Text(e.state, style="bold" if e.state == "inbox" else "")
-            rows.append((e.uid, e, ("•" if e.uid in self.marked else " ", state, age(now - e.created_at),
+            machine = (Text(_clip(printable(self.machines.get(e.uid, "")), MACHINE_WIDTH)),) \
+                if self.machine_column else ()
+            rows.append((e.uid, e, ("•" if e.uid in self.marked else " ", state, *machine, age(now - e.created_at),
                                     Text(_clip(printable(first), self.text_width)), Text(_clip(e.session, 22)), e.uid[:8])))
         self.replace_rows(rows)
         self._place_cursor()
+
+    def _machine_column(self, show: bool) -> None:
+        """Add or drop the machine column (the columns are rebuilt: it sits after the state)."""
+        if show == self.machine_column:
+            return
+        self.machine_column = show
+        if self._cursor_to is None and self.current_key is not None:
+            self._cursor_to = self.current_key  # the rebuild empties the table: keep the row
+        self.clear(columns=True)
+        self.rows_by_key = {}
+        self._add_columns()
+        self._fit_text()
 
     def _place_cursor(self) -> None:
         if self._cursor_to is not None and self._cursor_to in self.rows_by_key:
@@ -364,6 +398,112 @@ class ReceiptsTable(_KeyedTable):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         self.action_diff()
+
+
+#: how a connection reaches its provider (``shared_views.toml`` target kinds)
+TRANSPORTS = {"git-file": "git share", "http-file": "http", "http-question": "http", "none": "no transport",
+              "revoked": "revoked by the provider"}
+
+
+class SharedViewsTable(_KeyedTable):
+    """Shared-view connections (MF file views, MQ question views) with their freshness:
+    pull the file view under the cursor or every file view, ask the question view under it.
+    ``?`` is the app's help key, so asking is ``a``."""
+
+    BINDINGS: ClassVar = [
+        Binding("p", "pull", "Pull view", id="views.pull"),
+        Binding("r", "pull_all", "Pull all", id="views.pull_all"),
+        Binding("a", "ask", "Ask", id="views.ask"),
+    ]
+
+    class PullRequested(Message):
+        """Pull ``view_id``, or every file view when None."""
+
+        def __init__(self, view_id: str | None) -> None:
+            super().__init__()
+            self.view_id = view_id
+
+    class AskRequested(Message):
+        def __init__(self, view_id: str) -> None:
+            super().__init__()
+            self.view_id = view_id
+
+    def __init__(self, clock: Callable[[], float] = time.time, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.clock = clock
+        self.views: list = []
+        self.busy: set[str] = set()  # "pull", "ask": what the screen is doing (the keys wait)
+
+    def on_mount(self) -> None:
+        self.add_column("view", key="view")
+        self.add_column("kind", key="kind", width=4)
+        self.add_column("status", key="status", width=11)
+        self.add_column("items", key="items", width=5)
+        self.add_column("pulled", key="pulled")
+        self.add_column("reason / via", key="reason")
+
+    def set_views(self, views: list) -> None:
+        self.views = views
+        now = self.clock()
+        rows = []
+        for v in views:
+            status = Text(v.status, style="bold" if v.status != "fresh" else "")
+            items = str(v.items) if v.items is not None else "-"
+            pulled = when(v.last_success_at, now) if v.is_file else "-"
+            note = v.reason if v.status != "fresh" and v.reason else TRANSPORTS.get(v.transport, v.transport)
+            rows.append((v.view_id, v, (Text(_clip(printable(v.view_id), 24)), v.kind, status, items, pulled,
+                                        Text(_clip(printable(note), 60)))))
+        self.replace_rows(rows)
+
+    def set_busy(self, what: str, busy: bool) -> None:
+        if busy:
+            self.busy.add(what)
+        else:
+            self.busy.discard(what)
+        self.update_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        v = self.current
+        if action in ("pull", "pull_all", "ask") and not self.views:
+            return False  # nothing connected: the pane says how to connect a view
+        if action == "pull":
+            return True if v is not None and v.is_file and "pull" not in self.busy else None
+        if action == "pull_all":
+            return True if any(x.is_file for x in self.views) and "pull" not in self.busy else None
+        if action == "ask":
+            return True if v is not None and not v.is_file and "ask" not in self.busy else None
+        return True
+
+    def action_pull(self) -> None:
+        if self.check_action("pull", ()):
+            self.post_message(self.PullRequested(self.current.view_id))
+
+    def action_pull_all(self) -> None:
+        if self.check_action("pull_all", ()):
+            self.post_message(self.PullRequested(None))
+
+    def action_ask(self) -> None:
+        if self.check_action("ask", ()):
+            self.post_message(self.AskRequested(self.current.view_id))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_ask()  # enter on a question view asks it; on a file view it does nothing
+
+
+def when(iso: str | None, now: float) -> str:
+    """An ISO time of the engine's state files as ``06-02 09:30Z (5m ago)``; ``never`` for None."""
+    if not iso:
+        return "never"
+    try:
+        t = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    ts = t.timestamp()
+    shown = datetime.fromtimestamp(ts, UTC).strftime("%m-%d %H:%MZ")
+    return f"{shown} ({age(now - ts)} ago)" if now >= ts else shown
 
 
 def timestamp(t: float) -> str:

@@ -1,0 +1,112 @@
+"""Ranking: the BM25 neighbour window finds needs whose words are split across adjacent entries."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from rmtui.engine.retrieval.corpus import load_corpus
+from rmtui.engine.retrieval.ranking import (
+    DEFAULT_PARAMS,
+    LexicalIndex,
+    lexical_text,
+    passages,
+    tokenize,
+    tokenize_many,
+    window_tokens,
+)
+
+
+def _write(root) -> None:
+    (root.path / "MEMORY.md").write_text(
+        "# Memory {#mem}\n\n"
+        "## Chat {#chat}\n\n"
+        "- `q1` Ana: which database did the team pick? → []\n"
+        "- `a1` Bo: we chose postgres for the ledger. → []\n"
+        "- `x1` Bo: the weather was lovely today. → []\n"
+        "- `x2` Ana: lunch was pasta again. → []\n"
+        "- `x3` Bo: the printer jammed twice. → []\n"
+        "- `x4` Ana: the database migration is scheduled. → []\n",
+        encoding="utf-8")
+
+
+def test_window_joins_words_of_adjacent_entries(root):
+    _write(root)
+    corpus = load_corpus(root.path)
+    ids = [e.id for e in corpus.entries]
+    idx = LexicalIndex.build(corpus, DEFAULT_PARAMS, "k")
+    assert idx.window is not None and idx.window_weight == DEFAULT_PARAMS.window_weight
+    q = tokenize("team database postgres")
+    own = idx.own_scores(q)
+    both = idx.scores(q)
+    # the answer holds one word of the need; with its neighbour's words it beats the far mention
+    assert both[ids.index("a1")] > both[ids.index("x4")]
+    assert both.max() <= 1 + DEFAULT_PARAMS.window_weight + 1e-6  # each part normalised to its best
+    assert own[ids.index("x1")] == 0 and both[ids.index("x1")] > 0  # borrowed from its neighbour only
+
+
+def test_window_tokens_stop_at_the_span(root):
+    _write(root)
+    corpus = load_corpus(root.path)
+    ids = [e.id for e in corpus.entries]
+    params = replace(DEFAULT_PARAMS, lexical_window=1)
+    texts = [lexical_text(e, params) for e in corpus.entries]
+    parts, owner = passages(texts)
+    toks = window_tokens(corpus, tokenize_many(parts), owner, params)
+    first = toks[ids.index("q1")]
+    assert "postgr" in first or "postgres" in first  # the next entry's words
+    assert "weather" not in first  # two steps away
+
+
+def test_round_trip_keeps_the_window(root):
+    _write(root)
+    corpus = load_corpus(root.path)
+    idx = LexicalIndex.build(corpus, DEFAULT_PARAMS, "k")
+    back = LexicalIndex.loads(idx.dumps())
+    assert back is not None and back.window is not None
+    q = tokenize("database postgres")
+    assert np.allclose(back.scores(q), idx.scores(q))
+
+
+def test_no_window_is_the_plain_index(root):
+    _write(root)
+    corpus = load_corpus(root.path)
+    plain = replace(DEFAULT_PARAMS, lexical_window=0)
+    idx = LexicalIndex.build(corpus, plain, "k")
+    assert idx.window is None
+    back = LexicalIndex.loads(idx.dumps())
+    assert back is not None and back.window is None
+    q = tokenize("database")
+    assert np.allclose(idx.scores(q), idx.own_scores(q))
+
+
+def test_capitalised_words_inside_the_need_count_twice():
+    from rmtui.engine.retrieval.ranking import query_tokens
+
+    toks = query_tokens("Trips Caroline took to Sweden? Later she left.", DEFAULT_PARAMS)
+    assert toks.count(tokenize("caroline")[0]) == 2
+    assert toks.count(tokenize("sweden")[0]) == 2
+    assert toks.count(tokenize("trips")[0]) == 1  # starts the need: not a proper noun
+    assert toks.count(tokenize("later")[0]) == 1  # starts a sentence: not a proper noun
+    plain = query_tokens("When did Caroline move?", replace(DEFAULT_PARAMS, proper_noun_repeat=1))
+    assert plain == tokenize("When did Caroline move?")
+
+
+def test_proper_noun_emphasis_ranks_the_named_entry_first(root):
+    from rmtui.engine.retrieval.ranking import query_tokens
+
+    (root.path / "MEMORY.md").write_text(
+        "# Memory {#mem}\n\n"
+        "- `n1` the Orion plan is late → []\n"
+        "- `n2` the backup plan is drafted and the backup tested → []\n",
+        encoding="utf-8")
+    corpus = load_corpus(root.path)
+    params = replace(DEFAULT_PARAMS, lexical_window=0)
+    idx = LexicalIndex.build(corpus, params, "k")
+    ids = [e.id for e in corpus.entries]
+    need = "which backup plan mentions Orion"
+    emph = idx.scores(query_tokens(need, params))
+    assert ids[int(np.argmax(emph))] == "n1"
+    flat = idx.scores(query_tokens(need, replace(params, proper_noun_repeat=1)))
+    assert ids[int(np.argmax(flat))] == "n2"  # without the emphasis two matched words win

@@ -1,0 +1,49 @@
+"""A snapshot of the Pursuit editor (screen 5) on a frozen demo root: the Focus order first,
+the map, an F# Pursuit's body and one pending edit in the status line.
+
+Update after an intended visual change with
+``.venv/bin/python -m pytest tests/test_tui_pursuit_snapshots.py --snapshot-update``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from test_tui_support import FROZEN_TS, frozen_demo_root, main_loaded, wait_for
+
+from rmtui.engine.cycles import pursuit
+from rmtui.tui.app import RmtuiApp
+from rmtui.tui.screens.pursuit import PursuitScreen
+from rmtui.tui.widgets.pursuit_tree import PursuitTree
+
+SIZE = (140, 44)
+
+
+@pytest.fixture
+def app(monkeypatch) -> RmtuiApp:
+    home = Path(os.environ["HOME"])
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    # the revision hashes the root's path, which differs per run: fix it for the picture
+    monkeypatch.setattr(pursuit, "root_key", lambda root: "0" * 64)
+    root = frozen_demo_root(home / "demo", monkeypatch)
+    return RmtuiApp(root, clock=lambda: FROZEN_TS, live=False)
+
+
+def test_pursuit_screen_with_a_pending_edit(snap_compare, app):
+    async def run_before(pilot) -> None:
+        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
+        await pilot.press("5")
+        await wait_for(pilot, lambda: isinstance(app.screen, PursuitScreen) and app.screen.loaded,
+                       what="the Pursuit editor")
+        screen = app.screen
+        tree = screen.query_one(PursuitTree)
+        while tree.highlighted_id != "faster-ingestion":
+            await pilot.press("down")
+        await pilot.press("f")  # into Focus: one pending edit
+        await wait_for(pilot, lambda: not screen.busy and screen.state["pending_edits"] == 1, what="the edit")
+        app.clear_notifications()
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
