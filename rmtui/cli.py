@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from rmtui.commands import COMMAND_MODULES, Result
+from rmtui.commands import COMMAND_MODULES, COMMAND_OWNERS, Result
 from rmtui.engine.display import json_text, printable
 from rmtui.engine.errors import EngineError
 
@@ -29,7 +29,20 @@ def _common_parser() -> argparse.ArgumentParser:
     return common
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command word of ``argv`` (after the global options), if any."""
+    args = iter(argv)
+    for arg in args:
+        if arg in ("--root", "--profile"):
+            next(args, None)
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; given ``argv`` naming a known command, only that command's module is
+    registered (help, an unknown command or no argv: every one)."""
     common = _common_parser()
     parser = argparse.ArgumentParser(
         prog="rmtui",
@@ -40,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--root", help="memory root path")
     parser.add_argument("--profile", help="profile name from profiles.toml")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    command = _command_of(argv) if argv is not None else None
+    for name in COMMAND_OWNERS.get(command or "", COMMAND_MODULES):
         importlib.import_module(name).register(sub, common)
     return parser
 
@@ -100,7 +114,8 @@ def _engine_error_in(exc: BaseException) -> EngineError | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     tui_only = getattr(args, "tui_only", False)

@@ -37,3 +37,30 @@ def test_status_reports_malformed_config(root, cli):
     (root.path / "rightmemory.toml").write_text("[update\napproval = ", encoding="utf-8")
     r = cli("--headless", "status", "--root", str(root.path))
     assert r.code == 2 and "malformed TOML" in r.stderr
+
+
+def test_each_command_registers_only_its_own_modules():
+    """``build_parser(argv)`` registers only the owners of argv's command: the owners table must
+    name every command each module registers, and nothing else."""
+    import argparse
+    import importlib
+
+    from rmtui.cli import _common_parser, build_parser
+    from rmtui.commands import COMMAND_MODULES, COMMAND_OWNERS
+
+    seen: dict[str, set[str]] = {}
+    for name in COMMAND_MODULES:
+        sub = argparse.ArgumentParser().add_subparsers(dest="command")
+        importlib.import_module(name).register(sub, _common_parser())
+        for command in sub.choices:
+            seen.setdefault(command, set()).add(name)
+    assert set(seen) == set(COMMAND_OWNERS)
+    for command, owners in COMMAND_OWNERS.items():
+        assert seen[command] <= set(owners), command
+    full = build_parser()
+    for command in COMMAND_OWNERS:  # the reduced parser takes the command as the full one does
+        parser = build_parser(["--headless", "--root", "x", command, "--help"])
+        actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)][0]
+        assert command in actions.choices
+        full_sub = [a for a in full._actions if isinstance(a, argparse._SubParsersAction)][0].choices[command]
+        assert actions.choices[command].format_help() == full_sub.format_help()

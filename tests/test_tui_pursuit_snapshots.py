@@ -47,3 +47,21 @@ def test_pursuit_screen_with_a_pending_edit(snap_compare, app):
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_edit_body_dialog(snap_compare, app):
+    async def run_before(pilot) -> None:
+        from rmtui.tui.screens.dialogs import TextScreen
+
+        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
+        await pilot.press("5")
+        await wait_for(pilot, lambda: isinstance(app.screen, PursuitScreen) and app.screen.loaded,
+                       what="the Pursuit editor")
+        tree = app.screen.query_one(PursuitTree)
+        while tree.highlighted_id != "faster-ingestion":
+            await pilot.press("down")
+        await pilot.press("e")
+        await wait_for(pilot, lambda: isinstance(app.screen, TextScreen), what="the body dialog")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

@@ -46,8 +46,30 @@ def service_dir(model_path: Path, reranker_path: str | None) -> Path:
         top = Path(os.environ["XDG_RUNTIME_DIR"]) / "rmtui" / "embedding-services"
     else:
         top = Path.home() / ".cache" / "rmtui" / "embedding-services"
-    key = hashlib.sha256(f"{model_path}\0{reranker_path or ''}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{model_path}\0{reranker_path or ''}\0{code_stamp()}".encode()).hexdigest()[:16]
     return top / key
+
+
+_CODE_STAMP: str | None = None
+
+
+def code_stamp() -> str:
+    """The engine's code as installed (each module's path, size and mtime): a warm service
+    started by other code (an upgrade, an edit) is not this code's service, so a CLI never
+    hands its retrieval to a service that would rank by rules it no longer has; the old
+    service exits when idle. Stat-only, well under a millisecond."""
+    global _CODE_STAMP
+    if _CODE_STAMP is None:
+        digest = hashlib.sha256()
+        engine = Path(__file__).resolve().parent.parent
+        for folder, dirs, files in os.walk(engine):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(f for f in files if f.endswith(".py")):
+                st = os.stat(os.path.join(folder, name))
+                digest.update(f"{os.path.relpath(os.path.join(folder, name), engine)}\0{st.st_size}\0"
+                              f"{st.st_mtime_ns}\0".encode())
+        _CODE_STAMP = digest.hexdigest()
+    return _CODE_STAMP
 
 
 def read_state(state_dir: Path) -> dict | None:
