@@ -207,6 +207,18 @@ def begin_operation(sup: Any, kind: str, role: str, *, lease: dict[str, Any] | N
     return sup.begin(kind, role, lease=lease)
 
 
+def begin_planned(sup: Any, kind: str, role: str, plan: Callable[[Any], Any], *,
+                  lease: dict[str, Any] | None = None) -> tuple[Any, Any]:
+    """Open the operation (:func:`begin_operation`) and read its plan; a defect while planning
+    fails the operation at once instead of leaving it running."""
+    op = begin_operation(sup, kind, role, lease=lease)
+    try:
+        return op, plan(op)
+    except Exception as exc:
+        failed_outcome(sup, op, exc)
+        raise
+
+
 def failed_outcome(sup: Any, op: Any, exc: BaseException) -> dict[str, Any]:
     """End ``op`` as failed (a defect is wrapped as :class:`OperationFailed` so the operation
     never stays running) and answer the outcome with its receipt."""

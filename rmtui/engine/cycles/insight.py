@@ -182,12 +182,7 @@ def plan_insight(op: Any, now: float | None = None) -> InsightPlan:
 def begin_insight(root: MemoryRoot, sup: Any, *, lease: dict[str, Any] | None = None,
                   now: float | None = None) -> tuple[Any, InsightPlan]:
     """Open the Insight operation of a claimed run and plan its log."""
-    op = common.begin_operation(sup, KIND, ROLE, lease=lease)
-    try:
-        return op, plan_insight(op, now)
-    except Exception as exc:
-        common.failed_outcome(sup, op, exc)
-        raise
+    return common.begin_planned(sup, KIND, ROLE, lambda op: plan_insight(op, now), lease=lease)
 
 
 def land_insight(sup: Any, op: Any, plan: InsightPlan, summary: str) -> dict[str, Any]:

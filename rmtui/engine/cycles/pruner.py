@@ -242,12 +242,7 @@ def plan_prune(root: MemoryRoot, op: Any) -> PrunePlan:
 
 def begin_prune(root: MemoryRoot, sup: Any, *, lease: dict[str, Any] | None = None) -> tuple[Any, PrunePlan]:
     """Open the prune operation and read its plan (a defect fails the operation at once)."""
-    op = common.begin_operation(sup, KIND, ROLE, lease=lease)
-    try:
-        return op, plan_prune(root, op)
-    except Exception as exc:
-        common.failed_outcome(sup, op, exc)
-        raise
+    return common.begin_planned(sup, KIND, ROLE, lambda op: plan_prune(root, op), lease=lease)
 
 
 def land_prune(sup: Any, op: Any, plan: PrunePlan, summary: str) -> dict[str, Any]:
