@@ -12,6 +12,7 @@ import hashlib
 import re
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -241,16 +242,25 @@ class EvidenceQueue(store.StoreHandle):
             args.append(limit)
         return [Evidence.from_row(r) for r in self.conn.execute(sql, args)]
 
-    def pending_refs(self) -> builtins.list[PendingRef]:
-        """Pending evidence (see :data:`PENDING_STATES`) in submission order, without text."""
-        rows = self.conn.execute("SELECT uid, session, display_id, submitted_at, state, sha256 FROM evidence"
-                                 f" WHERE {_PENDING_SQL} ORDER BY seq")
+    def pending_refs(self, limit: int | None = None) -> builtins.list[PendingRef]:
+        """Pending evidence (see :data:`PENDING_STATES`) in submission order, without text;
+        with ``limit``, only the newest that many."""
+        sql = ("SELECT uid, session, display_id, submitted_at, state, sha256 FROM evidence"
+               f" WHERE {_PENDING_SQL} ORDER BY seq DESC")
+        rows = self.conn.execute(sql + (" LIMIT ?" if limit else ""), (limit,) if limit else ()).fetchall()
         return [PendingRef(r["uid"], r["session"], r["display_id"], r["submitted_at"], r["state"], r["sha256"])
-                for r in rows]
+                for r in reversed(rows)]
 
-    def pending_texts(self) -> dict[str, str]:
-        """uid -> text of the pending evidence (read only when the pending set changed)."""
-        return {r["uid"]: r["text"] for r in self.conn.execute(f"SELECT uid, text FROM evidence WHERE {_PENDING_SQL}")}
+    def pending_texts(self, uids: Iterable[str]) -> dict[str, str]:
+        """uid -> text of those of ``uids`` still pending (read only for items not seen before)."""
+        out: dict[str, str] = {}
+        wanted = builtins.list(uids)
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            out.update((r["uid"], r["text"]) for r in self.conn.execute(
+                f"SELECT uid, text FROM evidence WHERE {_PENDING_SQL} AND uid IN ({marks})", chunk))
+        return out
 
     def counts(self) -> dict[str, int]:
         out = {s: 0 for s in STATES}

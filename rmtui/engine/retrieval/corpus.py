@@ -559,6 +559,9 @@ class PendingCorpus:
     refs: list[PendingRef]  # fresh on every load (states change without text changes)
     corpus: Corpus
     texts: dict[str, str]  # uid -> the full text
+    #: built indexes of this very set (a BM25 index by its key), kept in memory only: the set
+    #: changes with every submission, so a file cache would be rewritten on every call
+    indexes: dict[str, object] = field(default_factory=dict)
 
     def text(self, i: int) -> str:
         return self.texts[self.refs[i].uid]
@@ -582,12 +585,14 @@ def load_pending(root: MemoryRoot) -> PendingCorpus:
 
     key = str(root.path.resolve())
     with EvidenceQueue(root) as q:
-        refs = q.pending_refs()
+        refs = q.pending_refs(limit=PENDING_WINDOW)
         fp = _pending_fingerprint(refs)
         memo = _PENDING_MEMO.get(key)
         if memo is not None and memo.corpus.fingerprint == fp:
-            return PendingCorpus(refs, memo.corpus, memo.texts)
-        texts = q.pending_texts() if refs else {}
+            return PendingCorpus(refs, memo.corpus, memo.texts, memo.indexes)
+        known = memo.texts if memo is not None else {}
+        texts = {r.uid: known[r.uid] for r in refs if r.uid in known}
+        texts.update(q.pending_texts(r.uid for r in refs if r.uid not in known))  # only the new ones
     refs = [r for r in refs if r.uid in texts]  # consumed or rejected between the two reads
     entries = [Entry(f"pending:{r.uid}", None, PENDING_KIND, "", 0, 0, r.sha256, i, texts[r.uid])
                for i, r in enumerate(refs)]
@@ -598,3 +603,6 @@ def load_pending(root: MemoryRoot) -> PendingCorpus:
 
 #: The last pending corpus per root in this process (a long-lived service reuses its entries).
 _PENDING_MEMO: dict[str, PendingCorpus] = {}
+#: How many of the newest pending items retrieval searches: fresh evidence is what an agent
+#: needs before an Update; a backlog of thousands (a queue no Update drains) stays bounded.
+PENDING_WINDOW = 256

@@ -47,6 +47,7 @@ from rmtui.engine.retrieval.ranking import (
     best_per_entry,
     dense_text,
     fuse,
+    lexical_key,
     load_lexical,
     passages,
     query_tokens,
@@ -314,7 +315,10 @@ def search_pending(root: MemoryRoot, need: str, *, backend, params: RankParams, 
     corpus = pending.corpus
     cache_dir = root.runtime / "cache" / "pending"
     params = replace(params, lexical_window=0)  # pending items have no neighbours to widen with
-    lex_index = load_lexical(corpus, params, cache_dir)
+    lex_key = lexical_key(corpus, params)
+    lex_index = pending.indexes.get(lex_key)
+    if not isinstance(lex_index, LexicalIndex):
+        lex_index = pending.indexes[lex_key] = load_lexical(corpus, params, None)
     qtokens = query_tokens(need, params)
     lexical = lex_index.scores(qtokens) if not params.dense_only else np.zeros(len(corpus.entries), np.float32)
     dense = None
