@@ -63,13 +63,14 @@ class RmtuiApp(App):
                        "sharing": lazy_screen("sharing", "SharingScreen")}
     DEFAULT_MODE = "main"
     BINDINGS: ClassVar = [
+        # `?` first: on a narrow footer the way to every other key stays in sight
+        Binding("question_mark", "help", "Keys", id="app.help"),
         Binding("1", "switch_mode('main')", "Main", id="app.screen.main"),
         Binding("2", "switch_mode('insight')", "Insight", id="app.screen.insight"),
         Binding("3", "switch_mode('maintain')", "Maintain", id="app.screen.maintain"),
         Binding("4", "switch_mode('retrieve')", "Retrieve", id="app.screen.retrieve"),
         Binding("5", "switch_mode('pursuit')", "Pursuit", id="app.screen.pursuit"),
         Binding("6", "switch_mode('sharing')", "Sharing", id="app.screen.sharing"),
-        Binding("question_mark", "help", "Keys", id="app.help"),
         Binding("ctrl+t", "change_theme", "Theme", id="app.theme"),
         Binding("q", "quit", "Quit", id="app.quit"),
         # escape closes the palette's key panel ("Keys" in ctrl+p) before anything else sees it
