@@ -307,6 +307,8 @@ async def test_move_under_another_parent_and_refusals_are_shown(proot):
         await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the parent prompt")
         await type_text(pilot, "faster-builds")
         await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen.query("#pursuit-after"), what="the position prompt")
+        await pilot.press("enter")  # empty: last under the new parent
         await answered(pilot, screen, lambda st: by_id(st, "old-idea")["parent_id"] == "faster-builds", "the move")
         assert by_id(screen.state, "old-idea")["level"] == 3 and tree.highlighted_id == "old-idea"
         # below ### is refused by the engine: a notice, nothing recorded
@@ -315,6 +317,8 @@ async def test_move_under_another_parent_and_refusals_are_shown(proot):
         await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the parent prompt")
         await type_text(pilot, "cache-deps")
         await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen.query("#pursuit-after"), what="the position prompt")
+        await pilot.press("enter")
         await wait_for(pilot, lambda: any("cannot move under itself" in n for n in notes(app)), what="the refusal")
         await answered(pilot, screen, lambda st: st["pending_edits"] == 1, "the reload")
         # a move back to the top level: an empty parent
@@ -322,7 +326,12 @@ async def test_move_under_another_parent_and_refusals_are_shown(proot):
         await pilot.press("m")
         await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the parent prompt")
         await pilot.press("end", "ctrl+u", "enter")
+        await wait_for(pilot, lambda: app.screen.query("#pursuit-after"), what="the position prompt")
+        await type_text(pilot, "faster-builds")  # right after a named sibling
+        await pilot.press("enter")
         await answered(pilot, screen, lambda st: by_id(st, "old-idea")["parent_id"] is None, "the move back")
+        top = [q["id"] for q in screen.state["pursuits"] if q["parent_id"] is None]
+        assert top.index("old-idea") == top.index("faster-builds") + 1
         # x discards the pending edits after a yes
         await pilot.press("x")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the discard confirmation")

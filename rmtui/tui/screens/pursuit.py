@@ -365,12 +365,22 @@ class PursuitScreen(LiveScreen):
             return
         suggestions = [q["id"] for q in (self.state or {}).get("pursuits", []) if q["id"] != p["id"]]
 
+        def placed(parent: str, after: str | None) -> None:
+            if after is not None:
+                self.apply({"type": "move", "id": p["id"], "parent_id": parent or None, "after_id": after or None})
+
         def done(parent: str | None) -> None:
-            if parent is not None:
-                self.apply({"type": "move", "id": p["id"], "parent_id": parent or None})
+            if parent is None:
+                return
+            siblings = [q["id"] for q in (self.state or {}).get("pursuits", [])
+                        if (q["parent_id"] or "") == parent and q["id"] != p["id"]]
+            self.app.push_screen(PromptScreen(
+                f"Move {p['id']}", f"After which Pursuit {'under ' + parent if parent else 'at the top level'}? "
+                "Empty: last.", suggestions=siblings, allow_empty=True, input_id="pursuit-after"),
+                lambda after: placed(parent, after))
 
         self.app.push_screen(PromptScreen(
-            f"Move {p['id']}", "New parent Pursuit id, empty for the top level (it goes last there):",
+            f"Move {p['id']}", "New parent Pursuit id, empty for the top level:",
             value=p["parent_id"] or "", suggestions=suggestions, allow_empty=True, input_id="pursuit-parent"), done)
 
     def action_edit_body(self) -> None:
