@@ -15,14 +15,13 @@ import hashlib
 import json
 import os
 import secrets
-import time
 import tomllib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rmtui.engine.errors import ConflictError, UsageError
+from rmtui.engine.errors import UsageError
 from rmtui.engine.fsutil import atomic_write_bytes, atomic_write_text
 from rmtui.engine.memory.graph import ID_RE
 from rmtui.engine.memory.roots import MemoryRoot
@@ -35,7 +34,6 @@ TARGET_KINDS = ("none", "http-file", "http-question", "revoked", "git-file")
 TARGET_KEYS = ("kind", "view_id", "base_url", "credential_id", "version_id", "accepted_from_url",
                "question_base_url", "question_credential_id")
 CONNECTION_KEYS = ("type", "ref", "relationship", "maintainer", "description", "accepted_from", "target")
-ATTEMPTS = 5  # a connect racing another writer of MEMORY.md is retried
 
 
 def check_view_id(value: object, what: str = "shared view id") -> str:
@@ -356,44 +354,14 @@ def land(root: MemoryRoot, message: str, edit: Callable[[Path], list[str]]) -> d
     """Change the tracked root through the supervisor as the ``shared-views`` program writer.
 
     ``edit(worktree)`` writes its files in the operation's worktree and returns the paths it
-    touched; they are committed (``-f``: the root's allow-list ``.gitignore`` does not list
-    ``shared_views/``) and landed like any other writer's work, with admission's checks. A
-    landing that races another writer of a semantic path is retried a few times.
+    touched; they are committed (``-f``: the root's allow-list names only some files under
+    ``shared_views/``) and landed like any other writer's work, with admission's checks.
     """
-    import git
+    from rmtui.engine.writes.program import program_write
 
-    from rmtui.engine.writes.admission import StaleBase
-    from rmtui.engine.writes.supervisor import IDENTITY, Supervisor
-
-    last: Exception | None = None
-    for _ in range(ATTEMPTS):
-        with Supervisor(root) as sup:
-            op = sup.begin("shared-views", "shared-views")
-            try:  # an operation begun is always finished or failed, never left running
-                paths = edit(Path(op.worktree))
-                wt = git.Repo(op.worktree)
-                try:
-                    wt.git.add("-f", "--", *paths)
-                    if wt.git.diff("--cached", "--name-only"):
-                        wt.git.commit("-q", "-m", message, env=IDENTITY)
-                finally:
-                    wt.close()
-            except BaseException as exc:
-                sup.fail(op, f"{type(exc).__name__}: {exc}")
-                raise
-            try:
-                receipt = sup.finish(op, summary=message, message=message)
-            except StaleBase as exc:
-                sup.fail(op, str(exc))
-                last = exc
-                time.sleep(0.05)
-                continue
-            except Exception as exc:
-                sup.fail(op, str(exc))
-                raise
-            return {"operation_id": receipt.operation_id, "phase": receipt.phase,
-                    "landed_commit": receipt.landed_commit}
-    raise ConflictError(f"the shared view change kept racing with other writers: {last}")
+    receipt = program_write(root, "shared-views", "shared-views", edit, message, force_add=True,
+                            what="the shared view change")
+    return {"operation_id": receipt.operation_id, "phase": receipt.phase, "landed_commit": receipt.landed_commit}
 
 
 def write_text(base: Path, rel: str, text: str) -> str:

@@ -9,18 +9,13 @@ import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 
-import git
-
-from rmtui.engine.errors import ConflictError
 from rmtui.engine.evidence.queue import check_identifier, decode_evidence
 from rmtui.engine.memory.roots import MemoryRoot
-from rmtui.engine.writes.admission import StaleBase
-from rmtui.engine.writes.supervisor import IDENTITY, Supervisor
+from rmtui.engine.writes.program import program_write
 
 INBOX = "AGENT_GUIDANCE_INBOX.md"
 HEADER = "# Pending Agent Guidance\n"
 COMMIT_MESSAGE = "guidance: capture pending evidence"
-ATTEMPTS = 5
 
 
 #: A captured line that Markdown (or a reader splitting the inbox on ``## GI-``) could take
@@ -49,36 +44,18 @@ def capture(root: MemoryRoot, session: str, data: bytes) -> dict:
     """Append one guidance entry through the supervisor; retried if another capture races."""
     check_identifier(session, "session id")
     text = decode_evidence(data, limit=root.config().get("update.max_evidence_bytes"))
-    last: Exception | None = None
-    for _ in range(ATTEMPTS):
-        with Supervisor(root) as sup:
-            op = sup.begin("guidance", "guidance")
-            try:  # an operation begun is always finished or failed, never left running
-                now = datetime.now(UTC)
-                gid, body = _entry(session, text, now)
-                path = Path(op.worktree) / INBOX
-                current = path.read_text(encoding="utf-8") if path.exists() else HEADER
-                if not current.startswith(HEADER.strip()):
-                    current = HEADER + "\n" + current
-                path.write_text(current.rstrip("\n") + "\n\n" + body, encoding="utf-8")
-                wt = git.Repo(op.worktree)
-                try:
-                    wt.git.add(INBOX)
-                    wt.git.commit("-q", "-m", COMMIT_MESSAGE, env=IDENTITY)
-                finally:
-                    wt.close()
-            except BaseException as exc:
-                sup.fail(op, f"{type(exc).__name__}: {exc}")
-                raise
-            try:
-                receipt = sup.finish(op, summary=f"captured {gid}", message=COMMIT_MESSAGE)
-            except StaleBase as exc:
-                sup.fail(op, str(exc))
-                last = exc
-                continue
-            except Exception as exc:
-                sup.fail(op, str(exc))
-                raise
-            return {"state": "captured", "id": gid, "landed_commit": receipt.landed_commit,
-                    "operation_id": receipt.operation_id}
-    raise ConflictError(f"guidance capture kept racing with other writers: {last}")
+    entry: dict[str, str] = {}
+
+    def append(worktree: Path) -> list[str]:
+        gid, body = _entry(session, text, datetime.now(UTC))
+        entry["id"] = gid
+        path = worktree / INBOX
+        current = path.read_text(encoding="utf-8") if path.exists() else HEADER
+        if not current.startswith(HEADER.strip()):
+            current = HEADER + "\n" + current
+        path.write_text(current.rstrip("\n") + "\n\n" + body, encoding="utf-8")
+        return [INBOX]
+
+    receipt = program_write(root, "guidance", "guidance", append, COMMIT_MESSAGE, what="guidance capture")
+    return {"state": "captured", "id": entry["id"], "landed_commit": receipt.landed_commit,
+            "operation_id": receipt.operation_id}

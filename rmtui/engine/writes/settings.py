@@ -16,17 +16,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import git
-
-from rmtui.engine.errors import ConflictError, UsageError
+from rmtui.engine.errors import UsageError
 from rmtui.engine.memory.config import CONFIG_FILE, key_file, plan_texts, set_config_value
 from rmtui.engine.memory.roots import MemoryRoot
-from rmtui.engine.writes.admission import DirtyActiveRoot, StaleBase, dirty_paths
-from rmtui.engine.writes.supervisor import IDENTITY, Supervisor
+from rmtui.engine.writes.admission import DirtyActiveRoot, dirty_paths
+from rmtui.engine.writes.program import program_write
+from rmtui.engine.writes.supervisor import Supervisor
 
 KIND = "config"
 ROLE = "maintenance"  # the program writer whose paths include the config files
-ATTEMPTS = 5
 
 
 def tracked(root: MemoryRoot, name: str = CONFIG_FILE) -> bool:
@@ -47,17 +45,6 @@ def _edited(current: bytes, dotted: str, value: Any) -> bytes:
         return (folder / CONFIG_FILE).read_bytes()
 
 
-def _settle(sup: Supervisor, op_id: str, why: str) -> None:
-    """A refused ``config set`` must not land later by ``recover``: fail its operation, unless
-    its commit is already on the branch (then recovery only finishes the record)."""
-    op = sup.store.get(op_id)
-    if op.final:
-        return
-    if op.phase == "prepared" and op.candidate_commit and sup._is_ancestor(op.candidate_commit, sup.head()):
-        return
-    sup.fail(op, why)
-
-
 def set_value(root: MemoryRoot, dotted: str, value: Any) -> dict:
     """Set one key: in place for an untracked file, else through a supervised operation."""
     file = key_file(dotted)
@@ -72,30 +59,15 @@ def set_value(root: MemoryRoot, dotted: str, value: Any) -> dict:
         head_bytes = subprocess.run(["git", "cat-file", "blob", f"HEAD:{CONFIG_FILE}"], cwd=root.path,
                                     capture_output=True, check=True).stdout
         _edited(head_bytes, dotted, value)  # a bad key or value is refused before any operation exists
-        last: Exception | None = None
-        for _ in range(ATTEMPTS):
-            op = sup.begin(KIND, ROLE)
-            try:
-                path = Path(op.worktree) / CONFIG_FILE
-                current = path.read_bytes()
-                new = _edited(current, dotted, value)
-                message = f"config: set {dotted}"
-                if new != current:
-                    path.write_bytes(new)
-                    wt = git.Repo(op.worktree)
-                    try:
-                        wt.git.add("--", CONFIG_FILE)
-                        wt.git.commit("-q", "-m", message, env=IDENTITY)
-                    finally:
-                        wt.close()
-                receipt = sup.finish(op, summary=message, message=message)
-            except StaleBase as exc:  # someone changed the file meanwhile: set it again on theirs
-                sup.fail(sup.store.get(op.id), str(exc))
-                last = exc
-                continue
-            except BaseException as exc:
-                _settle(sup, op.id, f"{type(exc).__name__}: {exc}")
-                raise
-            out.update(operation_id=receipt.operation_id, landed_commit=receipt.landed_commit)
-            return out
-    raise ConflictError(f"config set kept racing with other writers: {last}")
+
+    def edit(worktree: Path) -> list[str]:
+        path = worktree / CONFIG_FILE
+        current = path.read_bytes()
+        new = _edited(current, dotted, value)  # on the head the operation began at
+        if new != current:
+            path.write_bytes(new)
+        return [CONFIG_FILE]
+
+    receipt = program_write(root, KIND, ROLE, edit, f"config: set {dotted}", what="config set")
+    out.update(operation_id=receipt.operation_id, landed_commit=receipt.landed_commit)
+    return out
