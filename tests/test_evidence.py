@@ -327,3 +327,18 @@ def test_sigkill_mid_submit_loses_no_answered_evidence(root, tmp_path):
         assert q.submit("after", b"after the crash\n")["state"] == "saved"
     finally:
         q.close()
+
+
+def test_cancel_by_display_id_needs_the_session_when_several_have_it(root, cli):
+    rp = str(root.path)
+    for session in ("s1", "s2"):
+        assert cli("--headless", "submit", "--root", rp, "--session", session, input=f"fact of {session}\n").code == 0
+    r = cli("--headless", "evidence", "cancel", "1", "--root", rp)
+    assert r.code == 2 and "--session" in r.stderr
+    r = cli("--headless", "evidence", "cancel", "1", "--session", "s2", "--root", rp, "--json")
+    assert r.code == 0, r.stderr
+    with EvidenceQueue(root) as q:
+        by_session = {e.session: e for e in q.list()}
+    assert by_session["s2"].state == "rejected" and "cancelled" in by_session["s2"].reason
+    assert by_session["s1"].state != "rejected"
+    assert [e["uid"] for e in r.json()] == [by_session["s2"].uid]

@@ -5,6 +5,7 @@ expiry, and Update batches landed by the finalizer with the queue trailers."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -126,7 +127,9 @@ def test_cancel_withdraws_a_candidate_for_every_machine_and_a_leased_one_is_refu
     assert r.json()["uid"] == drop
     assert upstream_files(upstream, "update_queue") == [f"update_queue/candidates/{keep}.json"]
     body = git(upstream, "log", "-1", "--format=%B", "main").strip()
-    assert body.startswith(f"update queue: cancel {drop}") and f"RightMemory-Queue-Cancel: {drop}" in body
+    subject, _, trailers = body.partition("\n\n")
+    assert subject == f"update queue: cancel {drop}"
+    assert re.fullmatch(r"RightMemory-Queue-Cancel: [0-9a-f]{32}", trailers), trailers  # a token, as the original
     GitQueue(a).refresh()
     with EvidenceQueue(a) as q:  # the submitting machine learns it was withdrawn, not landed
         assert q.get(drop).state == "rejected" and "cancelled" in q.get(drop).reason
@@ -161,7 +164,7 @@ def test_update_retry_resets_a_manual_recovery_in_the_shared_queue(two, upstream
     qb.refresh()
     assert qb.retry() == [rec["batch_id"]]
     body = git(upstream, "log", "-1", "--format=%B", "main").strip()
-    assert body == f"update queue: retry {rec['batch_id']}\n\nRightMemory-Queue-Retry: {rec['batch_id']}"
+    assert re.fullmatch(r"update queue: retry blocked batches\n\nRightMemory-Queue-Retry: [0-9a-f]{32}", body), body
     fresh = json.loads(git(upstream, "show", f"main:update_queue/recovery/{rec['batch_id']}.json"))
     assert fresh["attempts"] == 0 and fresh["reason_code"] == "manual_retry" and not fresh["manual_recovery"]
     qa.refresh()

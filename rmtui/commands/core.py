@@ -63,6 +63,7 @@ def register(sub, common) -> None:
     q = esub.add_parser("cancel", parents=[common], help="withdraw evidence not yet claimed (with sync: from the "
                         "shared queue, for every machine)")
     q.add_argument("ref", help="a uid, a uid prefix of 8-32 hex digits, or a display id")
+    q.add_argument("--session", help="the session whose display id REF is")
     q.set_defaults(handler=cmd_evidence_cancel)
     q = esub.add_parser("reject", parents=[common])
     q.add_argument("uids", nargs="+")
@@ -207,13 +208,13 @@ def cmd_evidence_cancel(args) -> Result:
     root = root_of(args)
     shared = coordinator_for(root)
     if shared is not None:
-        out = shared.cancel(args.ref)
+        out = shared.cancel(args.ref, args.session)
         text = f"cancelled {out['uid']} in the shared queue"
         if out["superseded"]:
             text += f" (re-keyed {len(out['superseded'])} recovery record(s))"
         return Result(out, text)
     with EvidenceQueue(root) as q:
-        done = q.reject([q.resolve(args.ref)], CANCELLED)
+        done = q.reject([q.resolve(args.ref, args.session)], CANCELLED)
     return Result([e.to_json() for e in done], "\n".join(f"cancelled {e.uid}" for e in done))
 
 

@@ -212,18 +212,20 @@ class EvidenceQueue(store.StoreHandle):
             raise UsageError(f"unknown evidence uid {uid!r}")
         return Evidence.from_row(row)
 
-    def resolve(self, ref: str) -> str:
-        """A uid from a whole uid, a unique uid prefix (8-32 hex) or a display id that names
-        exactly one piece of evidence."""
+    def resolve(self, ref: str, session: str | None = None) -> str:
+        """A uid from a whole uid, a unique uid prefix (8-32 hex) or a display id (display ids
+        count per session: give ``session`` when several sessions have that number)."""
         ref = ref.strip().lower()
         if ref.isdigit():
-            rows = self.conn.execute("SELECT uid FROM evidence WHERE display_id=?", (int(ref),)).fetchall()
+            rows = self.conn.execute("SELECT uid FROM evidence WHERE display_id=? AND (? IS NULL OR session=?)",
+                                     (int(ref), session, session)).fetchall()
         elif 8 <= len(ref) <= 32 and all(ch in "0123456789abcdef" for ch in ref):
             rows = self.conn.execute("SELECT uid FROM evidence WHERE uid LIKE ?", (ref + "%",)).fetchall()
         else:
             raise UsageError(f"{ref!r} is neither a uid, a uid prefix of 8-32 hex digits nor a display id")
         if len(rows) != 1:
-            raise UsageError(f"{ref!r} matches {len(rows)} pieces of evidence; give more of the uid")
+            raise UsageError(f"{ref!r} matches {len(rows)} pieces of evidence; give more of the uid"
+                             + ("" if session or not ref.isdigit() else " or --session"))
         return rows[0]["uid"]
 
     def list(self, *, state: str | None = None, session: str | None = None, limit: int | None = None) -> builtins.list[Evidence]:

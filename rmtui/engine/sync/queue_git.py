@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import secrets
 import subprocess
 import time
@@ -152,11 +153,15 @@ def _queue_blobs(root: Path, commit: str) -> dict[str, bytes]:
 CANCELLED = "cancelled (withdrawn from the shared queue)"
 
 
+_CANCEL_SUBJECT = re.compile(r"^update queue: cancel (?:unpublished )?([0-9a-f]{32})$")
+
+
 def cancelled_uids(root: Path, commit: str) -> set[str]:
-    """Candidate uids withdrawn by ``update queue: cancel`` commits in ``commit``'s history."""
-    out = git(root, "log", "--format=%(trailers:key=RightMemory-Queue-Cancel,valueonly)", "-F",
-              "--grep=RightMemory-Queue-Cancel:", commit)
-    return {line.strip() for line in out.splitlines() if line.strip()}
+    """Candidate uids withdrawn in ``commit``'s history: the uid is in the subject
+    (``update queue: cancel <uid>``, or ``cancel unpublished <uid>``); the original's
+    ``RightMemory-Queue-Cancel`` trailer carries a one-off token, not the uid."""
+    out = git(root, "log", "--format=%s", "-E", "--grep=^update queue: cancel ", commit)
+    return {m.group(1) for line in out.splitlines() if (m := _CANCEL_SUBJECT.match(line.strip()))}
 
 
 def snapshot(root: Path, commit: str) -> Snapshot:
@@ -463,9 +468,11 @@ class GitQueue:
 
     # -- retry and cancel ------------------------------------------------------------------
     def retry(self, batch_id: str | None = None) -> list[str]:
-        """Manual recoveries (or the one named) become due now with attempts reset
-        (``manual_retry``); one commit ``update queue: retry <batch>`` each."""
+        """Every manual recovery (or the one named) becomes due now: attempts 0, reason
+        ``manual_retry``; one commit ``update queue: retry blocked batches`` with a
+        ``RightMemory-Queue-Retry`` token, as the original writes it."""
         retried: list[str] = []
+        token = uuid.uuid4().hex
 
         def apply(edit: TreeEdit, tip: str, snap: Snapshot) -> bool:
             retried.clear()
@@ -477,27 +484,30 @@ class GitQueue:
                 rec = {**rec, "attempts": 0, "reason_code": "manual_retry", "retry_at": utc(datetime.now(UTC)),
                        "manual_recovery": False}
                 edit.write(recovery_path(rec["batch_id"]), records.record_bytes(rec))
-                edit.commit(f"update queue: retry {rec['batch_id']}\n\nRightMemory-Queue-Retry: {rec['batch_id']}\n")
                 retried.append(rec["batch_id"])
+            if chosen:
+                edit.commit(f"update queue: retry blocked batches\n\nRightMemory-Queue-Retry: {token}\n")
             return bool(chosen)
 
         if self.mutate(apply) is not None:
             self.adopt()
         return retried
 
-    def cancel(self, ref: str) -> dict:
+    def cancel(self, ref: str, session: str | None = None) -> dict:
         """Withdraw one published candidate: ``ref`` is a local display id (an integer that
         must name one candidate) or a uid prefix of 8-32 hex. A candidate in the live lease is
         refused; recoveries holding it are re-keyed (a new batch id over the
-        rest, a ``RightMemory-Queue-Supersede`` trailer for each old one)."""
+        rest, a ``RightMemory-Queue-Supersede`` trailer for each old one). The subject names
+        the uid; ``RightMemory-Queue-Cancel`` carries a one-off token (COMPAT §3)."""
         out: dict = {}
+        token = uuid.uuid4().hex
 
         def apply(edit: TreeEdit, tip: str, snap: Snapshot) -> bool:
-            uid = self._resolve(ref, snap)
+            uid = self._resolve(ref, snap, session)
             if snap.lease is not None and uid in snap.lease.candidate_uids:
                 raise ConflictError(f"candidate {uid} is in batch {snap.lease.batch_id}, leased by "
                                     f"{snap.lease.holder[:8]} until {snap.lease.expires_at}; it cannot be cancelled now")
-            supersede = []
+            supersede: list[str] = []
             for old_id, rec in sorted(snap.recoveries.items()):
                 if uid not in rec.get("candidate_uids", []):
                     continue
@@ -509,8 +519,8 @@ class GitQueue:
                                                                            "candidate_uids": sorted(rest)}))
                 supersede.append(old_id)
             edit.remove(candidate_path(uid))
-            trailers = f"RightMemory-Queue-Cancel: {uid}\n" + "".join(
-                f"RightMemory-Queue-Supersede: {b}\n" for b in supersede)
+            trailers = f"RightMemory-Queue-Cancel: {token}\n" + "".join(
+                f"RightMemory-Queue-Supersede: {b}\n" for b in sorted(supersede))
             edit.commit(f"update queue: cancel {uid}\n\n{trailers}")
             out.update(uid=uid, superseded=supersede)
             return True
@@ -524,9 +534,9 @@ class GitQueue:
                 pass  # not in this machine's store, or already settled here
         return out
 
-    def _resolve(self, ref: str, snap: Snapshot) -> str:
+    def _resolve(self, ref: str, snap: Snapshot, session: str | None) -> str:
         with EvidenceQueue(self.root) as q:  # other machines' candidates are imported there too
-            uid = q.resolve(ref)
+            uid = q.resolve(ref, session)
         if uid not in snap.candidates:
             raise UsageError(f"evidence {uid} is not a candidate in the shared queue (never published, "
                              "already landed, or cancelled)")
