@@ -208,6 +208,11 @@ def sign_checkpoint(root: MemoryRoot, message: str, parent: str, tree: str) -> s
     return f"{text}\n\n{block}\n{SIGNATURE_TRAILER}: {commit_signature(root, values, parent, tree)}\n"
 
 
+def session_hash(session: str) -> str:
+    """How the journal's ``owner`` and the commit's session trailer name a session (COMPAT §8)."""
+    return _sha(session.encode("utf-8"))
+
+
 def root_key(root: MemoryRoot) -> str:
     return _sha(os.path.normpath(str(root.path.resolve())).encode("utf-8"))
 
@@ -328,9 +333,9 @@ class _Session:
             raise RevisionConflict("the Pursuit map changed since that revision; reload and try again",
                                    details={"revision": self.revision, "expected": expected})
         owner = self.record.get("owner")
-        if session is not None and owner and owner != session and self.record["cursor"]:
-            raise SessionConflict(f"another session ({owner[:40]}) has pending Pursuit edits; it must checkpoint "
-                                  "or discard them first", details={"owner": owner})
+        if session is not None and owner and owner != session_hash(session) and self.record["cursor"]:
+            raise SessionConflict(f"another session (sha256 {owner[:12]}) has pending Pursuit edits; it must "
+                                  "checkpoint or discard them first", details={"owner": owner})
 
     def record_action(self, op: dict, before_view: dict[str, str], after_view: dict[str, str], *,
                       description: str, selected_id: str | None, session: str | None) -> None:
@@ -351,7 +356,7 @@ class _Session:
         rec["actions"].append(action)
         rec["cursor"] += 1
         rec["batch_actions"] = rec["cursor"]
-        rec["owner"] = session or rec.get("owner") or "rmtui"
+        rec["owner"] = session_hash(session) if session else rec.get("owner") or session_hash("rmtui")
         rec["last_description"] = description
         self._set_files(after)
         self.view = after_view
@@ -865,10 +870,10 @@ def checkpoint(root: MemoryRoot, *, expected_revision: str | None = None, sessio
             out.update(state="no_change", landed_commit=None)
             return out
         subject = done[0]["description"] if len(done) == 1 else "pursuit: edit map"
-        owner = rec.get("owner") or session or "rmtui"
+        owner = rec.get("owner") or session_hash(session or "rmtui")
         body = "\n".join(f"- {a['description']}" for a in done) if len(done) > 1 else ""
         trailers = ("RightMemory-Pursuit-Editor: 1\n"
-                    f"RightMemory-Pursuit-Session: {_sha(owner.encode('utf-8'))}\n"
+                    f"RightMemory-Pursuit-Session: {owner}\n"
                     "RightMemory-Pursuit-Action: batch\nRightMemory-Pursuit-Target: -\n"
                     "RightMemory-Pursuit-ID-Remaps: []")  # the supervisor adds the operation and signs
         message = subject + ("\n\n" + body if body else "") + "\n\n" + trailers
