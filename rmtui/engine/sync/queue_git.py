@@ -370,12 +370,13 @@ class GitQueue:
         self.reconcile_local()
 
     def describe_lease(self) -> dict | None:
-        head = rev(self.root.path, "HEAD")
-        lease = snapshot(self.root.path, head).lease if head else None
-        if lease is None:
+        """The live lease as an idle turn reports it (the one reader: ``overview.queue_lease``)."""
+        from rmtui.engine.sync.overview import queue_lease
+
+        info = queue_lease(self.root)
+        if info is None:
             return None
-        return {"holder": lease.holder, "ours": lease.holder == self.device, "batch_id": lease.batch_id,
-                "expires_at": lease.expires_at}
+        return {"holder": info.holder, "ours": info.ours, "batch_id": info.batch_id, "expires_at": info.expires_at}
 
     # -- claim -----------------------------------------------------------------------------
     def claim(self, choose: Callable[[list[str]], tuple[str, list[str]] | None]) -> Lease | None:
