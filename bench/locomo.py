@@ -148,21 +148,26 @@ def run(data_dir: Path, work: Path, sample: int, explore: bool) -> None:
         base = params_from_config(cfg)
         lex_p = RankParams(**{**base.__dict__, "lexical_only": True})
         den_p = RankParams(**{**base.__dict__, "dense_only": True})
+        first_p = RankParams(**{**base.__dict__, "learned": False})
         for i, q in enumerate(qs):
             t0 = time.perf_counter()
             res = retrieve(root, f"bench-{f.stem}-{i}", q["q"], top=10, backend=backend, record=False)
             dt = time.perf_counter() - t0
             lex = search(root, q["q"], top=10, corpus=corpus, backend=None, cfg=cfg, params=lex_p)
             den = search(root, q["q"], top=10, corpus=corpus, backend=backend, cfg=cfg, params=den_p)
+            first = search(root, q["q"], top=10, corpus=corpus, backend=backend, cfg=cfg, params=first_p)
             rows.append({**q, "conv": f.stem, "root": root, "engine_s": dt,
                          "hybrid": [r["id"] for r in res.results],
                          "bm25": [corpus.entries[r.index].id for r in lex.ranked],
-                         "dense": [corpus.entries[r.index].id for r in den.ranked]})
+                         "dense": [corpus.entries[r.index].id for r in den.ranked],
+                         "first": [corpus.entries[r.index].id for r in first.ranked]})
     n = len(rows)
     print(f"\n{n} questions (categories 1-4). How measured: recall through rmtui.engine.retrieval.retrieve.retrieve(), the "
           "function behind `rmtui --headless retrieve --json --top 10`, with the same local warm embedding "
-          "service over HTTP, one fresh session per question (delivery history not recorded); BM25-only and "
-          "dense-only are the same engine search with the other signal switched off, in the same run; latency "
+          "service over HTTP, one fresh session per question (delivery history not recorded); first-stage-only, "
+          "BM25-only and dense-only are the same engine search with the learned re-order or the other signal "
+          "switched off, in the same run (the learned weights were fitted on the development conversations by "
+          "bench/fit_stage2.py); latency "
           "of the real CLI on a sample below.")
     print_table(rows)
     held = [r for r in rows if r["conv"] in HELD_OUT]
@@ -184,7 +189,8 @@ def print_table(rows: list[dict]) -> None:
     cats = [(c, name, [r for r in rows if r["category"] == c]) for c, name in CATEGORIES.items()]
     head = " | ".join(f"{name} ({len(sub)}) R@1/5/10" for _, name, sub in cats)
     print(f"| method | R@1 | R@5 | R@10 | {head} |\n|---|---|---|---|{'---|' * len(cats)}")
-    for key, label in (("hybrid", "rmtui retrieve (default)"), ("bm25", "BM25 only (same engine)"),
+    for key, label in (("hybrid", "rmtui retrieve (default)"),
+                       ("first", "first stage only (learned re-order off)"), ("bm25", "BM25 only (same engine)"),
                        ("dense", "dense only (same engine)")):
         s = summarize(rows, key)
         per = []

@@ -178,6 +178,8 @@ def _local_schema() -> dict[str, Any]:
         "min_similarity": Key((int, float), 0.25),
         "lexical_weight": Key((int, float), 0.4, minimum=0),
         "neighbour_weight": Key((int, float), 0.1, minimum=0),
+        # the learned second stage (retrieval/stage2.py) re-orders the best candidates
+        "learned_rerank": Key((bool,), True),
     })
     s["embedding"] = {
         "model": Key((str,), "all-MiniLM-L6-v2"),

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import marshal
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -73,6 +74,7 @@ class RankParams:
     proper_noun_repeat: int = 2  # a capitalised word inside the need counts this many times in BM25
     bm25_k1: float = 1.5
     bm25_b: float = 0.3  # entries are short and uneven: length says little about relevance
+    learned: bool = True  # re-order the best candidates by the learned second stage (stage2.py)
 
 
 DEFAULT_PARAMS = RankParams()
@@ -252,13 +254,38 @@ class LexicalIndex:
             np.add.at(per_passage, self.indices[a:b], self.data[a:b])
         return best_per_entry(per_passage, self.owner, self.num_entries)
 
-    def scores(self, query_tokens: list[str]) -> np.ndarray:
-        """Lexical score of each entry: its own BM25 plus a share of its window's (each
-        normalised to the best entry, so the share means the same in every corpus)."""
+    def score_parts(self, query_tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(own BM25, window BM25) of each entry; the window part is zeros without a window index."""
         own = self.own_scores(query_tokens)
         if self.window is None or not self.window_weight:
+            return own, np.zeros_like(own)
+        return own, self.window.own_scores(query_tokens)
+
+    def combine(self, own: np.ndarray, window: np.ndarray) -> np.ndarray:
+        """Lexical score of each entry: its own BM25 plus a share of its window's (each
+        normalised to the best entry, so the share means the same in every corpus)."""
+        if self.window is None or not self.window_weight:
             return own
-        return _normalise(own) + self.window_weight * _normalise(self.window.own_scores(query_tokens))
+        return _normalise(own) + self.window_weight * _normalise(window)
+
+    def scores(self, query_tokens: list[str]) -> np.ndarray:
+        return self.combine(*self.score_parts(query_tokens))
+
+    def coverage(self, query_tokens: list[str], *, weighted: bool = False) -> np.ndarray:
+        """Share of the need's distinct words each entry holds (``weighted``: each word
+        counted by its IDF, so a rare word covers more than a common one)."""
+        words = list(dict.fromkeys(query_tokens))
+        hits = np.zeros(self.num_entries, dtype=np.float32)
+        n = max(len(self.owner), 1)
+        total = 0.0
+        for tok in words:
+            t = self.vocab.get(tok)
+            a, b = (int(self.indptr[t]), int(self.indptr[t + 1])) if t is not None else (0, 0)
+            w = float(np.log1p(n / max(b - a, 1))) if weighted else 1.0
+            total += w
+            if b > a:
+                hits[np.unique(self.owner[self.indices[a:b]])] += w
+        return hits / total if total else hits
 
     # persistence: one binary file, arrays as raw bytes, vocabulary as marshal
     def dumps(self) -> bytes:
@@ -414,8 +441,11 @@ def _rrf(scores: np.ndarray, k: int = 60) -> np.ndarray:
 
 
 def rank(corpus: Corpus, lexical: np.ndarray, dense: np.ndarray | None, params: RankParams,
-         limit: int) -> list[Ranked]:
-    """Entries ordered by fused score (ties in source order); at most ``limit``."""
+         limit: int, second: Callable[[np.ndarray], np.ndarray | None] | None = None) -> list[Ranked]:
+    """Entries ordered by fused score (ties in source order); at most ``limit``.
+
+    ``second``: given the fused scores, the best candidates in a better order (the learned
+    second stage); the entries it leaves out follow in fused order."""
     if not corpus.entries:
         return []
     fused = fuse(corpus, lexical, dense, params)
@@ -423,8 +453,12 @@ def rank(corpus: Corpus, lexical: np.ndarray, dense: np.ndarray | None, params: 
     k = min(limit, n)
     if k <= 0:
         return []
+    head = second(fused) if second is not None else None
+    seen = set(head.tolist()) if head is not None else set()
     top = np.argpartition(-fused, k - 1)[:k] if k < n else np.arange(n)
-    order = sorted(top.tolist(), key=lambda i: (-float(fused[i]), i))
+    order = ([] if head is None else head.tolist()[:k]) + sorted(
+        (i for i in top.tolist() if i not in seen), key=lambda i: (-float(fused[i]), i))
+    order = order[:k]
     return [Ranked(i, float(fused[i]), float(lexical[i]),
                    None if dense is None else float(dense[i])) for i in order]
 

@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,7 @@ from rmtui.engine.gitutil import head_commit
 from rmtui.engine.locks import file_lock, try_lock
 from rmtui.engine.memory.config import embedding_service
 from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.retrieval import stage2
 from rmtui.engine.retrieval.corpus import Corpus, current_fingerprint, load_corpus, load_pending, split_passages
 from rmtui.engine.retrieval.delivery import DeliveryHistory, already_delivered_text, filter_delivered
 from rmtui.engine.retrieval.embed_client import ServiceClient, ServiceError, ensure_local_service
@@ -55,6 +57,7 @@ from rmtui.engine.retrieval.ranking import (
 )
 from rmtui.engine.retrieval.render import NO_STRONG_MATCH, PendingItem, Unit, pending_section, render, unit_of
 from rmtui.engine.retrieval.result import RetrieveResult
+from rmtui.engine.retrieval.stage2 import Signals
 from rmtui.engine.retrieval.vectors import KEY_DTYPE, VectorCache, as_keys, text_key
 
 # Agent retrieval (rmtui.engine.retrieval.agent_retrieve) serves retrieve.backend = "agent" and, when a
@@ -107,7 +110,8 @@ def counts_from_config(cfg) -> tuple[int, int, bool]:
 
 def params_from_config(cfg) -> RankParams:
     return RankParams(lexical_weight=float(cfg.get("retrieve.lexical_weight")),
-                      neighbour_weight=float(cfg.get("retrieve.neighbour_weight")))
+                      neighbour_weight=float(cfg.get("retrieve.neighbour_weight")),
+                      learned=bool(cfg.get("retrieve.learned_rerank")))
 
 
 # -- model host ----------------------------------------------------------------------------
@@ -214,8 +218,31 @@ def fill_vectors(cache: VectorCache, index: DenseIndex, backend, *, deadline: fl
     return done
 
 
+@dataclass
+class DenseScores:
+    """Cosine of the need with each entry's best passage, and what it was computed from."""
+
+    scores: np.ndarray
+    coverage: float  # share of the passages with a cached vector
+    index: DenseIndex
+    per_passage: np.ndarray
+    cache: VectorCache
+
+    def best_vectors(self, entries: np.ndarray) -> np.ndarray:
+        """The vector of each entry's best passage for the need (zeros where not embedded)."""
+        owner = self.index.owner
+        start = np.searchsorted(owner, entries, side="left")
+        end = np.searchsorted(owner, entries, side="right")
+        best = np.asarray([a + int(np.argmax(self.per_passage[a:b])) if b > a else 0
+                           for a, b in zip(start.tolist(), end.tolist(), strict=True)], dtype=np.int64)
+        vecs, _ = self.cache.lookup(self.index.keys[best])
+        vecs = np.array(vecs, dtype=np.float32)
+        vecs[end <= start] = 0.0
+        return vecs
+
+
 def dense_scores(corpus: Corpus, need: str, backend, params: RankParams, cache_dir: Path,
-                 *, deadline: float | None, query: np.ndarray | None = None) -> tuple[np.ndarray, float, DenseIndex]:
+                 *, deadline: float | None, query: np.ndarray | None = None) -> DenseScores:
     """Cosine of the need (``query``: its vector, when already embedded) with each entry's
     best passage; coverage of the cached vectors."""
     info = backend.info()
@@ -226,7 +253,38 @@ def dense_scores(corpus: Corpus, need: str, backend, params: RankParams, cache_d
     per_passage, missing = cache.scores(index.keys, q)
     scores = best_per_entry(per_passage, index.owner, len(corpus.entries))
     coverage = 1.0 - (len(missing) / len(index.keys)) if len(index.keys) else 1.0
-    return scores, coverage, index
+    return DenseScores(scores, coverage, index, per_passage, cache)
+
+
+@dataclass
+class FirstStage:
+    """The scores of the first stage, and the signals the second stage reads (hybrid only)."""
+
+    lexical: np.ndarray
+    dense: np.ndarray | None
+    coverage: float | None
+    query_vec: np.ndarray | None
+    mode: str
+    signals: Signals | None
+
+
+def first_stage(root: MemoryRoot, need: str, *, corpus: Corpus, backend, params: RankParams,
+                deadline: float | None = None) -> FirstStage:
+    """BM25 (own text and neighbour window) and dense scores of every entry for ``need``."""
+    cache_dir = root.runtime / "cache"
+    lex_index = load_lexical(corpus, params, cache_dir)
+    qtokens = query_tokens(need, params)
+    zeros = np.zeros(len(corpus.entries), np.float32)
+    own, window = lex_index.score_parts(qtokens) if not params.dense_only else (zeros, zeros)
+    lexical = lex_index.combine(own, window) if not params.dense_only else zeros
+    if backend is None or params.lexical_only or not corpus.entries:
+        return FirstStage(lexical, None, None, None, "lexical", None)
+    qvec = backend.embed([need], "query")[0]
+    got = dense_scores(corpus, need, backend, params, cache_dir, deadline=deadline, query=qvec)
+    if params.dense_only:
+        return FirstStage(lexical, got.scores, got.coverage, qvec, "dense", None)
+    sig = Signals(lex_index, qtokens, own, window, lexical, got.scores, got.best_vectors)
+    return FirstStage(lexical, got.scores, got.coverage, qvec, "hybrid", sig)
 
 
 def search(root: MemoryRoot, need: str, *, top: int, corpus: Corpus, backend, cfg,
@@ -234,25 +292,16 @@ def search(root: MemoryRoot, need: str, *, top: int, corpus: Corpus, backend, cf
     """Rank the corpus for ``need``: the product's ranking path (the bench calls it too)."""
     params = params or params_from_config(cfg)
     warnings: list[str] = []
-    cache_dir = root.runtime / "cache"
-    lex_index = load_lexical(corpus, params, cache_dir)
-    qtokens = query_tokens(need, params)
-    lexical = lex_index.scores(qtokens) if not params.dense_only else np.zeros(len(corpus.entries), np.float32)
-    dense = None
-    coverage = None
-    qvec = None
-    mode = "lexical"
-    if backend is not None and not params.lexical_only and corpus.entries:
-        qvec = backend.embed([need], "query")[0]
-        dense, coverage, _ = dense_scores(corpus, need, backend, params, cache_dir, deadline=deadline, query=qvec)
-        mode = "dense" if params.dense_only else "hybrid"
-        if coverage < 1.0:
-            warnings.append(f"dense index incomplete ({coverage:.0%} of passages embedded); "
-                            "the rest is ranked lexically while indexing continues")
+    first = first_stage(root, need, corpus=corpus, backend=backend, params=params, deadline=deadline)
+    lexical, dense, coverage, qvec, mode = first.lexical, first.dense, first.coverage, first.query_vec, first.mode
+    second = partial(stage2.rerank, corpus, first.signals) if params.learned and first.signals else None
+    if coverage is not None and coverage < 1.0:
+        warnings.append(f"dense index incomplete ({coverage:.0%} of passages embedded); "
+                        "the rest is ranked lexically while indexing continues")
     svc = embedding_service(cfg)
     _, window, rerank = counts_from_config(cfg)
     limit = max(top, window)
-    ranked = rank(corpus, lexical, dense, params, limit)
+    ranked = rank(corpus, lexical, dense, params, limit, second)
     min_sim = float(cfg.get("retrieve.min_similarity"))
     matched = bool(corpus.entries) and (bool((lexical > 0).any()) or (dense is not None and bool((dense >= min_sim).any())))
     if backend is not None and ranked and rerank and not params.lexical_only:
@@ -294,18 +343,6 @@ PENDING_MIN_SIMILARITY = 0.4
 PENDING_BUDGET_SECONDS = 5.0
 
 
-def _coverage(index: LexicalIndex, qtokens: list[str]) -> np.ndarray:
-    """Share of the need's distinct words each entry holds: a floor that, unlike BM25
-    normalised over a handful of items, does not depend on what else is pending."""
-    words = list(dict.fromkeys(qtokens))
-    hits = np.zeros(index.num_entries, dtype=np.float32)
-    for tok in words:
-        t = index.vocab.get(tok)
-        if t is not None:
-            hits[np.unique(index.owner[index.indices[index.indptr[t]:index.indptr[t + 1]]])] += 1
-    return hits / max(len(words), 1)
-
-
 def search_pending(root: MemoryRoot, need: str, *, backend, params: RankParams, query: np.ndarray | None,
                    deadline: float | None, warnings: list[str]) -> list[PendingItem]:
     """The pending evidence that matters for ``need``: best first, at most :data:`PENDING_SHOWN`."""
@@ -324,12 +361,14 @@ def search_pending(root: MemoryRoot, need: str, *, backend, params: RankParams, 
     dense = None
     if backend is not None and not params.lexical_only:
         try:
-            dense, _, _ = dense_scores(corpus, need, backend, params, cache_dir, deadline=deadline, query=query)
+            dense = dense_scores(corpus, need, backend, params, cache_dir, deadline=deadline, query=query).scores
         except ServiceError as exc:
             warnings.append(f"{exc.message}; pending evidence ranked with BM25 only")
     # no neighbours or headings among pending items: each stands alone
     fused = fuse(corpus, lexical, dense, replace(params, neighbour_weight=0.0, heading_weight=0.0))
-    shown = _coverage(lex_index, qtokens) >= PENDING_MIN_COVERAGE
+    # the share of the need's words: a floor that, unlike BM25 normalised over a handful of
+    # items, does not depend on what else is pending
+    shown = lex_index.coverage(qtokens) >= PENDING_MIN_COVERAGE
     if dense is not None:
         shown |= dense >= PENDING_MIN_SIMILARITY
     shown &= fused > 0
