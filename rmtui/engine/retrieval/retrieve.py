@@ -235,9 +235,14 @@ class DenseScores:
         end = np.searchsorted(owner, entries, side="right")
         best = np.asarray([a + int(np.argmax(self.per_passage[a:b])) if b > a else 0
                            for a, b in zip(start.tolist(), end.tolist(), strict=True)], dtype=np.int64)
-        vecs, _ = self.cache.lookup(self.index.keys[best])
-        vecs = np.array(vecs, dtype=np.float32)
-        vecs[end <= start] = 0.0
+        if not self.cache.dim:
+            return np.zeros((len(entries), 0), dtype=np.float32)
+        # the rows of the whole key set: the lookup scoring just made (memoised), not a new one
+        rows, missing = self.cache.rows(self.index.keys)
+        vecs = np.array(self.cache.matrix[rows[best]], dtype=np.float32)
+        absent = np.zeros(len(rows), dtype=bool)
+        absent[missing] = True
+        vecs[absent[best] | (end <= start)] = 0.0
         return vecs
 
 

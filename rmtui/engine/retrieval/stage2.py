@@ -52,11 +52,10 @@ def _norm(x: np.ndarray) -> np.ndarray:
     return x / top if top > 0 else np.zeros_like(x)
 
 
-def _log_rank(x: np.ndarray) -> np.ndarray:
-    order = np.argsort(-x, kind="stable")
-    out = np.empty(len(x), dtype=np.float32)
-    out[order] = np.log1p(np.arange(len(x), dtype=np.float32))
-    return out
+def _log_rank(x: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """log(1 + how many entries score higher) for each candidate: one sort, no argsort."""
+    higher = len(x) - np.searchsorted(np.sort(x), x[cand], side="right")
+    return np.log1p(higher.astype(np.float32))
 
 
 def candidates(fused: np.ndarray, pool: int = POOL) -> np.ndarray:
@@ -93,8 +92,8 @@ def features(corpus: Corpus, sig: Signals, fused: np.ndarray, cand: np.ndarray) 
         "own_top": np.full(len(cand), np.log1p(float(sig.own.max())), dtype=np.float32),
         "need_words": np.full(len(cand), len(set(sig.query_tokens)), dtype=np.float32),
         "fused_prev": pad(fused)[p], "fused_next": pad(fused)[n],
-        "rank_fused": _log_rank(fused)[cand], "rank_dense": _log_rank(dense)[cand],
-        "rank_lexical": _log_rank(sig.lexical)[cand],
+        "rank_fused": _log_rank(fused, cand), "rank_dense": _log_rank(dense, cand),
+        "rank_lexical": _log_rank(sig.lexical, cand),
         "centroid": vec @ centre, "first": vec @ vec[0], "own_raw": sig.own[cand],
         "lexical_prev": pad(lex)[p], "lexical_next": pad(lex)[n],
     }
