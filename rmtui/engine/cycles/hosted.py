@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rmtui.engine.cycles import common
-from rmtui.engine.errors import EngineError, OperationFailed, UsageError
+from rmtui.engine.errors import OperationFailed, UsageError
 from rmtui.engine.memory.roots import MemoryRoot
 
 #: Roles a host can run besides ``update`` (which has its own claim by the queue's batching).
@@ -240,22 +240,22 @@ def complete(root: MemoryRoot, sup: Any, role: str, op: Any, saved: dict[str, An
     raise UsageError(f"no completion for role {role!r}")
 
 
-def _refused(sup: Any, op: Any, exc: EngineError) -> EngineError:
-    """Note a refusal on the still-running operation (status shows it) and hand it back."""
-    current = sup.store.get(op.id)
-    if not current.final:
-        current.error = f"{exc.kind}: {exc.message}"
-        sup.store.save(current)
-    return exc
+def _land(sup: Any, op: Any, landing: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run a landing; a refusal is noted on the still-running operation (status shows it)."""
+    try:
+        return landing()
+    except OperationFailed as exc:
+        current = sup.store.get(op.id)
+        if not current.final:
+            current.error = f"{exc.kind}: {exc.message}"
+            sup.store.save(current)
+        raise exc from None
 
 
 def _complete_pruner(root: MemoryRoot, sup: Any, op: Any, saved: dict[str, Any], summary: str) -> dict[str, Any]:
     from rmtui.engine.cycles import pruner
 
-    try:
-        out = pruner.land_prune(sup, op, pruner.PrunePlan.from_json(saved["plan"]), summary)
-    except OperationFailed as exc:
-        raise _refused(sup, op, exc) from None
+    out = _land(sup, op, lambda: pruner.land_prune(sup, op, pruner.PrunePlan.from_json(saved["plan"]), summary))
     common.record_outcome(root, pruner.NAME, out, failed=out["state"] == "failed")
     return out
 
@@ -263,10 +263,7 @@ def _complete_pruner(root: MemoryRoot, sup: Any, op: Any, saved: dict[str, Any],
 def _complete_insight(root: MemoryRoot, sup: Any, op: Any, saved: dict[str, Any], summary: str) -> dict[str, Any]:
     from rmtui.engine.cycles import insight
 
-    try:
-        out = insight.land_insight(sup, op, insight.InsightPlan.from_json(saved["plan"]), summary)
-    except OperationFailed as exc:
-        raise _refused(sup, op, exc) from None
+    out = _land(sup, op, lambda: insight.land_insight(sup, op, insight.InsightPlan.from_json(saved["plan"]), summary))
     return insight.settle_run(root, saved["claim"], out)
 
 
