@@ -50,7 +50,9 @@ def rows_of(data_dir: Path, work: Path) -> list[dict]:
             assert first.signals is not None, "the second stage needs dense scores"
             fused = fuse(corpus, first.lexical, first.dense, params)
             cand = stage2.candidates(fused)
-            x = stage2.features(corpus, first.signals, fused, cand)
+            states = stage2.token_states(first.signals, cand)
+            assert states is not None, "the model host gives token states (the local service does)"
+            x = stage2.features(corpus, first.signals, fused, cand, states)
             evidence = set(q["evidence"])
             y = np.asarray([ids[i] in evidence for i in cand.tolist()], dtype=np.int8)
             rows.append({**q, "conv": f.stem, "cand": [ids[i] for i in cand.tolist()], "x": x, "y": y})
@@ -78,8 +80,6 @@ def main() -> None:
     ap.add_argument("--work", type=Path, help="where to build the roots (default: a temporary folder)")
     ap.add_argument("--dry-run", action="store_true", help="print the figures, do not write the weights")
     args = ap.parse_args()
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.preprocessing import StandardScaler
 
     with tempfile.TemporaryDirectory(prefix="rmtui-stage2-") as tmp:
         work = args.work or Path(tmp)
@@ -87,33 +87,53 @@ def main() -> None:
         rows = rows_of(args.data, work)
     dev = [r for r in rows if r["conv"] not in HELD_OUT]
     held = [r for r in rows if r["conv"] in HELD_OUT]
-    x = np.vstack([r["x"] for r in dev])
-    y = np.concatenate([r["y"] for r in dev])
-    scaler = StandardScaler().fit(x)
-    model = LogisticRegression(max_iter=5000).fit(scaler.transform(x), y)
-    scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
-    coef = model.coef_[0]
-
-    def learned(z: np.ndarray) -> np.ndarray:
-        return ((z - scaler.mean_) / scale) @ coef
+    n_plain = len(stage2.FEATURES)
+    print(f"{len(dev)} development questions ({sum(len(r['y']) for r in dev)} candidate rows), {len(held)} held "
+          f"out ({', '.join(HELD_OUT)})")
 
     def first(z: np.ndarray) -> np.ndarray:
         return -np.arange(len(z), dtype=np.float64)  # candidates come in first-stage order
 
-    print(f"{len(dev)} development questions ({len(x)} candidate rows), {len(held)} held out ({', '.join(HELD_OUT)})")
-    print(f"development  first stage {figures(dev, first)}  ->  learned {figures(dev, learned)}")
-    print(f"held out     first stage {figures(held, first)}  ->  learned {figures(held, learned)}")
+    print(f"development  first stage {figures(dev, first)}")
+    print(f"held out     first stage {figures(held, first)}")
+    models = {}
+    for name, width in (("PLAIN", n_plain), ("TOKENS", n_plain + len(stage2.TOKEN_FEATURES))):
+        models[name] = fit([r["x"][:, :width] for r in dev], [r["y"] for r in dev])
+        score = score_of(models[name])
+        print(f"{name:6s} ({width} features)  development {figures(dev, score)}  held out {figures(held, score)}")
     if args.dry_run:
         return
+    names = {"PLAIN": stage2.FEATURES, "TOKENS": stage2.FEATURES + stage2.TOKEN_FEATURES}
+    body = "".join(
+        f"\n#: {'without' if name == 'PLAIN' else 'with'} token states\n{name} = Weights(\n"
+        f"    features={names[name]!r},\n    mean={_tuple(mean)},\n    scale={_tuple(scale)},\n"
+        f"    coef={_tuple(coef)},\n)\n" for name, (mean, scale, coef) in models.items())
     WEIGHTS.write_text(
         '"""Weights of the learned second stage, written by bench/fit_stage2.py (do not edit by hand).\n\n'
-        f"Fitted on the LoCoMo development conversations ({len(dev)} questions, {len(x)} candidate rows); "
-        f"held out: {', '.join(HELD_OUT)}.\n\"\"\"\n\n"
-        f"FEATURES: tuple[str, ...] = {stage2.FEATURES!r}\n"
-        f"MEAN: tuple[float, ...] = {_tuple(scaler.mean_)}\n"
-        f"SCALE: tuple[float, ...] = {_tuple(scale)}\n"
-        f"COEF: tuple[float, ...] = {_tuple(coef)}\n", encoding="utf-8")
+        f"Fitted on the LoCoMo development conversations ({len(dev)} questions, "
+        f"{sum(len(r['y']) for r in dev)} candidate rows); held out: {', '.join(HELD_OUT)}.\n\"\"\"\n\n"
+        "from rmtui.engine.retrieval.stage2 import Weights\n" + body, encoding="utf-8")
     print(f"wrote {WEIGHTS.relative_to(REPO)}")
+
+
+def fit(xs: list[np.ndarray], ys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Logistic regression over standardised features: (mean, scale, coefficients)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    x, y = np.vstack(xs), np.concatenate(ys)
+    scaler = StandardScaler().fit(x)
+    model = LogisticRegression(max_iter=5000).fit(scaler.transform(x), y)
+    return scaler.mean_, np.where(scaler.scale_ > 0, scaler.scale_, 1.0), model.coef_[0]
+
+
+def score_of(model: tuple[np.ndarray, np.ndarray, np.ndarray]):
+    mean, scale, coef = model
+
+    def score(z: np.ndarray) -> np.ndarray:
+        return ((z[:, :len(coef)] - mean) / scale) @ coef
+
+    return score
 
 
 if __name__ == "__main__":

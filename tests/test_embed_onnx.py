@@ -94,6 +94,31 @@ def test_onnx_and_torch_give_the_same_vectors_and_rankings(onnx_env, model_path,
         assert top_o == top_t, NEEDS[i]
 
 
+def test_onnx_and_torch_give_the_same_token_states_and_maxsim(onnx_env, model_path, torch_embedder):
+    """The second stage's MaxSim feature reads token states: both runtimes give the same ones."""
+    from rmtui.engine.retrieval.stage2 import maxsim
+    from rmtui.engine.retrieval.tokens import quantize
+
+    onnx = load_embedder(model_path, "onnx")
+    for kind, texts in (("passage", CORPUS), ("query", NEEDS)):
+        (va, sa), (vb, sb) = onnx.encode_tokens(texts, kind), torch_embedder.encode_tokens(texts, kind)
+        assert np.allclose(va, onnx.encode(texts, kind), atol=1e-5)  # the same pass gives the vector
+        assert ((va * vb).sum(axis=1) > 0.999).all()
+        for text, a, b in zip(texts, sa, sb, strict=True):
+            # one row per word piece, [CLS] and [SEP] left out
+            assert a.shape == b.shape == (len(onnx.tokenizer.encode(text).ids) - 2, onnx.dimensions)
+            assert ((a * b).sum(axis=1) > 0.999).all()
+    _, docs_o = onnx.encode_tokens(CORPUS, "passage")
+    _, docs_t = torch_embedder.encode_tokens(CORPUS, "passage")
+    for need in NEEDS:
+        q_o = onnx.encode_tokens([need], "query")[1][0]
+        q_t = torch_embedder.encode_tokens([need], "query")[1][0]
+        s_o = maxsim(q_o, [quantize(d) for d in docs_o])
+        s_t = maxsim(q_t, [quantize(d) for d in docs_t])
+        assert np.allclose(s_o, s_t, atol=0.01)
+        assert np.argsort(-s_o, kind="stable")[:3].tolist() == np.argsort(-s_t, kind="stable")[:3].tolist(), need
+
+
 def test_batches_padding_and_truncation_do_not_change_a_vector(onnx_env, model_path):
     onnx = load_embedder(model_path, "onnx")
     long = "cache " * 600  # far past max_seq_length: truncated like sentence-transformers does

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from rmtui.engine.errors import EngineError
 from rmtui.engine.retrieval import stage2, stage2_weights
-from rmtui.engine.retrieval.corpus import load_corpus
-from rmtui.engine.retrieval.ranking import fuse
+from rmtui.engine.retrieval.corpus import Corpus, load_corpus
+from rmtui.engine.retrieval.ranking import fuse, tokenize
 from rmtui.engine.retrieval.retrieve import first_stage, params_from_config, search
 
 CHAT = [
@@ -36,9 +37,11 @@ def _ids(outcome) -> list[str]:
 
 
 def test_shipped_weights_fit_the_features():
-    assert tuple(stage2_weights.FEATURES) == stage2.FEATURES
-    assert len(stage2_weights.COEF) == len(stage2_weights.MEAN) == len(stage2_weights.SCALE) == len(stage2.FEATURES)
-    assert all(s > 0 for s in stage2_weights.SCALE)
+    for model, names in ((stage2_weights.PLAIN, stage2.FEATURES),
+                         (stage2_weights.TOKENS, stage2.FEATURES + stage2.TOKEN_FEATURES)):
+        assert tuple(model.features) == names
+        assert len(model.coef) == len(model.mean) == len(model.scale) == len(names)
+        assert all(s > 0 for s in model.scale)
 
 
 def test_features_one_row_per_candidate(root, plain_backend):
@@ -50,15 +53,43 @@ def test_features_one_row_per_candidate(root, plain_backend):
     fused = fuse(corpus, first.lexical, first.dense, params)
     cand = stage2.candidates(fused)
     assert len(cand) == len(CHAT)  # fewer entries than the pool: all of them
-    x = stage2.features(corpus, first.signals, fused, cand)
-    assert x.shape == (len(CHAT), len(stage2.FEATURES)) and np.isfinite(x).all()
-    col = {f: x[:, i] for i, f in enumerate(stage2.FEATURES)}
+    states = stage2.token_states(first.signals, cand)
+    assert states is not None and len(states) == len(CHAT)  # the in-process model gives token states
+    x = stage2.features(corpus, first.signals, fused, cand, states)
+    names = stage2.FEATURES + stage2.TOKEN_FEATURES
+    assert x.shape == (len(CHAT), len(names)) and np.isfinite(x).all()
+    assert np.array_equal(stage2.features(corpus, first.signals, fused, cand), x[:, :len(stage2.FEATURES)])
+    col = {f: x[:, i] for i, f in enumerate(names)}
     assert np.all(np.diff(col["fused"]) <= 1e-6)  # candidates come best first
     ids = [corpus.entries[i].id for i in cand.tolist()]
     assert col["coverage"][ids.index("q1")] == pytest.approx(1.0)  # holds every word of the need
     assert col["coverage"][ids.index("x2")] == 0.0
     assert col["first"][0] == pytest.approx(1.0, abs=1e-5)  # the best candidate's vector, unit length
     assert col["length"][ids.index("a1")] > col["length"][ids.index("x3")]
+    assert not col["lead"].any()  # no name of a lead ("Ana", "Bo") in the need
+    # MaxSim: the turn holding the need's words matches them token by token, the printer does not
+    assert col["maxsim"][ids.index("q1")] > col["maxsim"][ids.index("x3")] + 0.1
+    assert 0 < col["maxsim"].max() <= 1.0
+
+
+def test_lead_label_and_maxsim():
+    corpus = Corpus.__new__(Corpus)
+    texts = ["Bo: the ledger is in postgres", "Ana: Bo said the ledger is in postgres", "no lead here: Bo",
+             "A sentence that goes on far too long before its colon: Bo", "Bo said:the ledger",
+             "**Bo:** the ledger", "Staging DB: moved to port 5433"]
+    corpus.entries = [SimpleNamespace(kind="node", text=t) for t in texts]  # type: ignore[misc]
+    corpus.entries.append(SimpleNamespace(kind="heading", text="Bo: a heading"))  # type: ignore[attr-defined]
+    cand = np.arange(len(corpus.entries))
+    hits = stage2.lead_hits(corpus, tokenize("What did Bo say?"), cand)
+    # Bo's own notes (markup aside); not one that names him after the lead, a long prefix, a
+    # colon inside a word run, or a heading
+    assert hits.tolist() == [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0]
+    assert stage2.lead_hits(corpus, tokenize("the staging database port"), cand).tolist()[6] == 1.0
+    need = np.eye(4, dtype=np.float32)[:2]  # two need tokens
+    states = [np.asarray([[127, 0, 0, 0], [0, 127, 0, 0]], np.int8),  # both matched exactly
+              np.asarray([[127, 0, 0, 0]], np.int8),  # one of the two
+              np.zeros((0, 4), np.int8)]  # no tokens at all
+    assert stage2.maxsim(need, states).tolist() == pytest.approx([1.0, 0.5, 0.0])
 
 
 def test_second_stage_orders_the_head_by_its_weights(root, plain_backend, monkeypatch):
@@ -68,20 +99,29 @@ def test_second_stage_orders_the_head_by_its_weights(root, plain_backend, monkey
     need = "which database for the ledger"
     before = search(root, need, top=5, corpus=corpus, backend=plain_backend, cfg=cfg,
                     params=replace(params_from_config(cfg), learned=False))
-    # weights that only value length: the learned order is the longest entries first
-    coef = tuple(1.0 if f == "length" else 0.0 for f in stage2.FEATURES)
-    monkeypatch.setattr(stage2_weights, "COEF", coef)
-    monkeypatch.setattr(stage2_weights, "MEAN", (0.0,) * len(coef))
-    monkeypatch.setattr(stage2_weights, "SCALE", (1.0,) * len(coef))
+    # the token model values long entries, the plain one short ones: which one ran shows in the order
+    monkeypatch.setattr(stage2_weights, "TOKENS", _only_length(stage2.FEATURES + stage2.TOKEN_FEATURES, 1.0))
+    monkeypatch.setattr(stage2_weights, "PLAIN", _only_length(stage2.FEATURES, -1.0))
     after = search(root, need, top=5, corpus=corpus, backend=plain_backend, cfg=cfg)
     text = {e.id: e.text for e in corpus.entries}
     lengths = [len(text[i]) for i in _ids(after)]
     assert lengths == sorted(lengths, reverse=True) and lengths[0] == max(len(t) for t in text.values())
     assert _ids(after) != _ids(before)
+    # a model host without token states (a foreign RightMemory service): the plain weights
+    vectors_only = SimpleNamespace(info=plain_backend.info, embed=plain_backend.embed, rerank=plain_backend.rerank)
+    plain = search(root, need, top=5, corpus=corpus, backend=vectors_only, cfg=cfg)
+    lengths = [len(text[i]) for i in _ids(plain)]
+    assert lengths == sorted(lengths) and lengths[0] == min(len(t) for t in text.values())
     # weights fitted for other features are not applied: the first stage stands
-    monkeypatch.setattr(stage2_weights, "FEATURES", ("something", "else"))
+    for name in ("TOKENS", "PLAIN"):
+        monkeypatch.setattr(stage2_weights, name, stage2.Weights(("something", "else"), (0, 0), (1, 1), (1, 1)))
     again = search(root, need, top=5, corpus=corpus, backend=plain_backend, cfg=cfg)
     assert _ids(again) == _ids(before)
+
+
+def _only_length(names: tuple[str, ...], sign: float) -> stage2.Weights:
+    coef = tuple(sign if f == "length" else 0.0 for f in names)
+    return stage2.Weights(names, (0.0,) * len(names), (1.0,) * len(names), coef)
 
 
 def test_lexical_only_keeps_the_first_stage(root):

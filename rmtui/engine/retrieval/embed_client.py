@@ -41,6 +41,7 @@ class ServiceClient:
         self.http = JsonHttpClient(url, token, timeout=timeout, cafile=cafile)
         self.url = self.http.url
         self._info: ModelInfo | None = None
+        self._no_tokens = False  # the service has no token route (a foreign RightMemory service)
         if info is not None:  # known from the local service's state file: saves a round trip
             try:
                 self._info = self._parse_info(info)
@@ -93,6 +94,46 @@ class ServiceClient:
                 raise ServiceError("embedding service returned the wrong number of vectors")
             out[off:off + len(batch)] = [_check_vector(v, info.dimensions) for v in vecs]
         return out
+
+    def embed_tokens(self, texts: list[str], kind: str):
+        """Vectors and token states (rmtui's own route); None from a service without it."""
+        import base64
+
+        import numpy as np
+
+        from rmtui.engine.retrieval.service_state import TOKENS_ROUTE
+
+        if self._no_tokens:
+            return None
+        info = self.info()
+        vecs = np.zeros((len(texts), info.dimensions), dtype=np.float32)
+        states: list = []
+        for off in range(0, len(texts), info.max_batch_size):
+            batch = texts[off:off + info.max_batch_size]
+            try:
+                d = self.request("POST", TOKENS_ROUTE, {"texts": batch, "kind": kind, "model": info.embedding_model})
+            except ServiceError as exc:
+                if exc.status in (404, 405):  # a RightMemory service without rmtui's route
+                    self._no_tokens = True
+                    return None
+                raise
+            if d.get("model") != info.embedding_model:
+                raise ConflictError("embedding model changed during retrieval; retry the request")
+            got, sts = d.get("vectors"), d.get("states")
+            if not isinstance(got, list) or not isinstance(sts, list) or not len(got) == len(sts) == len(batch):
+                raise ServiceError("embedding service returned the wrong number of token states")
+            vecs[off:off + len(batch)] = [_check_vector(v, info.dimensions) for v in got]
+            for st in sts:
+                ok = isinstance(st, dict) and type(st.get("count")) is int and isinstance(st.get("int8"), str)
+                try:
+                    raw = base64.b64decode(st["int8"], validate=True) if ok else b""
+                except ValueError:
+                    ok = False
+                if not ok or len(raw) != st["count"] * info.dimensions:
+                    raise ServiceError("embedding service returned malformed token states")
+                states.append(np.frombuffer(raw, dtype=np.int8).reshape(st["count"], info.dimensions)
+                              .astype(np.float32) / np.float32(127))
+        return vecs, states
 
     def rerank(self, query: str, documents: list[str]) -> list[int]:
         info = self.info()

@@ -5,6 +5,9 @@ API (compatible with RightMemory's client and server):
   "max_batch_size", "max_candidates"}`` (plus ``cross_encoder``, ignored by others);
 - ``POST /embed {"texts", "kind": "query"|"passage", "model"}`` -> ``{"model", "vectors"}``;
 - ``POST /rerank {"query", "documents", "model"}`` -> ``{"model", "indices"}``.
+rmtui's own services add ``POST /rmtui/tokens {"texts", "kind", "model"}`` -> ``{"model",
+"vectors", "states": [{"count", "int8"}]}`` (token states as base64 int8 rows, the second
+stage's MaxSim feature) and, on the local warm service, ``POST /rmtui/retrieve``.
 Optional bearer token (401 when wrong), 409 when the request names another model
 identity, 422 for malformed bodies and requests over the limits; errors carry ``detail``.
 
@@ -54,7 +57,7 @@ from rmtui.engine.retrieval.embed_client import (  # noqa: F401  (re-exported: o
     stop_local_service,
 )
 from rmtui.engine.retrieval.embeddings import ModelInfo
-from rmtui.engine.retrieval.service_state import RETRIEVE_ROUTE
+from rmtui.engine.retrieval.service_state import RETRIEVE_ROUTE, TOKENS_ROUTE
 
 #: Text one /embed or /rerank request may carry in all (a full batch of the longest texts).
 MAX_REQUEST_CHARS = 64 * MAX_TEXT_CHARS
@@ -264,6 +267,8 @@ class EmbeddingServer:
             return self._embed(body)
         if route == "/rerank":
             return self._rerank(body)
+        if route == TOKENS_ROUTE:
+            return self._tokens(body)
         return self._retrieve(body)
 
     def _embed(self, body) -> dict:
@@ -277,6 +282,24 @@ class EmbeddingServer:
             raise _ApiError(422, f"embedding batch of {len(texts)} exceeds the limit of {info.max_batch_size}")
         vecs = _LockedBackend(self).embed(texts, body["kind"])
         return {"model": info.embedding_model, "vectors": np.round(vecs.astype(np.float64), 7).tolist()}
+
+    def _tokens(self, body) -> dict:
+        import base64
+
+        from rmtui.engine.retrieval.tokens import quantize
+
+        body = _exact_keys(body, {"texts", "kind", "model"})
+        texts = _texts(body["texts"], "texts")
+        if body["kind"] not in ("query", "passage"):
+            raise _ApiError(422, "kind must be 'query' or 'passage'")
+        info = self.model_info
+        _check_model(body["model"], info.embedding_model, "embedding")
+        if len(texts) > info.max_batch_size:
+            raise _ApiError(422, f"embedding batch of {len(texts)} exceeds the limit of {info.max_batch_size}")
+        vecs, states = _LockedBackend(self).embed_tokens(texts, body["kind"])
+        return {"model": info.embedding_model, "vectors": np.round(vecs.astype(np.float64), 7).tolist(),
+                "states": [{"count": len(s), "int8": base64.b64encode(quantize(s).tobytes()).decode("ascii")}
+                           for s in states]}
 
     def _retrieve(self, body) -> dict:
         """Our own local warm service also runs whole retrievals, so a CLI call need not load
@@ -346,7 +369,8 @@ class _App:
             try:
                 if not self._authorized(headers.get(b"authorization", b"")):
                     raise _ApiError(401, "invalid model-service credentials")
-                known = route in ("/info", "/embed", "/rerank") or (route == RETRIEVE_ROUTE and server.serves_retrieval)
+                known = route in ("/info", "/embed", "/rerank", TOKENS_ROUTE) or (
+                    route == RETRIEVE_ROUTE and server.serves_retrieval)
                 if not known or (method, route == "/info") not in (("GET", True), ("POST", False)):
                     raise _ApiError(404 if not known else 405, f"no route {method} {route}")
                 if method == "GET":  # answered at once, even while every worker is busy
@@ -484,6 +508,10 @@ class _LockedBackend:
     def embed(self, texts: list[str], kind: str) -> np.ndarray:
         with self._server.model_lock:
             return self._server.backend.embed(texts, kind)
+
+    def embed_tokens(self, texts: list[str], kind: str):
+        with self._server.model_lock:
+            return self._server.backend.embed_tokens(texts, kind)
 
     def rerank(self, query: str, documents: list[str]) -> list[int]:
         with self._server.model_lock:

@@ -44,6 +44,8 @@ class Embedder(Protocol):
 
     def encode(self, texts: list[str], kind: str) -> np.ndarray: ...
 
+    def encode_tokens(self, texts: list[str], kind: str) -> tuple[np.ndarray, list[np.ndarray]]: ...
+
 
 class DenseBackend(Protocol):
     """What retrieval needs from a model host, local or remote."""
@@ -164,6 +166,27 @@ class SentenceEmbedder:
                       show_progress_bar=False)
         return np.asarray(vecs, dtype=np.float32)
 
+    def encode_tokens(self, texts: list[str], kind: str) -> tuple[np.ndarray, list[np.ndarray]]:
+        """As ``OnnxEmbedder.encode_tokens``: vectors and token states (special tokens left out)."""
+        from rmtui.engine.retrieval.onnx_model import unit_rows
+
+        if kind not in ("query", "passage"):
+            raise ValueError("kind must be 'query' or 'passage'")
+        with self._lock:
+            fn = self.model.encode_query if kind == "query" else self.model.encode_document
+            got = fn(texts, batch_size=32, output_value=None, convert_to_numpy=True, show_progress_bar=False)
+            tok = self.model.tokenizer
+        special = set(tok.all_special_ids)
+        vecs = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        states: list[np.ndarray] = []
+        for i, item in enumerate(got):
+            v = item["sentence_embedding"].float().cpu().numpy()
+            vecs[i] = v / max(float(np.linalg.norm(v)), 1e-12)
+            hidden = item["token_embeddings"].float().cpu().numpy()
+            ids = item["input_ids"].cpu().tolist()[:len(hidden)]
+            states.append(unit_rows(hidden[[j for j, t in enumerate(ids) if t not in special]]))
+        return vecs, states
+
 
 def load_embedder(path: Path, backend: str = "auto", device: str = "cpu") -> Embedder:
     """The embedder of the model at ``path`` on the runtime ``backend`` asks for (see :data:`BACKENDS`).
@@ -269,6 +292,15 @@ class InProcessBackend:
         for i in range(0, len(texts), self.embedder.max_batch_size):
             out.append(self.embedder.encode(texts[i:i + self.embedder.max_batch_size], kind))
         return np.concatenate(out) if out else np.zeros((0, self.embedder.dimensions), np.float32)
+
+    def embed_tokens(self, texts: list[str], kind: str) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Vectors and token states from one forward pass (see ``OnnxEmbedder.encode_tokens``)."""
+        vecs, states = [], []
+        for i in range(0, len(texts), self.embedder.max_batch_size):
+            v, st = self.embedder.encode_tokens(texts[i:i + self.embedder.max_batch_size], kind)
+            vecs.append(v)
+            states.extend(st)
+        return (np.concatenate(vecs) if vecs else np.zeros((0, self.embedder.dimensions), np.float32)), states
 
     def rerank(self, query: str, documents: list[str]) -> list[int]:
         return self.reranker.rerank(query, documents)

@@ -507,6 +507,15 @@ class OnnxEmbedder:
                                 f"(probe cosine {cos:.6f})")
 
     def encode(self, texts: list[str], kind: str) -> np.ndarray:
+        return self._run(texts, kind, tokens=False)[0]
+
+    def encode_tokens(self, texts: list[str], kind: str) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Vectors, and each text's token states (unit rows, special tokens left out) from the
+        same forward pass: what the second stage's MaxSim feature reads."""
+        vecs, states = self._run(texts, kind, tokens=True)
+        return vecs, states
+
+    def _run(self, texts: list[str], kind: str, *, tokens: bool) -> tuple[np.ndarray, list[np.ndarray]]:
         if kind not in ("query", "passage"):
             raise ValueError("kind must be 'query' or 'passage'")
         prompt = self.prompts.get("query" if kind == "query" else "document", "")
@@ -514,8 +523,9 @@ class OnnxEmbedder:
         if self.do_lower_case:
             items = [t.lower() for t in items]
         out = np.zeros((len(items), self.dimensions), dtype=np.float32)
+        states: list[np.ndarray] = [np.zeros((0, self.dimensions), np.float32)] * len(items) if tokens else []
         if not items:
-            return out
+            return out, states
         with self._lock:
             enc = self.tokenizer.encode_batch(items)
             order = sorted(range(len(enc)), key=lambda i: -len(enc[i].ids))
@@ -532,9 +542,19 @@ class OnnxEmbedder:
                     types[row, :n] = enc[i].type_ids
                 feed = {k: v for k, v in (("input_ids", ids), ("attention_mask", mask), ("token_type_ids", types))
                         if k in self.inputs}
-                hidden = self.session.run(None, feed)[0]
-                out[idx] = pool(np.asarray(hidden, dtype=np.float32), mask, self.layout)
-        return out
+                hidden = np.asarray(self.session.run(None, feed)[0], dtype=np.float32)
+                out[idx] = pool(hidden, mask, self.layout)
+                if tokens:
+                    for row, i in enumerate(idx):
+                        keep = np.flatnonzero(np.asarray(enc[i].special_tokens_mask) == 0)
+                        states[i] = unit_rows(hidden[row, keep])
+        return out, states
+
+
+def unit_rows(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero)."""
+    x = np.asarray(x, dtype=np.float32)
+    return x / np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None)
 
 
 def load_onnx_embedder(model_path: Path, identity: str, *, export: bool = True,

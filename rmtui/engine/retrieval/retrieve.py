@@ -58,6 +58,7 @@ from rmtui.engine.retrieval.ranking import (
 from rmtui.engine.retrieval.render import NO_STRONG_MATCH, PendingItem, Unit, pending_section, render, unit_of
 from rmtui.engine.retrieval.result import RetrieveResult
 from rmtui.engine.retrieval.stage2 import Signals
+from rmtui.engine.retrieval.tokens import TokenStore, quantize
 from rmtui.engine.retrieval.vectors import KEY_DTYPE, VectorCache, as_keys, text_key
 
 # Agent retrieval (rmtui.engine.retrieval.agent_retrieve) serves retrieve.backend = "agent" and, when a
@@ -187,35 +188,60 @@ def dense_index(corpus: Corpus, params: RankParams, cache_dir: Path | None = Non
     return index
 
 
-def fill_vectors(cache: VectorCache, index: DenseIndex, backend, *, deadline: float | None) -> int:
-    """Embed what the cache lacks, in batches, until done or past ``deadline``; return how many."""
+def fill_vectors(cache: VectorCache, index: DenseIndex, backend, *, deadline: float | None,
+                 tokens: TokenStore | None = None) -> int:
+    """Embed what the caches lack, in batches, until done or past ``deadline``; return how many.
+
+    ``tokens``: also the passages' token states (one forward pass gives both), when the model
+    host can return them; a host that cannot leaves that store as it is."""
     _, missing = cache.rows(index.keys)
-    if not missing:
+    lacking = set(missing)
+    if tokens is not None:
+        lacking.update(tokens.missing(index.keys))
+    if not lacking:
         return 0
     blob = index.keys.tobytes()
     todo: dict[bytes, str] = {}
-    for i in missing:
+    for i in sorted(lacking):
         todo.setdefault(blob[32 * i:32 * i + 32], index.parts[i])
     live = [blob[i:i + 32] for i in range(0, len(blob), 32)]
     items = list(todo.items())
     done = 0
     batch = max(1, min(64, backend.info().max_batch_size))
     pending: dict[bytes, np.ndarray] = {}
+    pending_states: dict[bytes, np.ndarray] = {}
     last_flush = time.monotonic()
+
+    def flush() -> None:
+        cache.add(pending, live)
+        if tokens is not None:
+            tokens.add(pending_states, live)
+
     for off in range(0, len(items), batch):
         if deadline is not None and time.monotonic() >= deadline:
             break
         chunk = items[off:off + batch]
-        vecs = backend.embed([t for _, t in chunk], "passage")
+        got = backend.embed_tokens([t for _, t in chunk], "passage") if tokens is not None else None
+        if got is None:
+            tokens = None  # the host has no token states: vectors only
+            vecs = backend.embed([t for _, t in chunk], "passage")
+        else:
+            vecs, states = got
+            pending_states.update((k, quantize(st)) for (k, _), st in zip(chunk, states, strict=True))
         for (k, _), v in zip(chunk, vecs, strict=True):
             pending[k] = v
         done += len(chunk)
         progress.report("embedding memory passages", done, len(items))
         if time.monotonic() - last_flush > 5.0:  # long fills persist progress as they go
-            cache.add(pending, live)
-            pending, last_flush = {}, time.monotonic()
-    cache.add(pending, live)
+            flush()
+            pending, pending_states, last_flush = {}, {}, time.monotonic()
+    flush()
     return done
+
+
+def token_store(cache_dir: Path, backend, identity: str) -> TokenStore | None:
+    """The passages' token states of this model, when the host can give them."""
+    return TokenStore.open(cache_dir, identity) if hasattr(backend, "embed_tokens") else None
 
 
 @dataclass
@@ -227,14 +253,20 @@ class DenseScores:
     index: DenseIndex
     per_passage: np.ndarray
     cache: VectorCache
+    tokens: TokenStore | None = None  # the passages' token states, when the host gives them
 
-    def best_vectors(self, entries: np.ndarray) -> np.ndarray:
-        """The vector of each entry's best passage for the need (zeros where not embedded)."""
+    def _best(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each entry's best passage for the need, and whether it has one."""
         owner = self.index.owner
         start = np.searchsorted(owner, entries, side="left")
         end = np.searchsorted(owner, entries, side="right")
         best = np.asarray([a + int(np.argmax(self.per_passage[a:b])) if b > a else 0
                            for a, b in zip(start.tolist(), end.tolist(), strict=True)], dtype=np.int64)
+        return best, end > start
+
+    def best_vectors(self, entries: np.ndarray) -> np.ndarray:
+        """The vector of each entry's best passage for the need (zeros where not embedded)."""
+        best, has = self._best(entries)
         if not self.cache.dim:
             return np.zeros((len(entries), 0), dtype=np.float32)
         # the rows of the whole key set: the lookup scoring just made (memoised), not a new one
@@ -242,23 +274,33 @@ class DenseScores:
         vecs = np.array(self.cache.matrix[rows[best]], dtype=np.float32)
         absent = np.zeros(len(rows), dtype=bool)
         absent[missing] = True
-        vecs[absent[best] | (end <= start)] = 0.0
+        vecs[absent[best] | ~has] = 0.0
         return vecs
+
+    def best_states(self, entries: np.ndarray) -> list[np.ndarray | None]:
+        """The int8 token states of each entry's best passage (None where not stored)."""
+        if self.tokens is None:
+            return [None] * len(entries)
+        best, has = self._best(entries)
+        got = self.tokens.get(self.index.keys[best])
+        return [g if h else None for g, h in zip(got, has.tolist(), strict=True)]
 
 
 def dense_scores(corpus: Corpus, need: str, backend, params: RankParams, cache_dir: Path,
-                 *, deadline: float | None, query: np.ndarray | None = None) -> DenseScores:
+                 *, deadline: float | None, query: np.ndarray | None = None, states: bool = True) -> DenseScores:
     """Cosine of the need (``query``: its vector, when already embedded) with each entry's
-    best passage; coverage of the cached vectors."""
+    best passage; coverage of the cached vectors. ``states``: also keep the passages' token
+    states (for the second stage) when the host gives them."""
     info = backend.info()
     index = dense_index(corpus, params, cache_dir)
     cache = VectorCache.open(cache_dir, info.embedding_model)
-    fill_vectors(cache, index, backend, deadline=deadline)
+    tokens = token_store(cache_dir, backend, info.embedding_model) if states else None
+    fill_vectors(cache, index, backend, deadline=deadline, tokens=tokens)
     q = backend.embed([need], "query")[0] if query is None else query
     per_passage, missing = cache.scores(index.keys, q)
     scores = best_per_entry(per_passage, index.owner, len(corpus.entries))
     coverage = 1.0 - (len(missing) / len(index.keys)) if len(index.keys) else 1.0
-    return DenseScores(scores, coverage, index, per_passage, cache)
+    return DenseScores(scores, coverage, index, per_passage, cache, tokens)
 
 
 @dataclass
@@ -273,6 +315,15 @@ class FirstStage:
     signals: Signals | None
 
 
+def embed_need(backend, need: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """The need's vector, and its token states (int8-rounded, as the passages' are stored)
+    when the host gives them: one forward pass for both."""
+    got = backend.embed_tokens([need], "query") if hasattr(backend, "embed_tokens") else None
+    if got is None:
+        return backend.embed([need], "query")[0], None
+    return got[0][0], quantize(got[1][0]).astype(np.float32) / np.float32(127)
+
+
 def first_stage(root: MemoryRoot, need: str, *, corpus: Corpus, backend, params: RankParams,
                 deadline: float | None = None) -> FirstStage:
     """BM25 (own text and neighbour window) and dense scores of every entry for ``need``."""
@@ -284,11 +335,13 @@ def first_stage(root: MemoryRoot, need: str, *, corpus: Corpus, backend, params:
     lexical = lex_index.combine(own, window) if not params.dense_only else zeros
     if backend is None or params.lexical_only or not corpus.entries:
         return FirstStage(lexical, None, None, None, "lexical", None)
-    qvec = backend.embed([need], "query")[0]
-    got = dense_scores(corpus, need, backend, params, cache_dir, deadline=deadline, query=qvec)
+    qvec, need_states = embed_need(backend, need)
+    got = dense_scores(corpus, need, backend, params, cache_dir, deadline=deadline, query=qvec,
+                       states=need_states is not None)
     if params.dense_only:
         return FirstStage(lexical, got.scores, got.coverage, qvec, "dense", None)
-    sig = Signals(lex_index, qtokens, own, window, lexical, got.scores, got.best_vectors)
+    sig = Signals(lex_index, qtokens, own, window, lexical, got.scores, got.best_vectors, params.stem,
+                  need_states, got.best_states if got.tokens is not None else None)
     return FirstStage(lexical, got.scores, got.coverage, qvec, "hybrid", sig)
 
 
@@ -366,7 +419,8 @@ def search_pending(root: MemoryRoot, need: str, *, backend, params: RankParams, 
     dense = None
     if backend is not None and not params.lexical_only:
         try:
-            dense = dense_scores(corpus, need, backend, params, cache_dir, deadline=deadline, query=query).scores
+            dense = dense_scores(corpus, need, backend, params, cache_dir, deadline=deadline, query=query,
+                                 states=False).scores
         except ServiceError as exc:
             warnings.append(f"{exc.message}; pending evidence ranked with BM25 only")
     # no neighbours or headings among pending items: each stands alone
@@ -581,7 +635,8 @@ def index_root(root: MemoryRoot, backend=None, *, params: RankParams | None = No
             backend = cli_backend(root, cfg, wait_seconds=120.0)
         info = backend.info()
         cache = VectorCache.open(root.runtime / "cache", info.embedding_model)
-        n = fill_vectors(cache, dense_index(corpus, params, root.runtime / "cache"), backend, deadline=None)
+        n = fill_vectors(cache, dense_index(corpus, params, root.runtime / "cache"), backend, deadline=None,
+                         tokens=token_store(root.runtime / "cache", backend, info.embedding_model))
         load_lexical(corpus, params, root.runtime / "cache")
         return {"indexed": n, "state": "done", "entries": len(corpus.entries), "model": info.embedding_model}
     finally:

@@ -81,6 +81,9 @@ def read_state(state_dir: Path) -> dict | None:
 
 
 RETRIEVE_ROUTE = "/rmtui/retrieve"
+#: rmtui's own route: vectors and int8 token states from one forward pass (the second stage's
+#: MaxSim feature); a foreign RightMemory service answers 404 and the feature is left out.
+TOKENS_ROUTE = "/rmtui/tokens"
 
 
 def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int | None,
