@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -149,6 +150,8 @@ def run(data_dir: Path, work: Path, sample: int, explore: bool) -> None:
         lex_p = RankParams(**{**base.__dict__, "lexical_only": True})
         den_p = RankParams(**{**base.__dict__, "dense_only": True})
         first_p = RankParams(**{**base.__dict__, "learned": False})
+        # a model host without rmtui's token route (a foreign RightMemory service): no MaxSim
+        vectors_only = SimpleNamespace(info=backend.info, embed=backend.embed, rerank=backend.rerank)
         for i, q in enumerate(qs):
             t0 = time.perf_counter()
             res = retrieve(root, f"bench-{f.stem}-{i}", q["q"], top=10, backend=backend, record=False)
@@ -156,15 +159,18 @@ def run(data_dir: Path, work: Path, sample: int, explore: bool) -> None:
             lex = search(root, q["q"], top=10, corpus=corpus, backend=None, cfg=cfg, params=lex_p)
             den = search(root, q["q"], top=10, corpus=corpus, backend=backend, cfg=cfg, params=den_p)
             first = search(root, q["q"], top=10, corpus=corpus, backend=backend, cfg=cfg, params=first_p)
+            plain = search(root, q["q"], top=10, corpus=corpus, backend=vectors_only, cfg=cfg)
             rows.append({**q, "conv": f.stem, "root": root, "engine_s": dt,
                          "hybrid": [r["id"] for r in res.results],
                          "bm25": [corpus.entries[r.index].id for r in lex.ranked],
                          "dense": [corpus.entries[r.index].id for r in den.ranked],
-                         "first": [corpus.entries[r.index].id for r in first.ranked]})
+                         "first": [corpus.entries[r.index].id for r in first.ranked],
+                         "plain": [corpus.entries[r.index].id for r in plain.ranked]})
     n = len(rows)
     print(f"\n{n} questions (categories 1-4). How measured: recall through rmtui.engine.retrieval.retrieve.retrieve(), the "
           "function behind `rmtui --headless retrieve --json --top 10`, with the same local warm embedding "
-          "service over HTTP, one fresh session per question (delivery history not recorded); first-stage-only, "
+          "service over HTTP, one fresh session per question (delivery history not recorded); the same search "
+          "through a host without token states (the second stage's plain weights), first-stage-only, "
           "BM25-only and dense-only are the same engine search with the learned re-order or the other signal "
           "switched off, in the same run (the learned weights were fitted on the development conversations by "
           "bench/fit_stage2.py); latency "
@@ -190,6 +196,7 @@ def print_table(rows: list[dict]) -> None:
     head = " | ".join(f"{name} ({len(sub)}) R@1/5/10" for _, name, sub in cats)
     print(f"| method | R@1 | R@5 | R@10 | {head} |\n|---|---|---|---|{'---|' * len(cats)}")
     for key, label in (("hybrid", "rmtui retrieve (default)"),
+                       ("plain", "host without token states (no MaxSim; a foreign service)"),
                        ("first", "first stage only (learned re-order off)"), ("bm25", "BM25 only (same engine)"),
                        ("dense", "dense only (same engine)")):
         s = summarize(rows, key)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from werkzeug import Response
 
+from rmtui.engine.retrieval import retrieve as retrieve_mod
 from rmtui.engine.retrieval import stage2
 from rmtui.engine.retrieval.corpus import load_corpus
 from rmtui.engine.retrieval.embed_client import ServiceClient, ServiceError
@@ -124,18 +125,29 @@ def test_token_states_are_stored_once_and_a_change_appends_one_record(root, plai
     assert TokenStore.open(cache, identity).missing(dense_index(corpus, params, cache).keys) == []
 
 
-def test_a_root_cached_before_token_states_gets_them(root, plain_backend, httpserver):
-    """A root whose vectors were cached by an older rmtui (or a foreign service) is completed."""
+def test_a_root_cached_before_token_states_gets_them_in_the_background(root, plain_backend, httpserver,
+                                                                       monkeypatch):
+    """A root whose vectors were cached by an older rmtui (or a foreign service): a query does
+    not spend its budget on token states; it spawns the indexer, which fills them."""
     write_small_root(root)
     cfg = root.config()
     corpus = load_corpus(root.path)
     search(root, "dog name", top=3, corpus=corpus, backend=_foreign(httpserver, plain_backend), cfg=cfg)
     cache = root.runtime / "cache"
     index = dense_index(corpus, params_from_config(cfg), cache)
-    store = TokenStore.open(cache, plain_backend.info().embedding_model)
-    assert len(store.missing(index.keys)) == len(index.keys)  # vectors only so far
+    identity = plain_backend.info().embedding_model
+    assert len(TokenStore.open(cache, identity).missing(index.keys)) == len(index.keys)  # vectors only so far
+    spawned: list[str] = []
+    monkeypatch.setattr(retrieve_mod, "spawn_indexer", lambda r: spawned.append(str(r.path)) or True)
+    res = retrieve_mod.retrieve(root, "s1", "dog name", top=3, backend=plain_backend, record=False)
+    assert res.results[0]["id"] == "carol-dog" and res.mode == "hybrid"
+    assert len(TokenStore.open(cache, identity).missing(index.keys)) == len(index.keys)  # not in the query
+    assert spawned == [str(root.path)]
+    assert retrieve_mod.index_root(root, plain_backend)["state"] == "done"
+    assert TokenStore.open(cache, identity).missing(index.keys) == []
+    spawned.clear()
+    retrieve_mod.retrieve(root, "s2", "dog name", top=3, backend=plain_backend, record=False)
+    assert spawned == []  # complete: no indexer
     first = first_stage(root, "dog name", corpus=corpus, backend=plain_backend, params=params_from_config(cfg))
-    assert first.signals is not None and first.signals.states is not None
-    assert TokenStore.open(cache, plain_backend.info().embedding_model).missing(index.keys) == []
-    cand = stage2.candidates(np.asarray(first.dense))
-    assert stage2.token_states(first.signals, cand) is not None
+    assert first.signals is not None and first.states_missing == 0
+    assert stage2.token_states(first.signals, stage2.candidates(np.asarray(first.dense))) is not None

@@ -98,6 +98,7 @@ class SearchOutcome:
     dense_coverage: float | None
     matched: bool  # something clears the relevance gate
     query_vec: np.ndarray | None = None  # the need's embedding, reused to score pending evidence
+    states_missing: int = 0  # passages the background indexer still owes token states
 
 
 def counts_from_config(cfg) -> tuple[int, int, bool]:
@@ -193,10 +194,12 @@ def fill_vectors(cache: VectorCache, index: DenseIndex, backend, *, deadline: fl
     """Embed what the caches lack, in batches, until done or past ``deadline``; return how many.
 
     ``tokens``: also the passages' token states (one forward pass gives both), when the model
-    host can return them; a host that cannot leaves that store as it is."""
+    host can return them; a host that cannot leaves that store as it is. Passages that have a
+    vector and lack only token states (a root cached before them) are embedded only without a
+    ``deadline`` -- by the background indexer -- never inside a query's budget."""
     _, missing = cache.rows(index.keys)
     lacking = set(missing)
-    if tokens is not None:
+    if tokens is not None and deadline is None:
         lacking.update(tokens.missing(index.keys))
     if not lacking:
         return 0
@@ -254,6 +257,7 @@ class DenseScores:
     per_passage: np.ndarray
     cache: VectorCache
     tokens: TokenStore | None = None  # the passages' token states, when the host gives them
+    states_missing: int = 0  # passages without token states (left to the background indexer)
 
     def _best(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each entry's best passage for the need, and whether it has one."""
@@ -300,7 +304,8 @@ def dense_scores(corpus: Corpus, need: str, backend, params: RankParams, cache_d
     per_passage, missing = cache.scores(index.keys, q)
     scores = best_per_entry(per_passage, index.owner, len(corpus.entries))
     coverage = 1.0 - (len(missing) / len(index.keys)) if len(index.keys) else 1.0
-    return DenseScores(scores, coverage, index, per_passage, cache, tokens)
+    gap = len(tokens.missing(index.keys)) if tokens is not None else 0
+    return DenseScores(scores, coverage, index, per_passage, cache, tokens, gap)
 
 
 @dataclass
@@ -313,6 +318,7 @@ class FirstStage:
     query_vec: np.ndarray | None
     mode: str
     signals: Signals | None
+    states_missing: int = 0
 
 
 def embed_need(backend, need: str) -> tuple[np.ndarray, np.ndarray | None]:
@@ -342,7 +348,7 @@ def first_stage(root: MemoryRoot, need: str, *, corpus: Corpus, backend, params:
         return FirstStage(lexical, got.scores, got.coverage, qvec, "dense", None)
     sig = Signals(lex_index, qtokens, own, window, lexical, got.scores, got.best_vectors, params.stem,
                   need_states, got.best_states if got.tokens is not None else None)
-    return FirstStage(lexical, got.scores, got.coverage, qvec, "hybrid", sig)
+    return FirstStage(lexical, got.scores, got.coverage, qvec, "hybrid", sig, got.states_missing)
 
 
 def search(root: MemoryRoot, need: str, *, top: int, corpus: Corpus, backend, cfg,
@@ -367,7 +373,8 @@ def search(root: MemoryRoot, need: str, *, top: int, corpus: Corpus, backend, cf
                          strict=svc is not None and svc.original)
     min_score = float(cfg.get("retrieve.min_score"))
     ranked = [r for r in ranked if r.score > min_score][:top]  # a zero score is no match at all
-    return SearchOutcome(corpus, ranked, mode, warnings, coverage, matched and bool(ranked), qvec)
+    return SearchOutcome(corpus, ranked, mode, warnings, coverage, matched and bool(ranked), qvec,
+                         first.states_missing)
 
 
 def _rerank(corpus: Corpus, need: str, ranked: list[Ranked], backend, params: RankParams, k: int,
@@ -534,7 +541,7 @@ def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = Non
                                    warnings=result.warnings)
             _with_pending(result, items, max_chars)
             timings["pending"] = time.monotonic() - t0
-        if outcome.dense_coverage is not None and outcome.dense_coverage < 1.0:
+        if (outcome.dense_coverage is not None and outcome.dense_coverage < 1.0) or outcome.states_missing:
             spawn_indexer(root)
         timings["total"] = time.monotonic() - t0
         result.timings = timings
