@@ -184,10 +184,13 @@ async def test_the_queue_header_says_why_queued_evidence_waits_and_u_runs_update
                           Turn(text="Skipped the only candidate: already known."))
             await pilot.press("U")
             line = screen.query_one(ProgressLine)
-            await wait_for(pilot, lambda: line.display and "Update" in line.what, what="the progress line")
+            # generous timeouts: on a loaded 2-core machine (two test workers) the Update's start
+            # (worktree, git) has taken over 10 s; this checks what shows, not how fast
+            await wait_for(pilot, lambda: line.display and "Update" in line.what, timeout=30,
+                           what="the progress line")
             await wait_for(pilot, lambda: line.progress is not None and "update role" in line.progress.what,
-                           what="the engine's step on the progress line")
-            await wait_for(pilot, lambda: all(state(demo, u) == "consumed" for u in queued), timeout=20,
+                           timeout=30, what="the engine's step on the progress line")
+            await wait_for(pilot, lambda: all(state(demo, u) == "consumed" for u in queued), timeout=30,
                            what="the Update to consume the queued evidence")
             await wait_for(pilot, lambda: not line.display, what="the progress line to go")
             assert any("Update no_change" in n.message for n in app._notifications)

@@ -512,8 +512,7 @@ class OnnxEmbedder:
     def encode_tokens(self, texts: list[str], kind: str) -> tuple[np.ndarray, list[np.ndarray]]:
         """Vectors, and each text's token states (unit rows, special tokens left out) from the
         same forward pass: what the second stage's MaxSim feature reads."""
-        vecs, states = self._run(texts, kind, tokens=True)
-        return vecs, states
+        return self._run(texts, kind, tokens=True)
 
     def _run(self, texts: list[str], kind: str, *, tokens: bool) -> tuple[np.ndarray, list[np.ndarray]]:
         if kind not in ("query", "passage"):

@@ -202,13 +202,12 @@ def rerank(corpus: Corpus, sig: Signals, fused: np.ndarray) -> np.ndarray | None
         return None
     cand = candidates(fused)
     states = token_states(sig, cand)
-    model = w.TOKENS if states is not None else w.PLAIN
-    if tuple(model.features) != FEATURES + (TOKEN_FEATURES if states is not None else ()):
-        if states is None:
-            return None  # weights fitted for other features: keep the first stage
-        states, model = None, w.PLAIN
-        if tuple(model.features) != FEATURES:
-            return None
+    if states is not None and tuple(w.TOKENS.features) == FEATURES + TOKEN_FEATURES:
+        model = w.TOKENS
+    elif tuple(w.PLAIN.features) == FEATURES:
+        model, states = w.PLAIN, None  # no token states (or no weights for them)
+    else:
+        return None  # weights fitted for other features: keep the first stage
     x = (features(corpus, sig, fused, cand, states) - np.asarray(model.mean, np.float32)) \
         / np.asarray(model.scale, np.float32)
     score = x @ np.asarray(model.coef, np.float32)
