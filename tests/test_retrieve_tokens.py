@@ -151,3 +151,13 @@ def test_a_root_cached_before_token_states_gets_them_in_the_background(root, pla
     first = first_stage(root, "dog name", corpus=corpus, backend=plain_backend, params=params_from_config(cfg))
     assert first.signals is not None and first.states_missing == 0
     assert stage2.token_states(first.signals, stage2.candidates(np.asarray(first.dense))) is not None
+
+
+def test_without_the_learned_stage_no_token_states_are_stored(root, plain_backend):
+    write_small_root(root)
+    (root.path / "rmtui.toml").write_text("[retrieve]\nlearned_rerank = false\n", encoding="utf-8")
+    res = retrieve_mod.retrieve(root, "s1", "who owns billing", top=3, backend=plain_backend, record=False)
+    assert res.mode == "hybrid" and res.results
+    assert retrieve_mod.index_root(root, plain_backend)["state"] == "done"
+    assert any((root.runtime / "cache" / "vectors").glob("*.bin"))
+    assert not (root.runtime / "cache" / "tokens").exists()

@@ -321,10 +321,10 @@ class FirstStage:
     states_missing: int = 0
 
 
-def embed_need(backend, need: str) -> tuple[np.ndarray, np.ndarray | None]:
+def embed_need(backend, need: str, *, states: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
     """The need's vector, and its token states (int8-rounded, as the passages' are stored)
-    when the host gives them: one forward pass for both."""
-    got = backend.embed_tokens([need], "query") if hasattr(backend, "embed_tokens") else None
+    when ``states`` and the host gives them: one forward pass for both."""
+    got = backend.embed_tokens([need], "query") if states and hasattr(backend, "embed_tokens") else None
     if got is None:
         return backend.embed([need], "query")[0], None
     return got[0][0], quantize(got[1][0]).astype(np.float32) / np.float32(127)
@@ -341,7 +341,8 @@ def first_stage(root: MemoryRoot, need: str, *, corpus: Corpus, backend, params:
     lexical = lex_index.combine(own, window) if not params.dense_only else zeros
     if backend is None or params.lexical_only or not corpus.entries:
         return FirstStage(lexical, None, None, None, "lexical", None)
-    qvec, need_states = embed_need(backend, need)
+    # token states serve only the learned second stage: without it none are asked or stored
+    qvec, need_states = embed_need(backend, need, states=params.learned and not params.dense_only)
     got = dense_scores(corpus, need, backend, params, cache_dir, deadline=deadline, query=qvec,
                        states=need_states is not None)
     if params.dense_only:
@@ -643,7 +644,8 @@ def index_root(root: MemoryRoot, backend=None, *, params: RankParams | None = No
         info = backend.info()
         cache = VectorCache.open(root.runtime / "cache", info.embedding_model)
         n = fill_vectors(cache, dense_index(corpus, params, root.runtime / "cache"), backend, deadline=None,
-                         tokens=token_store(root.runtime / "cache", backend, info.embedding_model))
+                         tokens=token_store(root.runtime / "cache", backend, info.embedding_model)
+                         if params.learned else None)
         load_lexical(corpus, params, root.runtime / "cache")
         return {"indexed": n, "state": "done", "entries": len(corpus.entries), "model": info.embedding_model}
     finally:
