@@ -216,9 +216,11 @@ def fill_vectors(cache: VectorCache, index: DenseIndex, backend, *, deadline: fl
     last_flush = time.monotonic()
 
     def flush() -> None:
-        cache.add(pending, live)
+        # token states first: a concurrent query that sees a passage's vector sees its states too
+        # (else it would rank with the weights fitted without them)
         if tokens is not None:
             tokens.add(pending_states, live)
+        cache.add(pending, live)
 
     for off in range(0, len(items), batch):
         if deadline is not None and time.monotonic() >= deadline:
