@@ -182,10 +182,15 @@ async def test_the_queue_header_says_why_queued_evidence_waits_and_u_runs_update
             queued = [u for u, (s, _) in evidence_states(demo).items() if s == "queued"]
             provider.push(Turn(text="", tool_calls=[("outline", {})], delay=0.8),
                           Turn(text="Skipped the only candidate: already known."))
+            # the config commit may reload the screen once more after the header shows: press U
+            # on the screen that is up once it offers the action
+            await wait_for(pilot, lambda: app.screen.check_action("run_update", ()) is True, timeout=10,
+                           what="U to be offered")
+            screen = app.screen
+            await pilot.press("e")  # the evidence pane focused again, whatever a reload focused
+            assert app.focused is screen.query_one(EvidenceTable)
             await pilot.press("U")
             line = screen.query_one(ProgressLine)
-            # generous timeouts: on a loaded 2-core machine (two test workers) the Update's start
-            # (worktree, git) has taken over 10 s; this checks what shows, not how fast
             await wait_for(pilot, lambda: line.display and "Update" in line.what, timeout=30,
                            what="the progress line")
             await wait_for(pilot, lambda: line.progress is not None and "update role" in line.progress.what,
