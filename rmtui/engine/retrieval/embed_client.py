@@ -102,6 +102,7 @@ class ServiceClient:
         import numpy as np
 
         from rmtui.engine.retrieval.service_state import TOKENS_ROUTE
+        from rmtui.engine.retrieval.tokens import dequantize
 
         if self._no_tokens:
             return None
@@ -131,8 +132,7 @@ class ServiceClient:
                     ok = False
                 if not ok or len(raw) != st["count"] * info.dimensions:
                     raise ServiceError("embedding service returned malformed token states")
-                states.append(np.frombuffer(raw, dtype=np.int8).reshape(st["count"], info.dimensions)
-                              .astype(np.float32) / np.float32(127))
+                states.append(dequantize(np.frombuffer(raw, dtype=np.int8).reshape(st["count"], info.dimensions)))
         return vecs, states
 
     def rerank(self, query: str, documents: list[str]) -> list[int]:

@@ -271,7 +271,8 @@ class EmbeddingServer:
             return self._tokens(body)
         return self._retrieve(body)
 
-    def _embed(self, body) -> dict:
+    def _embed_request(self, body) -> tuple[list[str], str]:
+        """The texts and kind of a valid /embed (or /rmtui/tokens) request for this model."""
         body = _exact_keys(body, {"texts", "kind", "model"})
         texts = _texts(body["texts"], "texts")
         if body["kind"] not in ("query", "passage"):
@@ -280,24 +281,21 @@ class EmbeddingServer:
         _check_model(body["model"], info.embedding_model, "embedding")
         if len(texts) > info.max_batch_size:
             raise _ApiError(422, f"embedding batch of {len(texts)} exceeds the limit of {info.max_batch_size}")
-        vecs = _LockedBackend(self).embed(texts, body["kind"])
-        return {"model": info.embedding_model, "vectors": np.round(vecs.astype(np.float64), 7).tolist()}
+        return texts, body["kind"]
+
+    def _embed(self, body) -> dict:
+        texts, kind = self._embed_request(body)
+        vecs = _LockedBackend(self).embed(texts, kind)
+        return {"model": self.model_info.embedding_model, "vectors": np.round(vecs.astype(np.float64), 7).tolist()}
 
     def _tokens(self, body) -> dict:
         import base64
 
         from rmtui.engine.retrieval.tokens import quantize
 
-        body = _exact_keys(body, {"texts", "kind", "model"})
-        texts = _texts(body["texts"], "texts")
-        if body["kind"] not in ("query", "passage"):
-            raise _ApiError(422, "kind must be 'query' or 'passage'")
-        info = self.model_info
-        _check_model(body["model"], info.embedding_model, "embedding")
-        if len(texts) > info.max_batch_size:
-            raise _ApiError(422, f"embedding batch of {len(texts)} exceeds the limit of {info.max_batch_size}")
-        vecs, states = _LockedBackend(self).embed_tokens(texts, body["kind"])
-        return {"model": info.embedding_model, "vectors": np.round(vecs.astype(np.float64), 7).tolist(),
+        texts, kind = self._embed_request(body)
+        vecs, states = _LockedBackend(self).embed_tokens(texts, kind)
+        return {"model": self.model_info.embedding_model, "vectors": np.round(vecs.astype(np.float64), 7).tolist(),
                 "states": [{"count": len(s), "int8": base64.b64encode(quantize(s).tobytes()).decode("ascii")}
                            for s in states]}
 

@@ -180,8 +180,7 @@ class SentenceEmbedder:
         vecs = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         states: list[np.ndarray] = []
         for i, item in enumerate(got):
-            v = item["sentence_embedding"].float().cpu().numpy()
-            vecs[i] = v / max(float(np.linalg.norm(v)), 1e-12)
+            vecs[i] = unit_rows(item["sentence_embedding"].float().cpu().numpy()[None])[0]
             hidden = item["token_embeddings"].float().cpu().numpy()
             ids = item["input_ids"].cpu().tolist()[:len(hidden)]
             states.append(unit_rows(hidden[[j for j, t in enumerate(ids) if t not in special]]))

@@ -131,9 +131,7 @@ def pool(hidden: np.ndarray, mask: np.ndarray, layout: Layout) -> np.ndarray:
         count = np.clip(m.sum(axis=1), 1e-9, None)
         out = total / (count if layout.pooling == "mean" else np.sqrt(count))
     out = out.astype(np.float32)
-    if layout.normalize:
-        out /= np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-12, None)
-    return out
+    return unit_rows(out) if layout.normalize else out
 
 
 # -- where exports live ------------------------------------------------------------------

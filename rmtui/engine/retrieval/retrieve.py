@@ -58,7 +58,7 @@ from rmtui.engine.retrieval.ranking import (
 from rmtui.engine.retrieval.render import NO_STRONG_MATCH, PendingItem, Unit, pending_section, render, unit_of
 from rmtui.engine.retrieval.result import RetrieveResult
 from rmtui.engine.retrieval.stage2 import Signals
-from rmtui.engine.retrieval.tokens import TokenStore, quantize
+from rmtui.engine.retrieval.tokens import TokenStore, dequantize, quantize
 from rmtui.engine.retrieval.vectors import KEY_DTYPE, VectorCache, as_keys, text_key
 
 # Agent retrieval (rmtui.engine.retrieval.agent_retrieve) serves retrieve.backend = "agent" and, when a
@@ -329,7 +329,7 @@ def embed_need(backend, need: str, *, states: bool = True) -> tuple[np.ndarray, 
     got = backend.embed_tokens([need], "query") if states and hasattr(backend, "embed_tokens") else None
     if got is None:
         return backend.embed([need], "query")[0], None
-    return got[0][0], quantize(got[1][0]).astype(np.float32) / np.float32(127)
+    return got[0][0], dequantize(quantize(got[1][0]))
 
 
 def first_stage(root: MemoryRoot, need: str, *, corpus: Corpus, backend, params: RankParams,

@@ -42,6 +42,7 @@ import numpy as np
 
 from rmtui.engine.retrieval.corpus import Corpus
 from rmtui.engine.retrieval.ranking import LexicalIndex, tokenize_many
+from rmtui.engine.retrieval.tokens import dequantize
 
 #: How many first-stage candidates the second stage re-orders.
 POOL = 60
@@ -130,7 +131,7 @@ def maxsim(need_states: np.ndarray, states: list[np.ndarray]) -> np.ndarray:
     sizes = [len(s) for s in states]
     if not need_states.size or not sum(sizes):
         return out
-    stacked = np.concatenate([s for s in states if len(s)]).astype(np.float32) * np.float32(1 / 127)
+    stacked = dequantize(np.concatenate([s for s in states if len(s)]))
     sims = np.asarray(need_states, dtype=np.float32) @ stacked.T  # need tokens x all candidate tokens
     starts = np.cumsum([0] + [n for n in sizes if n])[:-1]
     best = np.maximum.reduceat(sims, starts, axis=1).mean(axis=0)

@@ -43,12 +43,9 @@ nothing. Returned arrays are read-only views into the mapping.
 
 from __future__ import annotations
 
-import hashlib
 import mmap
 import os
 import struct
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,7 +54,7 @@ import numpy as np
 
 from rmtui.engine.fsutil import atomic_write_bytes
 from rmtui.engine.locks import file_lock
-from rmtui.engine.retrieval.vectors import KEY_DTYPE, _sig, as_keys
+from rmtui.engine.retrieval.vectors import KEY_DTYPE, ParsedFiles, as_keys, cache_name, signature
 
 MAGIC = b"RMTTOK01"
 SCALE = 127
@@ -71,6 +68,11 @@ def quantize(matrix: np.ndarray) -> np.ndarray:
     """float rows (already L2-normalised) -> int8 (``round(x * 127)``, clipped to [-127, 127])."""
     scaled = np.rint(np.asarray(matrix, dtype=np.float32) * SCALE)
     return np.clip(scaled, -SCALE, SCALE).astype(np.int8)
+
+
+def dequantize(matrix: np.ndarray) -> np.ndarray:
+    """int8 rows of :func:`quantize` -> float32 (``x / 127``)."""
+    return np.asarray(matrix, dtype=np.float32) * np.float32(1 / SCALE)
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -99,14 +101,11 @@ class _Index:
 class _Loaded:
     """A parsed index and the mapping of its data file, shared by this process while the index is unchanged."""
 
-    sig: tuple[int, ...]
     index: _Index
     data: np.ndarray
 
 
-_SHARED: OrderedDict[tuple[Path, str], _Loaded] = OrderedDict()
-_SHARED_LOCK = threading.Lock()
-_SHARED_MAX = 8
+_SHARED: ParsedFiles[_Loaded] = ParsedFiles()
 
 
 def _parse_index(raw: bytes, identity: str) -> _Index | None:
@@ -165,8 +164,7 @@ class TokenStore:
 
     @classmethod
     def open(cls, cache_dir: Path, identity: str) -> TokenStore:
-        name = hashlib.sha256(identity.encode()).hexdigest()[:24]
-        store = cls(Path(cache_dir) / "tokens" / f"{name}.idx", identity)
+        store = cls(Path(cache_dir) / "tokens" / f"{cache_name(identity)}.idx", identity)
         store.reload()
         return store
 
@@ -199,12 +197,10 @@ class TokenStore:
         memo_key = (self.path, self.identity)
         try:
             with self.path.open("rb") as fh:
-                sig = _sig(os.fstat(fh.fileno()))
-                with _SHARED_LOCK:
-                    hit = _SHARED.get(memo_key)
-                    if hit is not None and hit.sig == sig:
-                        _SHARED.move_to_end(memo_key)
-                        return hit
+                sig = signature(os.fstat(fh.fileno()))
+                hit = _SHARED.get(memo_key, sig)
+                if hit is not None:
+                    return hit
                 raw = fh.read()
         except OSError:
             return None
@@ -214,21 +210,13 @@ class TokenStore:
         data = _map(self.data_path(index.generation), index.covered)
         if data is None:
             try:  # the index moved on (compaction) since we read it: try again; else damaged
-                changed = _sig(self.path.stat()) != sig
+                changed = signature(self.path.stat()) != sig
             except OSError:
                 changed = True
             return False if changed else None
-        loaded = _Loaded(sig, index, data)
-        self._remember(memo_key, loaded)
+        loaded = _Loaded(index, data)
+        _SHARED.put(memo_key, sig, loaded)
         return loaded
-
-    @staticmethod
-    def _remember(memo_key: tuple[Path, str], loaded: _Loaded) -> None:
-        with _SHARED_LOCK:
-            _SHARED[memo_key] = loaded
-            _SHARED.move_to_end(memo_key)
-            while len(_SHARED) > _SHARED_MAX:
-                _SHARED.popitem(last=False)
 
     def _use(self, loaded: _Loaded | None) -> None:
         if loaded is None:
@@ -387,8 +375,8 @@ class TokenStore:
         if data is None:  # cannot happen while we hold the lock, short of outside interference
             self._use(None)
             return
-        loaded = _Loaded(_sig(self.path.stat()), index, data)
-        self._remember((self.path, self.identity), loaded)
+        loaded = _Loaded(index, data)
+        _SHARED.put((self.path, self.identity), signature(self.path.stat()), loaded)
         self._use(loaded)
 
     def _drop_other_generations(self) -> None:

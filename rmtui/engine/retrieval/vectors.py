@@ -24,12 +24,14 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import numpy as np
 
 from rmtui.engine.fsutil import atomic_write_bytes
 from rmtui.engine.locks import file_lock
 
+T = TypeVar("T")
 MAGIC = b"RMTVEC03"
 KEY_DTYPE = np.dtype("S32")
 _HEAD = struct.Struct("<8sII")
@@ -50,20 +52,52 @@ def as_keys(keys) -> np.ndarray:
 class _Loaded:
     """One parsed cache file, shared by the instances of this process while the file is unchanged."""
 
-    sig: tuple[int, ...]
     keys: np.ndarray
     matrix: np.ndarray
     dim: int
     last_rows: tuple[bytes, np.ndarray, list[int]] | None = None  # (asked keys, rows, missing)
 
 
-_SHARED: OrderedDict[tuple[Path, str], _Loaded] = OrderedDict()
-_SHARED_LOCK = threading.Lock()
-_SHARED_MAX = 8
-
-
-def _sig(st: os.stat_result) -> tuple[int, ...]:
+def signature(st: os.stat_result) -> tuple[int, ...]:
+    """What tells a file changed: size, times and inode (a replaced file has a new inode)."""
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def cache_name(identity: str) -> str:
+    """The file name stem of a model identity's cache files."""
+    return hashlib.sha256(identity.encode()).hexdigest()[:24]
+
+
+class ParsedFiles(Generic[T]):
+    """Parsed cache files of this process, each kept while its file's signature holds (the
+    few most recently used): a warm process does not read or parse an unchanged file again."""
+
+    def __init__(self, size: int = 8) -> None:
+        self._items: OrderedDict[tuple[Path, str], tuple[tuple[int, ...], T]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._size = size
+
+    def get(self, key: tuple[Path, str], sig: tuple[int, ...]) -> T | None:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is None or hit[0] != sig:
+                return None
+            self._items.move_to_end(key)
+            return hit[1]
+
+    def put(self, key: tuple[Path, str], sig: tuple[int, ...], value: T) -> None:
+        with self._lock:
+            self._items[key] = (sig, value)
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_SHARED: ParsedFiles[_Loaded] = ParsedFiles()
 
 
 @dataclass
@@ -79,8 +113,7 @@ class VectorCache:
 
     @classmethod
     def open(cls, cache_dir: Path, identity: str) -> VectorCache:
-        name = hashlib.sha256(identity.encode()).hexdigest()[:24]
-        cache = cls(Path(cache_dir) / "vectors" / f"{name}.bin", identity)
+        cache = cls(Path(cache_dir) / "vectors" / f"{cache_name(identity)}.bin", identity)
         cache.reload()
         return cache
 
@@ -88,13 +121,11 @@ class VectorCache:
         memo_key = (self.path, self.identity)
         try:
             with self.path.open("rb") as fh:
-                sig = _sig(os.fstat(fh.fileno()))
-                with _SHARED_LOCK:
-                    hit = _SHARED.get(memo_key)
-                    if hit is not None and hit.sig == sig:
-                        _SHARED.move_to_end(memo_key)
-                        self._use(hit)
-                        return
+                sig = signature(os.fstat(fh.fileno()))
+                hit = _SHARED.get(memo_key, sig)
+                if hit is not None:
+                    self._use(hit)
+                    return
                 raw = fh.read()
         except OSError:
             return
@@ -107,14 +138,10 @@ class VectorCache:
         off += ident_len
         if magic != MAGIC or ident != self.identity or len(raw) != off + n * 32 + n * dim * 4:
             return  # another model's file or a damaged one: start afresh
-        loaded = _Loaded(sig, np.frombuffer(raw, dtype=KEY_DTYPE, count=n, offset=off),
+        loaded = _Loaded(np.frombuffer(raw, dtype=KEY_DTYPE, count=n, offset=off),
                          np.frombuffer(raw, dtype=np.float32, count=n * dim, offset=off + n * 32).reshape(n, dim),
                          dim)
-        with _SHARED_LOCK:
-            _SHARED[memo_key] = loaded
-            _SHARED.move_to_end(memo_key)
-            while len(_SHARED) > _SHARED_MAX:
-                _SHARED.popitem(last=False)
+        _SHARED.put(memo_key, sig, loaded)
         self._use(loaded)
 
     def _use(self, loaded: _Loaded) -> None:
