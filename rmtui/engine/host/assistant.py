@@ -25,7 +25,7 @@ import git
 from rmtui.engine.cycles import common, hosted
 from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.evidence.batching import Batch, pick_among, select_batch
-from rmtui.engine.evidence.queue import EvidenceQueue, check_identifier
+from rmtui.engine.evidence.queue import EvidenceQueue, check_session_id
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.graph import load_graph
@@ -98,7 +98,7 @@ def release_orphaned_claims(sup: Supervisor) -> list[str]:
 
 def context(root: MemoryRoot, session: str) -> dict:
     """Live sources, memory commit, pending evidence file and retrieve instructions."""
-    check_identifier(session, "session id")
+    check_session_id(session)
     with Supervisor(root) as sup:
         settled = sup.recover()
         head = sup.head()
