@@ -71,10 +71,11 @@ def texts(tmp_path):
     for role in role_table.ROLES:
         preamble = historian.PREAMBLE if role == "historian" else ""
         out[f"model:{role}"] = (role, preamble + role_instructions(role) + "\n\n" + task_prompts[role])
-    op = SimpleNamespace(id="assistant-1", worktree=wt, base_commit="0" * 40)
+    op = SimpleNamespace(id="assistant-20260101T000000Z-0123abcd", worktree=wt, base_commit="0" * 40)
     out["host:update"] = ("update", assistant.update_instructions(root, op))
     for role in hosted.HOSTED_ROLES:
-        task = hosted.HostTask(f"{role}-1", role, hosted.kind_of(role), wt, "0" * 40, task_prompts[role], {}, {})
+        task = hosted.HostTask(f"{hosted.kind_of(role)}-20260101T000000Z-0123abcd", role, hosted.kind_of(role), wt,
+                               "0" * 40, task_prompts[role], {}, {})
         out[f"host:{role}"] = (role, assistant._instructions(root, task))
     ctx = assistant.context(root, "s1")
     out["host:retrieve"] = ("retrieve-host", Path(ctx["instructions"]).read_text(encoding="utf-8"))

@@ -29,8 +29,8 @@ from rmtui.engine.evidence.queue import EvidenceQueue, check_session_id
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.graph import load_graph
-from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.memory.role_table import may_read
+from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.memory.validation import COLLECTION_FILES
 from rmtui.engine.roles.prompts import role_instructions
 from rmtui.engine.writes.operations import Operation
