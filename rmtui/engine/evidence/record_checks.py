@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from rmtui.engine.errors import UsageError
 from rmtui.engine.evidence import records
-from rmtui.engine.evidence.queue import check_identifier, check_message, evidence_limit
+from rmtui.engine.evidence.queue import check_message, check_session_id, evidence_limit
 
 HEX32 = re.compile(r"[0-9a-f]{32}")
 OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -145,7 +145,7 @@ def check_candidate(data: dict, path: str, *, limit: int) -> dict:
     if not isinstance(session, str):
         raise RecordRefused(path, "candidate-session_id", "must be text")
     try:
-        check_identifier(session, "session id")
+        check_session_id(session)
     except UsageError as exc:
         raise RecordRefused(path, "candidate-session_id", exc.message) from None
     _int(data["display_id"], path, "candidate-display_id", 1)
