@@ -159,10 +159,15 @@ def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
                 batch = None if shared is None else Batch(shared.batch_id, list(shared.candidate_uids), [], "lease")
                 if shared is None:
                     return {"claimed": False, "state": "idle", "queued": q.counts()["queued"],
-                            "lease": queue.describe_lease()}
+                            "lease": queue.describe_lease(), **({"set_aside": queue.notes} if queue.notes else {})}
             if batch is None:
                 return {"claimed": False, "state": "idle", "queued": q.counts()["queued"]}
-            q.claim(batch.uids, batch.id)
+            try:
+                q.claim(batch.uids, batch.id)
+            except ConflictError:
+                if shared is not None and queue is not None:  # never hold a lease this machine cannot work on
+                    queue.release(shared, "claim_failed")
+                raise
             candidates = [q.get(u) for u in batch.uids]
         finally:
             q.close()
