@@ -9,21 +9,28 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import git
 
 from rmtui.engine.errors import EngineError
 from rmtui.engine.memory.role_table import MEMORY_GRAPH, matches
+from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.writes import worktrees
 from rmtui.engine.writes.operations import Operation
-from rmtui.engine.writes.publication import pin_ref
+from rmtui.engine.writes.publication import Publisher, pin_ref
 from rmtui.engine.writes.recovery import clear_locks, op_lock_files
 
-if TYPE_CHECKING:
-    from rmtui.engine.writes.supervisor import Supervisor
 
-EffectFn = Callable[["Supervisor", Operation], None]
+class Supervisor(Protocol):
+    """What an effect gets of the supervisor that runs it (``writes/supervisor.py``)."""
+
+    root: MemoryRoot
+    repo: git.Repo
+    publisher: Publisher
+
+
+EffectFn = Callable[[Supervisor, Operation], None]
 #: Post-commit effects by name; each is retried until done (also by ``recover``).
 EFFECTS: dict[str, EffectFn] = {}
 #: Effects every operation gets after it reaches a final phase, by phase.

@@ -12,20 +12,39 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
+
+import git
 
 from rmtui.engine.locks import try_lock
+from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.writes import worktrees
 from rmtui.engine.writes.admission import AdmissionRefused, BranchMoved, StaleBase
-from rmtui.engine.writes.operations import owner_alive, pid_alive
+from rmtui.engine.writes.operations import Operation, OperationStore, Receipt, owner_alive, pid_alive
 from rmtui.engine.writes.publication import MARKER, PIN_PREFIX, Publisher, pin_ref
-
-if TYPE_CHECKING:
-    from rmtui.engine.writes.supervisor import Supervisor
 
 #: Root-level Git lock files a publisher takes (the branch's own lock is added by name).
 ROOT_GIT_LOCKS = ("index.lock", "HEAD.lock", "packed-refs.lock")
+
+
+class Supervisor(Protocol):
+    """What recovery drives: the supervisor's lifecycle (``writes/supervisor.py``), named here
+    so that recovery does not import the module that calls it."""
+
+    root: MemoryRoot
+    repo: git.Repo
+    store: OperationStore
+    publisher: Publisher
+    repaired: list[str]
+
+    def exclusive(self, op_id: str | None = None) -> AbstractContextManager[None]: ...
+    def publish(self, op: Operation) -> Receipt: ...
+    def fail(self, op: Operation, error: str) -> Receipt: ...
+    def abandon(self, op: Operation, reason: str) -> Receipt: ...
+    def write_receipt(self, op: Operation) -> Receipt: ...
+    def run_effects(self, op: Operation) -> Operation: ...
 
 
 def recover(sup: Supervisor) -> dict:
