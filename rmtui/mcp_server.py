@@ -83,7 +83,7 @@ def build_server(root: MemoryRoot):
 
     def _retrieve(session_id: str, need: str, include_pending: bool = True):
         from rmtui.engine.memory.config import embedding_service
-        from rmtui.engine.retrieval.embeddings import InProcessBackend
+        from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
         from rmtui.engine.retrieval.retrieve import retrieve
 
         cfg = root.config()
