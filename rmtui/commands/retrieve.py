@@ -12,6 +12,7 @@ import os
 import sys
 
 from rmtui.commands import Result
+from rmtui.engine.display import printable
 
 
 def register(sub, common) -> None:
@@ -84,7 +85,7 @@ def cmd_retrieve(args) -> Result:
         data, text = res.to_json(), res.text
         data["via"] = "cli"
     for w in data.get("warnings", []):
-        sys.stderr.write(f"rmtui: warning: {w}\n")
+        sys.stderr.write(f"rmtui: warning: {printable(str(w))}\n")
     sys.stderr.flush()
     return Result(data, text)
 

@@ -136,14 +136,24 @@ def decode_evidence(data: bytes, *, limit: int) -> str:
     limit = evidence_limit(limit)
     if len(data) > limit:
         raise UsageError(f"evidence is too large: the limit is {limit} bytes (update.max_evidence_bytes)")
-    if b"\x00" in data:
-        raise UsageError("evidence contains NUL bytes; only text is accepted")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UsageError(f"evidence is not valid UTF-8 (byte {exc.start}); re-encode it as UTF-8") from exc
     if text.startswith("\ufeff"):
         text = text[1:]
+    return check_message(text, limit=limit)
+
+
+def check_message(text, *, limit) -> str:
+    """The text rules of one piece of evidence, for a submit and for a candidate another
+    machine published alike: text, valid UTF-8, no NUL, not blank, within the limit."""
+    check_text(text, "evidence")
+    limit = evidence_limit(limit)
+    if len(text.encode("utf-8")) > limit:
+        raise UsageError(f"evidence is too large: the limit is {limit} bytes (update.max_evidence_bytes)")
+    if "\x00" in text:
+        raise UsageError("evidence contains NUL bytes; only text is accepted")
     if not text.strip():
         raise UsageError("evidence is empty")
     return text
