@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from rmtui.engine.memory.config import CONFIG_FILE, LOCAL_FILE, SCHEMAS, Key, set_config_value
+from rmtui.engine.memory.config import CONFIG_FILE, LOCAL_FILE, set_config_value
+from rmtui.engine.memory.config_schema import SCHEMAS, Key
 from rmtui.engine.memory.roots import init_root
 from tests.retrieve_kit import write_small_root
 from tests.supervisor_kit import git, track_config
