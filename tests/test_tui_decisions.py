@@ -18,7 +18,7 @@ from rmtui.engine.memory.config import set_config_value
 from rmtui.tui.app import RmtuiApp
 from rmtui.tui.screens.dialogs import ConfirmScreen, PromptScreen
 from rmtui.tui.widgets.progress_line import ProgressLine
-from rmtui.tui.widgets.tables import EvidenceTable
+from rmtui.tui.widgets.evidence_table import EvidenceTable
 
 SIZE = (140, 44)
 

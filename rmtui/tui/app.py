@@ -236,7 +236,7 @@ def binding_ids() -> set[str]:
     from rmtui.tui.screens.sharing import AnswerScreen, SharingScreen
     from rmtui.tui.widgets.memory_tree import MemoryTree
     from rmtui.tui.widgets.preview import EdgeList
-    from rmtui.tui.widgets.tables import EvidenceTable, OperationsTable, ReceiptsTable, SharedViewsTable
+    from rmtui.tui.widgets.evidence_table import EvidenceTable, OperationsTable, ReceiptsTable, SharedViewsTable
 
     owners = (RmtuiApp, MainScreen, InsightScreen, MaintenanceScreen, RetrieveScreen, DiffScreen, PromptScreen,
               EvidenceScreen, ErrorScreen, ConfirmScreen, HelpScreen, EvidenceTable, OperationsTable, ReceiptsTable,

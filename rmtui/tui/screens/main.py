@@ -42,7 +42,7 @@ from rmtui.tui.screens.dialogs import ConfirmScreen, EvidenceScreen, PromptScree
 from rmtui.tui.widgets.memory_tree import Entry, MemoryTree, item_key
 from rmtui.tui.widgets.preview import EdgeList, ItemPreview
 from rmtui.tui.widgets.progress_line import ProgressLine
-from rmtui.tui.widgets.tables import EvidenceTable, OperationsTable, ReceiptsTable
+from rmtui.tui.widgets.evidence_table import EvidenceTable, OperationsTable, ReceiptsTable
 from rmtui.tui.wording import count
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ from rmtui.tui.messages import (
 )
 from rmtui.tui.screens.base import LiveScreen, error_text
 from rmtui.tui.screens.dialogs import PromptScreen
-from rmtui.tui.widgets.tables import SharedViewsTable, when
+from rmtui.tui.widgets.evidence_table import SharedViewsTable, when
 from rmtui.tui.wording import count
 
 if TYPE_CHECKING:
