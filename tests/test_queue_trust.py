@@ -206,6 +206,7 @@ def test_a_lease_centuries_away_does_not_stall_the_queue(two, upstream, tmp_path
     assert res.status == "synced" and "lease-expires_at" in res.message
     out = assistant.begin(b)
     assert out["claimed"] is True and sorted(out["candidate_uids"]) == uids, out
+    assert any("lease-expires_at" in n and "treated as expired" in n for n in out["set_aside"]), out
     body = git(upstream, "log", "--format=%B", "main", "--grep=recover invalid lease")
     assert f"update queue: recover invalid lease {batch}" in body and "Lease-Refused: lease-expires_at" in body
     assert snapshot(upstream, "main").lease.holder == device_id(b)

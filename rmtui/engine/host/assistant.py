@@ -188,7 +188,7 @@ def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
                   f"`{' '.join(rmtui_argv())} --headless validate --path {op.worktree}`, then report back. The main agent runs "
                   f"`{' '.join(_complete_argv(root, op.id))}`; only its receipt means published.\n\n")
         atomic_write_text(d / "instructions.md", header + role_instructions("update"))
-        return {"claimed": True, **task_view(root, op)}
+        return {"claimed": True, **task_view(root, op), **({"set_aside": queue.notes} if queue and queue.notes else {})}
 
 
 def _require_task(sup: Supervisor, task_id: str) -> Operation:

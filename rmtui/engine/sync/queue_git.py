@@ -422,8 +422,6 @@ class GitQueue:
             new = Lease(self.device, secrets.token_hex(16), tip, batch_id, tuple(sorted(uids)),
                         utc(now + timedelta(seconds=self.lease_seconds)))
             self._issue(new.token)
-            if lease is not None:
-                edit.remove(LEASE)
             edit.write(LEASE, records.record_bytes(new.record()))
             edit.commit(f"update queue: claim {batch_id}")
             result["lease"] = new
