@@ -286,3 +286,13 @@ def test_the_install_links_rmtui_into_local_bin_and_says_when_that_is_not_on_the
     r = _link(tmp_path, f"{bindir}:/usr/bin:/bin")
     assert r.returncode == 0 and "is not a link (left as it is)" in r.stdout
     assert (bindir / "rmtui").read_text(encoding="utf-8") == "#!/bin/sh\necho pipx\n"
+
+
+def test_status_no_longer_lists_sync_enabled_as_ignored(root, cli):
+    rp = str(root.path)
+    assert cli("--headless", "config", "set", "sync.enabled", "true", "--root", rp).code == 0
+    st = cli("--headless", "status", "--root", rp)
+    assert st.code == 0 and "sync.enabled" not in st.stdout and "ignored by rmtui" not in st.stdout
+    assert cli("--headless", "config", "set", "sync.stale_pull_after_hours", "8", "--root", rp).code == 0
+    st = cli("--headless", "status", "--root", rp, "--json").json()
+    assert st["config"]["ignored"] == ["sync.stale_pull_after_hours"]  # rmtui paces its own pull check
