@@ -196,9 +196,11 @@ def test_commands_inside_a_roots_work_tree_find_it_as_git_does(isolated_home, tm
     assert code == 2 and f"memory root {isolated_home / '.rightmemory'} is not a Git repository" in err  # profiles.toml
 
 
-def test_a_plain_git_repository_is_not_taken_for_a_root(tmp_path, cli):
+def test_a_code_project_with_a_memory_md_is_not_taken_for_a_root(tmp_path, cli):
     plain = tmp_path / "code"
     git(tmp_path, "init", "-q", str(plain))
+    (plain / "MEMORY.md").write_text("# Notes for the agent\n", encoding="utf-8")
+    (plain / ".gitignore").write_text("__pycache__/\n*.pyc\n", encoding="utf-8")
     other = init_root(tmp_path / "other").path
     assert _root_of_status(cli, plain, {"RIGHTMEMORY_ROOT": str(other)}) == (0, str(other))
     assert not (plain / ".runtime").exists()
