@@ -106,12 +106,129 @@ def check_anchors(rel: str, text: str) -> list[str]:
     for n, line in enumerate(text.splitlines(), 1):
         if line.lstrip().startswith(("```", "~~~")):
             fence = not fence
-        if fence or not re.match(r"^#{1,6}\s", line):
+        if fence or not re.match(r"^ {0,3}#{1,6}\s", line):
             continue
         for m in ANCHOR.finditer(line):
             if not ID.match(m.group(2)):
                 out.append(f"{rel}:{n}: invalid heading id {m.group(0)!r}")
     return out
+
+
+# -- the graph as the original's newest (CommonMark) parser reads it ------------------------
+# Only top-level blocks count: a bullet indented to its list item's content is nested text, a line
+# indented four or more outside a list is code, a heading may be indented up to three spaces.
+# ``:::body`` ... ``:::`` (same colon count) is a heading's body; unclosed or stray is an error. A
+# list item under an F# heading (in its own file) or a terminal #### heading is an error, and so
+# is an empty element in an edge list.
+
+G_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+G_ANCHOR = re.compile(r"\{(F#|M#|S#|MF#|MQ#|#)([A-Za-z0-9_.-]+)\}(?:[ \t]*(?:→|->)[ \t]*\[([^\]]*)\])?$")
+G_ITEM = re.compile(r"^( {0,3})([-+*]|[0-9]{1,9}[.)])( +|$)")
+G_NODE = re.compile(r"^ {0,3}(?:[-+*]|[0-9]{1,9}[.)])[ \t]+`([A-Za-z0-9_.-]+)`.*[ \t](?:→|->)[ \t]*\[([^\]]*)\][ \t]*$")
+G_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+G_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+
+
+def _edge_problems(where: str, raw: str) -> tuple[list[str], list[str]]:
+    if not raw.strip():
+        return [], []
+    out, targets = [], []
+    for part in raw.split(","):
+        if not part.strip():
+            out.append(f"{where}: empty edge element in [{raw}]")
+        elif re.fullmatch(r"\s*[A-Za-z][A-Za-z0-9_-]*:\s*[A-Za-z0-9_.-]+\s*", part):
+            targets.append(part.split(":", 1)[1].strip())
+    return out, targets
+
+
+def graph_file_facts(rel: str, text: str) -> tuple[list[str], dict[str, str], list[tuple[str, str]]]:
+    """(violations, {id: "heading"|"node"}, [(where, edge target)]) of one graph file."""
+    out: list[str] = []
+    ids: dict[str, str] = {}
+    edges: list[tuple[str, str]] = []
+    fence = body = None
+    col = None  # content column of the open top-level list item
+    blank_before = False
+    headings: list[tuple[int, str | None]] = []  # (level, kind) of the open headings
+    for n, raw in enumerate(text.split("\n"), 1):
+        line = raw.rstrip("\r").expandtabs(4)
+        where = f"{rel}:{n}"
+        if fence:
+            m = G_FENCE.match(line)
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip().strip(fence[0]):
+                fence = None
+            continue
+        if body:
+            if line.rstrip() == body[0]:
+                body = None
+            continue
+        if not line.strip():
+            blank_before = True
+            continue
+        ind = len(line) - len(line.lstrip(" "))
+        if col is not None and ind >= col:
+            blank_before = False
+            continue
+        if col is not None and blank_before and not G_ITEM.match(line):
+            col = None
+        blank_before = False
+        if G_FENCE.match(line):
+            fence, col = G_FENCE.match(line).group(1), None
+            continue
+        if re.fullmatch(r":{3,}body[ \t]*", line):
+            body, col = (line.split("body")[0], n), None
+            continue
+        if re.fullmatch(r":{3,}[ \t]*", line):
+            out.append(f"{where}: stray {line.strip()} closes no :::body")
+            continue
+        h = G_HEADING.match(line)
+        if h:
+            col = None
+            level, rest = len(h.group(1)), re.sub(r"(?:^|[ \t]+)#+[ \t]*$", "", h.group(2) or "")
+            a = G_ANCHOR.search(rest)
+            kind = a.group(1) if a else None
+            if a:
+                ids[a.group(2)] = "heading"
+                probs, targets = _edge_problems(where, a.group(3) or "")
+                out += probs
+                edges += [(where, t) for t in targets]
+            while headings and headings[-1][0] >= level:
+                headings.pop()
+            headings.append((level, kind))
+            continue
+        item = G_ITEM.match(line) if not G_BREAK.match(line) else None
+        if item is None:
+            continue
+        sp = item.group(3)
+        col = item.end(2) + (len(sp) if 1 <= len(sp) <= 4 else 1)
+        if any(k == "F#" or (lv == 4 and k) for lv, k in headings):
+            out.append(f"{where}: list item under an F# or #### heading")
+            continue
+        node = G_NODE.match(line)
+        if node:
+            ids[node.group(1)] = "node"
+            probs, targets = _edge_problems(where, node.group(2))
+            out += probs
+            edges += [(where, t) for t in targets]
+    if body:
+        out.append(f"{rel}:{body[1]}: {body[0]}body is never closed")
+    return out, ids, edges
+
+
+def check_graph(files: dict[str, str]) -> tuple[list[str], set[str]]:
+    """Violations of the rules above over ``{name: text}`` (MEMORY.md / PURSUITS.md and their F#
+    files, which need no Focus or Pursuit-field handling here), and the ids the original registers;
+    an edge to an id it does not register dangles."""
+    out: list[str] = []
+    ids: dict[str, str] = {}
+    edges: list[tuple[str, str]] = []
+    for rel, text in sorted(files.items()):
+        v, i, e = graph_file_facts(rel, text)
+        out += v
+        ids.update(i)
+        edges += e
+    out += [f"{where}: edge to {t} dangles" for where, t in edges if t not in ids]
+    return out, set(ids)
 
 
 def trailer(root: Path, commit: str) -> str:
