@@ -264,3 +264,159 @@ def check_root(root: Path) -> list[str]:
 
 def candidates_of(root: Path, batch_id: str) -> list[dict]:
     return json.loads((Path(root) / "update_records" / f"{batch_id}.json").read_text())["candidates"]
+
+
+# -- batch selection, as the original's queue claim picks candidates -------------------------
+
+def select_candidates(candidates: list[dict], recovered_uids: set[str], *, target: int, max_wait: float,
+                      now: datetime, debounce: float = 3600) -> list[str]:
+    """The uids the original puts in its next batch (recoveries due and expired leases aside):
+    sessions holding a failed batch's candidate are kept back whole; a session is ready
+    ``debounce`` after its last submit or when it alone reaches ``target``; ready sessions are
+    taken whole by (ready time, session id) until ``target``, or all of them once the first
+    waited ``max_wait`` more. ``[]``: no batch now."""
+    held = {c["session_id"] for c in candidates if c["uid"] in recovered_uids}
+    sessions: dict[str, list[dict]] = {}
+    for c in candidates:
+        if c["session_id"] not in held:
+            sessions.setdefault(c["session_id"], []).append(c)
+    ready = []
+    for sid, cs in sessions.items():
+        cs = sorted(cs, key=lambda c: (c["submitted_at"], c["uid"]))
+        at = max(datetime.fromisoformat(c["submitted_at"]) for c in cs).timestamp() + debounce
+        if at <= now.timestamp() or len(cs) >= target:
+            ready.append((at, sid, cs))
+    ready.sort(key=lambda t: (t[0], t[1]))
+    out: list[str] = []
+    for _at, _sid, cs in ready:
+        out += [c["uid"] for c in cs]
+        if len(out) >= target:
+            return out
+    if ready and ready[0][0] + max_wait <= now.timestamp():
+        return out
+    return []
+
+
+# -- shared views: registry entries, the Git share cache, share.toml, the view folder ------------
+
+ORIGINAL_TARGET_KEYS = {"kind", "path", "view_id", "base_url", "credential_id", "question_base_url",
+                        "question_credential_id", "version_id", "accepted_from_url", "git_url", "git_branch",
+                        "git_share_id"}
+PACKAGE_FILES = {"view.md", "recipe.toml", "rightmemory-shared-view.toml", "dist/MEMORY.md", "dist/manifest.toml"}
+
+
+def check_shared_views_registry(text: str) -> list[str]:
+    """``shared_views.toml`` as the original loads it: every connection has type and ref, a Git file
+    target names its share by git_url and git_share_id (the original pulls by those two)."""
+    import tomllib
+
+    out = []
+    for cid, entry in tomllib.loads(text).get("connections", {}).items():
+        if not ID.match(cid) or not isinstance(entry.get("type"), str) or not isinstance(entry.get("ref"), str):
+            out.append(f"connections.{cid}: needs an id, type and ref")
+            continue
+        target = entry.get("target", {})
+        unknown = set(target) - ORIGINAL_TARGET_KEYS
+        if unknown:
+            out.append(f"connections.{cid}.target: keys the original does not know: {sorted(unknown)}")
+        if target.get("kind") == "git-file":
+            if entry["type"] != "file":
+                out.append(f"connections.{cid}: a git-file target needs type file")
+            for key in ("git_url", "git_share_id"):
+                if not isinstance(target.get(key), str) or not target[key].strip():
+                    out.append(f"connections.{cid}.target: git-file without {key}")
+    return out
+
+
+def share_cache_path(root: Path, repo_url: str, branch: str | None) -> Path:
+    key = f"{repo_url.split('#', 1)[0].strip()}\0{(branch or '').strip()}"
+    return Path(root) / ".runtime" / "git_shares" / hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+
+
+def original_checkout(root: Path, repo_url: str, branch: str | None) -> Path:
+    """What the original runs on its share cache before it reads or publishes: clone it if absent,
+    else ``fetch --all --prune``; check the branch out; ``pull --ff-only``. A failure raises."""
+    path = share_cache_path(root, repo_url, branch)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        git(path.parent, "clone", *(["--branch", branch] if branch else []), repo_url, str(path))
+    else:
+        git(path, "fetch", "--all", "--prune")
+    if branch and subprocess.run(["git", "checkout", branch], cwd=path, capture_output=True).returncode != 0:
+        git(path, "checkout", "-B", branch, f"origin/{branch}")
+    if subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=path, capture_output=True).returncode == 0:
+        git(path, "pull", "--ff-only")
+    return path
+
+
+def read_git_share(root: Path, join_url: str) -> tuple[dict, Path]:
+    """The original's join: (share.toml, package folder) read from the working tree of its cache."""
+    import tomllib
+    from urllib.parse import parse_qs, urlsplit
+
+    frag = parse_qs(urlsplit(join_url).fragment)
+    repo, share = join_url.split("#", 1)[0], frag["share"][0]
+    branch = (frag.get("branch") or [None])[0]
+    clone = original_checkout(root, repo, branch)
+    meta = tomllib.loads((clone / "shares" / share / "share.toml").read_text(encoding="utf-8"))
+    package = clone / "shares" / share / meta["file"].get("path", "package")
+    missing = sorted(p for p in PACKAGE_FILES if not (package / p).is_file())
+    if missing:
+        raise AssertionError(f"Git share package misses {missing}")
+    return meta, package
+
+
+def check_share_toml(text: str) -> list[str]:
+    import tomllib
+
+    meta = tomllib.loads(text)
+    out = []
+    if meta.get("version") != 1 or meta.get("transport") != "git" or meta.get("parts") != ["file"]:
+        out.append("share.toml: version 1, transport git, parts [file]")
+    part = meta.get("file", {})
+    if part.get("title") != f"{meta.get('title')} Files":
+        out.append(f"share.toml: [file] title {part.get('title')!r} is not the share title + ' Files'")
+    if part.get("path") != "package" or part.get("manifest") != "package/dist/manifest.toml":
+        out.append("share.toml: [file] path package, manifest package/dist/manifest.toml")
+    return out
+
+
+def check_view_folder(root: Path, view_id: str) -> list[str]:
+    """A provider's view folder as the original keeps it: a tracked ``.gitignore`` of ``dist/``, the
+    build in ``shared_views/<view>/dist/``, and nothing of it showing in ``git status``."""
+    folder = Path(root) / "shared_views" / view_id
+    out = []
+    if git(root, "ls-files", f"shared_views/{view_id}/.gitignore").strip() != f"shared_views/{view_id}/.gitignore":
+        out.append(f"shared_views/{view_id}/.gitignore is not tracked")
+    elif (folder / ".gitignore").read_text(encoding="utf-8") != "dist/\n":
+        out.append(f"shared_views/{view_id}/.gitignore is not 'dist/'")
+    for name in ("MEMORY.md", "manifest.toml"):
+        if not (folder / "dist" / name).is_file():
+            out.append(f"shared_views/{view_id}/dist/{name} is missing")
+    if git(root, "status", "--porcelain", "--", f"shared_views/{view_id}").strip():
+        out.append(f"shared_views/{view_id}: the build shows in git status")
+    return out
+
+
+# -- .runtime/sync/state.json ----------------------------------------------------------------
+
+SYNC_SUCCESS = {"synced", "pushed"}
+SYNC_FAILURE_KEYS = {"last_failure_at", "last_failure_status", "last_failure_message", "last_failure_files"}
+
+
+def check_sync_state(data: dict) -> list[str]:
+    """The original's state file: last_status with last_message and last_files; the failure keys
+    all four after a failure, none after a success."""
+    out = []
+    if "last_status" in data:
+        if not isinstance(data.get("last_message"), str) or not isinstance(data.get("last_files"), list):
+            out.append("sync state: last_status without last_message / last_files")
+    for old in ("last_status_message", "last_status_files"):
+        if old in data:
+            out.append(f"sync state: {old} is not a key of the original (last_message / last_files)")
+    failure = SYNC_FAILURE_KEYS & set(data)
+    if data.get("last_status") in SYNC_SUCCESS and failure:
+        out.append(f"sync state: a success keeps failure keys {sorted(failure)}")
+    if failure and failure != SYNC_FAILURE_KEYS:
+        out.append(f"sync state: failure keys incomplete: {sorted(failure)}")
+    return out

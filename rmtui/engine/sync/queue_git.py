@@ -399,8 +399,10 @@ class GitQueue:
                 if due:  # a failed batch whose backoff has passed goes first
                     batch_id, uids = due[0]["batch_id"], list(due[0]["candidate_uids"])
                 else:
-                    held = {u for r in snap.recoveries.values() for u in r.get("candidate_uids", [])}
-                    picked = choose(sorted(u for u in snap.candidates if u not in held))
+                    # as the original: a session with a failed batch is kept back whole
+                    held = {snap.candidates[u]["session_id"] for r in snap.recoveries.values()
+                            for u in r.get("candidate_uids", []) if u in snap.candidates}
+                    picked = choose(sorted(u for u, c in snap.candidates.items() if c["session_id"] not in held))
                     if picked is None:
                         result["lease"] = None
                         return False
