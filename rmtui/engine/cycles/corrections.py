@@ -57,6 +57,17 @@ def find_receipt(store: Any, ref: str) -> Any:
     return hits[0]
 
 
+def _is_text(value: str) -> bool:
+    """Valid Unicode (a JSON ``\\ud800`` escape is not: it could be neither stored nor shown)."""
+    from rmtui.engine.evidence.queue import check_text
+
+    try:
+        check_text(value, "message")
+    except UsageError:
+        return False
+    return True
+
+
 def parse_result(text: str) -> dict[str, str] | None:
     """The role's result object: the last JSON object in its answer with exactly the two keys."""
     candidates = [text.strip()] + [m.group(0) for m in re.finditer(r"\{[^{}]*\}", text, re.DOTALL)][::-1]
@@ -65,10 +76,10 @@ def parse_result(text: str) -> dict[str, str] | None:
     for raw in candidates:
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # a host's text: nested too deep is no result either
             continue
         if (isinstance(data, dict) and set(data) == {"status", "message"} and data["status"] in STATUSES
-                and isinstance(data["message"], str)):
+                and isinstance(data["message"], str) and _is_text(data["message"])):
             return {"status": data["status"], "message": data["message"].strip()}
     return None
 

@@ -27,6 +27,9 @@ from rmtui.engine.memory.roots import MemoryRoot
 #: Roles a host can run besides ``update`` (which has its own claim by the queue's batching).
 HOSTED_ROLES = ("pruner", "insight", "update-correction", "sync-reconciler")
 SYNC_TASK_PREFIX = "sync-repair"
+#: Roles whose contract ends in a result the host reports (``complete --result``); every other
+#: role's outcome is what the program reads from its commits, so a result is refused.
+RESULT_ROLES = ("update-correction",)
 
 #: What the host's child is told beyond the role's own text, per role.
 NOTES = {

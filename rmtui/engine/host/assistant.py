@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 import time
 from datetime import UTC, datetime
@@ -24,7 +25,7 @@ import git
 from rmtui.engine.cycles import common, hosted
 from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.evidence.batching import Batch, pick_among, select_batch
-from rmtui.engine.evidence.queue import EvidenceQueue, check_identifier
+from rmtui.engine.evidence.queue import EvidenceQueue, check_session_id
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.graph import load_graph
@@ -42,8 +43,22 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+#: A task id is the operation id the supervisor made for the task (``<kind>-<UTC stamp>-<8 hex>``,
+#: e.g. ``prune-20260101T120000Z-1a2b3c4d``): an opaque token, never a path.
+_TASK_ID = re.compile(r"[a-z]+(?:-[a-z]+)*-[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}")
+
+
+def check_task_id(task_id: object) -> str:
+    """Refuse anything that is not the shape of a task id before it names a file (a path, a
+    ``..``, a control character), so only the task store can answer for a task."""
+    if not isinstance(task_id, str) or not _TASK_ID.fullmatch(task_id):
+        shown = repr(task_id if not isinstance(task_id, str) or len(task_id) <= 80 else task_id[:80] + "…")
+        raise UsageError(f"unknown assistant task {shown}: a task id is the task_id `assistant begin` answered")
+    return task_id
+
+
 def _task_dir(root: MemoryRoot, task_id: str) -> Path:
-    return root.runtime / "assistant" / "tasks" / task_id
+    return root.runtime / "assistant" / "tasks" / check_task_id(task_id)
 
 
 def rmtui_argv() -> list[str]:
@@ -83,7 +98,7 @@ def release_orphaned_claims(sup: Supervisor) -> list[str]:
 
 def context(root: MemoryRoot, session: str) -> dict:
     """Live sources, memory commit, pending evidence file and retrieve instructions."""
-    check_identifier(session, "session id")
+    check_session_id(session)
     with Supervisor(root) as sup:
         settled = sup.recover()
         head = sup.head()
@@ -140,10 +155,15 @@ def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
                 batch = None if shared is None else Batch(shared.batch_id, list(shared.candidate_uids), [], "lease")
                 if shared is None:
                     return {"claimed": False, "state": "idle", "queued": q.counts()["queued"],
-                            "lease": queue.describe_lease()}
+                            "lease": queue.describe_lease(), **({"set_aside": queue.notes} if queue.notes else {})}
             if batch is None:
                 return {"claimed": False, "state": "idle", "queued": q.counts()["queued"]}
-            q.claim(batch.uids, batch.id)
+            try:
+                q.claim(batch.uids, batch.id)
+            except ConflictError:
+                if shared is not None and queue is not None:  # never hold a lease this machine cannot work on
+                    queue.release(shared, "claim_failed")
+                raise
             candidates = [q.get(u) for u in batch.uids]
         finally:
             q.close()
@@ -172,7 +192,7 @@ def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
 
 
 def _require_task(sup: Supervisor, task_id: str) -> Operation:
-    op = sup.store.find(task_id)
+    op = sup.store.find(check_task_id(task_id))
     if op is None or op.kind != KIND:
         raise UsageError(f"unknown assistant task {task_id!r}")
     return op
@@ -273,6 +293,26 @@ def _load_record(root: MemoryRoot, task_id: str) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+def _find_cycle_task(root: MemoryRoot, sup: Supervisor, task_id: str) -> tuple[dict, Operation | None]:
+    """A cycle task's record and operation, as the task store holds them: a record saved
+    under its own id by ``begin --role``, of a role a host runs, backed by the host operation
+    of that role's kind (a sync repair has no operation: its id says so). Anything else is no
+    task (exit 2)."""
+    record = _load_record(root, check_task_id(task_id))
+    role = record.get("role") if record is not None else None
+    if record is None or record.get("task_id") != task_id or role not in hosted.HOSTED_ROLES:
+        raise UsageError(f"unknown assistant task {task_id!r}")
+    kind = hosted.kind_of(role)
+    if role == "sync-reconciler":
+        if not task_id.startswith(kind + "-"):
+            raise UsageError(f"unknown assistant task {task_id!r}")
+        return record, None
+    op = sup.store.find(task_id)
+    if op is None or op.kind != kind or not common.is_host_task(op):
+        raise UsageError(f"unknown assistant task {task_id!r}: no host operation of {role} has that id")
+    return record, op
+
+
 def _save_record(root: MemoryRoot, record: dict) -> None:
     atomic_write_text(_task_dir(root, record["task_id"]) / TASK_FILE,
                       json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n")
@@ -287,6 +327,8 @@ def _open_tasks(root: MemoryRoot, sup: Supervisor, role: str) -> list[tuple[dict
     folder = root.runtime / "assistant" / "tasks"
     found: list[tuple[dict | None, Operation | None]] = []
     for d in sorted(folder.glob(f"{hosted.SYNC_TASK_PREFIX}-*")) if folder.is_dir() else ():
+        if not _TASK_ID.fullmatch(d.name):
+            continue  # not a task's folder (no begin made that name)
         record = _load_record(root, d.name)
         if record and record.get("state") == "open" and Path(record["worktree"]).is_dir():
             found.append((record, None))
@@ -381,22 +423,24 @@ def complete_task(root: MemoryRoot, task_id: str, *, summary: str | None = None,
     """Complete any host task: an Update task as ``update complete`` does; a cycle task is
     admitted and landed exactly as the model path lands it, answering the cycle's outcome.
     Idempotent once finished; a refusal lands nothing and keeps the task open."""
+    check_task_id(task_id)
     with Supervisor(root) as sup:
         op = sup.store.find(task_id)
-    if op is not None and op.kind == KIND:
-        if result is not None:
-            raise UsageError("--result belongs to update-correction tasks")
-        return complete(root, task_id)
-    record = _load_record(root, task_id)
+        if op is not None and op.kind == KIND:
+            record = None
+        else:
+            record, op = _find_cycle_task(root, sup, task_id)
+    role = "update" if record is None else record["role"]
+    if result is not None and role not in hosted.RESULT_ROLES:
+        raise UsageError(f"--result belongs to {' and '.join(hosted.RESULT_ROLES)} tasks; "
+                         f"a {role} task has no result to report")
     if record is None:
-        raise UsageError(f"unknown assistant task {task_id!r}")
-    role = record["role"]
+        return complete(root, task_id)
     if record.get("state") == "done" and record.get("outcome") is not None:
         return record["outcome"]
     if role == "sync-reconciler":
         return _complete_sync(root, record, summary)
-    if op is None:
-        raise UsageError(f"task {task_id} has no operation on record")
+    assert op is not None  # _find_cycle_task answers one for every other role
     with Supervisor(root) as sup:
         if op.final:
             return _finished(root, sup, record, op)
@@ -452,12 +496,10 @@ def task_status(root: MemoryRoot, task_id: str | None = None) -> dict:
             for role in hosted.HOSTED_ROLES:
                 tasks += [cycle_view(root, r, o) for r, o in _open_tasks(root, sup, role) if r is not None]
             return {"state": "busy" if tasks else "idle", "tasks": tasks}
-        op = sup.store.find(task_id)
+        op = sup.store.find(check_task_id(task_id))
         if op is not None and op.kind == KIND:
             return status(root, task_id)
-        record = _load_record(root, task_id)
-        if record is None:
-            raise UsageError(f"unknown assistant task {task_id!r}")
+        record, op = _find_cycle_task(root, sup, task_id)
         out = cycle_view(root, record, op)
         if record.get("outcome") is not None:
             out["outcome"] = record["outcome"]
