@@ -92,7 +92,7 @@ def correction_prompt(worktree: str, receipt: Any, original: str, evidence: list
         + f", landed as {str(receipt.landed_commit)[:12]}, changed {', '.join(receipt.changed_paths)}.",
         f"Your isolated worktree is {worktree}, at the current head (later changes included); every tool path "
         "is relative to it. Rework the landing there: fix what the person's comment shows to be wrong, record "
-        "the lesson in corrections.md only with a real Memory or Pursuit fix, validate_memory, then git_add and "
+        "the correction in corrections.md only with a real Memory fix, validate_memory, then git_add and "
         "git_commit once. Commit nothing if nothing should change, or if you need the person's answer first.",
         "The landed commit:\n<landing>\n" + original + "\n</landing>",
     ]

@@ -148,7 +148,9 @@ def _begin_pruner(root: MemoryRoot, sup: Any, lease: dict[str, Any], force: bool
                                    for i, (k, n) in plan.grace.items()]},
         "recent_ledgers": ledgers,
     }
-    prompt = pruner.prune_prompt(op.worktree, status, plan.keep_pursuit, plan.grace)
+    candidates = pruner.unchanged_since(op.worktree, status.get("boundary"))
+    context["prune_candidates"] = [i for i in candidates if i not in plan.protected]
+    prompt = pruner.prune_prompt(op.worktree, status, plan.keep_pursuit, plan.grace, candidates)
     return _task(op, "pruner", prompt, context, {"plan": plan.to_json()})
 
 

@@ -29,13 +29,17 @@ from rmtui.engine.evidence.queue import EvidenceQueue, check_session_id
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.graph import load_graph
+from rmtui.engine.memory.role_table import may_read
 from rmtui.engine.memory.roots import MemoryRoot
-from rmtui.engine.memory.validation import COLLECTION_FILES, CORRECTIONS_FILE
+from rmtui.engine.memory.validation import COLLECTION_FILES
 from rmtui.engine.roles.prompts import role_instructions
 from rmtui.engine.writes.operations import Operation
 from rmtui.engine.writes.supervisor import Supervisor
 
 KIND = "assistant"
+#: The native retrieve child reads what the retrieve role may read, from its own contract
+#: (it quotes; it has no ``submit_selection``).
+RETRIEVE_ROLE, RETRIEVE_CONTRACT = "retrieve", "retrieve-host"
 EFFECTS = ("evidence_consumed",)
 
 
@@ -103,10 +107,10 @@ def context(root: MemoryRoot, session: str) -> dict:
         settled = sup.recover()
         head = sup.head()
     graph = load_graph(root.path)
-    sources = [str(root.path / name) for name in graph.files]
-    for extra in (CORRECTIONS_FILE, *COLLECTION_FILES):
+    sources = [str(root.path / name) for name in graph.files if may_read(RETRIEVE_ROLE, name)]
+    for extra in COLLECTION_FILES:
         p = root.path / extra
-        if p.is_file() and str(p) not in sources:
+        if p.is_file() and str(p) not in sources and may_read(RETRIEVE_ROLE, extra):
             sources.append(str(p))
     q = EvidenceQueue(root)
     try:
@@ -121,7 +125,7 @@ def context(root: MemoryRoot, session: str) -> dict:
     pending_file = sdir / "pending.md"
     atomic_write_text(pending_file, "\n".join(lines) + "\n")
     instructions = root.runtime / "assistant" / "retrieve-instructions.md"
-    atomic_write_text(instructions, role_instructions("retrieve"))
+    atomic_write_text(instructions, role_instructions(RETRIEVE_CONTRACT))
     return {
         "root": str(root.path), "memory_commit": head, "sources": sources, "imports": [],
         "pending_evidence_file": str(pending_file), "pending_count": len(pending),
@@ -182,13 +186,40 @@ def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
         atomic_write_text(d / "candidates.json", json.dumps(
             [{"uid": e.uid, "session": e.session, "request": e.request, "submitted": _iso(e.created_at),
               "evidence": e.text} for e in candidates], indent=2, ensure_ascii=False) + "\n")
-        header = (f"# Update task {op.id}\n\nWorktree: {op.worktree}\nBase commit: {op.base_commit}\n"
-                  f"Candidates: {d / 'candidates.json'}\n\nEdit memory files only inside the worktree, commit there "
-                  "(one or more commits; or no commit when nothing should change), validate with "
-                  f"`{' '.join(rmtui_argv())} --headless validate --path {op.worktree}`, then report back. The main agent runs "
-                  f"`{' '.join(_complete_argv(root, op.id))}`; only its receipt means published.\n\n")
-        atomic_write_text(d / "instructions.md", header + role_instructions("update"))
+        atomic_write_text(d / "instructions.md", update_instructions(root, op))
         return {"claimed": True, **task_view(root, op)}
+
+
+def update_instructions(root: MemoryRoot, op: Operation) -> str:
+    """The text a host's Update child works from: the task header, then the role's instructions."""
+    d = _task_dir(root, op.id)
+    header = (f"# Update task {op.id}\n\nWorktree: {op.worktree}\nBase commit: {op.base_commit}\n"
+              f"Candidates: {d / 'candidates.json'}\n\nYou do the `update` role's work below in place of an API "
+              "model. Edit memory files only inside the worktree, validate, and commit once there (no commit when "
+              f"nothing should change), then report back. {tool_mapping('update', op.worktree)} The main agent "
+              f"runs `{' '.join(_complete_argv(root, op.id))}`; only its receipt means published.\n\n")
+    return header + role_instructions("update")
+
+
+#: A model tool as a host's child does it in the task's worktree (reading and editing are its own tools).
+_HOST_EQUIVALENTS = {"git_status": "git status", "git_diff": "git diff", "git_log": "git log",
+                     "git_show": "git show", "git_add": "git add", "git_commit": "git commit"}
+
+
+def tool_mapping(role: str, worktree: str) -> str:
+    """What each model tool that ``role`` has is for a host's child (only the role's own tools)."""
+    from rmtui.engine.roles.tools import RoleTools
+
+    tools = RoleTools(worktree, role)
+    try:
+        names = [spec.name for spec in tools.specs()]
+    finally:
+        tools.repo.close()
+    pairs = [f"`{n}` is `{_HOST_EQUIVALENTS[n]}`" for n in names if n in _HOST_EQUIVALENTS]
+    if "validate_memory" in names:
+        pairs.append(f"`validate_memory` is `{' '.join(rmtui_argv())} --headless validate --path {worktree}`")
+    return ("Where the text names model tools, use your own: read and edit files with your file tools"
+            + (f"; {', '.join(pairs)}, run in the worktree." if pairs else "."))
 
 
 def _require_task(sup: Supervisor, task_id: str) -> Operation:
@@ -375,9 +406,7 @@ def _instructions(root: MemoryRoot, task: hosted.HostTask) -> str:
         f"Worktree: {task.worktree}\nBase commit: {task.base_commit}\n"
         f"Context: {_task_dir(root, task.task_id) / 'context.json'}\n\n"
         f"You do the `{task.role}` role's work below by hand, in place of an API model. Work only inside the "
-        "worktree. Where the text names model tools, use your own: read and edit files; `git_add`, "
-        "`git_commit`, `git_log`, `git_show` are `git add`, `git commit`, `git log`, `git show` in the worktree; "
-        f"`validate_memory` is `{' '.join(rmtui_argv())} --headless validate --path {task.worktree}`. Commit what "
+        f"worktree. {tool_mapping(task.role, task.worktree)} Commit what "
         "should land (uncommitted changes are refused), then report back. The main agent runs "
         f"`{argv}{extra} [--summary '<your report>']`; only its answer means published.\n\n"
         f"{hosted.NOTES[task.role]}\n\n## The task\n\n{task.prompt}\n\n---\n\n")

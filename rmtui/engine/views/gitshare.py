@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
+from rmtui.engine.display import remote_text
 from rmtui.engine.errors import UnavailableError, UsageError
 from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.roots import MemoryRoot
@@ -99,8 +100,8 @@ def _git(cwd: Path, *args: str, timeout: float = GIT_TIMEOUT, data: bytes | None
         raise GitShareError(f"git {args[0]} timed out after {timeout:g} s") from None
     if check and proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip()
-        raise GitShareError(f"git {args[0]} failed: {err.splitlines()[-1] if err else proc.returncode}",
-                            details={"stderr": err})
+        raise GitShareError(f"git {args[0]} failed: {remote_text(err.splitlines()[-1]) if err else proc.returncode}",
+                            details={"stderr": remote_text(err, 4000)})
     return proc
 
 
@@ -127,7 +128,7 @@ def _clone(root: MemoryRoot, repo_url: str, branch: str | None, timeout: float) 
             proc = _git(path.parent, "clone", "--quiet", "--", url, str(tmp), timeout=timeout, check=False)
         if proc.returncode != 0:
             err = proc.stderr.decode("utf-8", "replace").strip()
-            raise GitShareError(f"could not clone {url}: {err.splitlines()[-1] if err else proc.returncode}")
+            raise GitShareError(f"could not clone {url}: {remote_text(err.splitlines()[-1]) if err else proc.returncode}")
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -165,7 +166,8 @@ def _resolve(root: MemoryRoot, ref: ShareRef, timeout: float) -> tuple[Path, str
     proc = _git(clone, "fetch", "--quiet", "--prune", "origin", timeout=timeout, check=False)
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip()
-        raise GitShareError(f"could not fetch {ref.repo_url}: {err.splitlines()[-1] if err else proc.returncode}")
+        raise GitShareError(f"could not fetch {ref.repo_url}: "
+                            f"{remote_text(err.splitlines()[-1]) if err else proc.returncode}")
     branch = _branch_of(clone, ref.branch)
     got = _git(clone, "rev-parse", "--verify", "-q", f"{REMOTE_PREFIX}{branch}^{{commit}}", check=False)
     tip = _out(got) if got.returncode == 0 else None
@@ -302,8 +304,8 @@ def publish(root: MemoryRoot, package: Path, *, repo_url: str, view_id: str, tit
             err = (proc.stderr + proc.stdout).decode("utf-8", "replace").strip()
             if attempt or not any(w in err for w in ("rejected", "non-fast-forward", "fetch first")):
                 raise GitShareError(f"could not push the share to {repo_url} ({chosen}): "
-                                    f"{err.splitlines()[-1] if err else proc.returncode}; nothing was changed "
-                                    "upstream; publish again to retry")
+                                    f"{remote_text(err.splitlines()[-1]) if err else proc.returncode}; nothing "
+                                    "was changed upstream; publish again to retry")
     raise GitShareError("unreachable")  # pragma: no cover
 
 

@@ -1,5 +1,6 @@
 """Guidance capture (docs/architecture.md, "Guidance capture"): pending agent guidance goes to
-``AGENT_GUIDANCE_INBOX.md``, each capture its own supervised commit; Update folds it in later.
+``AGENT_GUIDANCE_INBOX.md``, each capture its own supervised commit; a person reviews it later
+(docs/memory-doctrine.md, "Guidance inbox"), Update leaves it alone.
 """
 
 from __future__ import annotations
