@@ -356,3 +356,17 @@ def test_a_forged_file_name_cannot_withdraw_honest_evidence(two, upstream, tmp_p
     GitQueue(a).refresh()
     with EvidenceQueue(a) as q:
         assert q.get(honest).state == "queued"
+
+
+def test_begin_finishes_a_sync_publication_killed_mid_way(two, upstream, cli):
+    """Guards `assistant update begin` against a pull killed between its compare-and-swap and
+    the work-tree sync: begin finishes that publication first instead of failing with exit 3
+    ("dirty") on every call."""
+    a, b = two
+    ready_batch(a, upstream)
+    killed = cli("--headless", "sync", "pull", "--root", str(b.path), env={"RMTUI_CRASHPOINT": "after-cas"})
+    assert killed.code != 0
+    r = cli("--headless", "assistant", "update", "begin", "--root", str(b.path))
+    assert r.code == 0 and "Traceback" not in r.stderr, r.stderr
+    assert r.json()["claimed"] is True
+    assert git(b.path, "status", "--porcelain", "--untracked-files=no") == ""
