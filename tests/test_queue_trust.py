@@ -159,7 +159,7 @@ def test_replayed_candidates_are_dropped_never_claimed_even_on_a_fresh_clone(two
     included) imports or claims it, so its evidence lands exactly once."""
     a, b = two
     use_model(a, provider)
-    uids = [submit(a, "The staging DB is on 5433.\n"), submit(a, "Deploys need a ticket.\n", "s2")]
+    uids = [submit(a, "The staging DB is on 5433.\n"), submit(a, "Deploys need a ticket.\n")]
     with EvidenceQueue(a) as q:
         files = dict(hp.candidate_file(q.get(u).candidate()) for u in uids)
     provider.push(Turn(text="Nothing durable here."))
