@@ -96,7 +96,8 @@ class ProviderClient:
             raise ProviderError(f"provider at {self.base_url} has an untrusted certificate: {exc.verify_message}") \
                 from None
         except (OSError, http.client.HTTPException) as exc:
-            raise ProviderError(f"provider at {self.base_url} is unreachable: {exc}") from None
+            # a malformed answer's exception quotes the provider's bytes (a bad status line)
+            raise ProviderError(f"provider at {self.base_url} is unreachable: {remote_text(exc)}") from None
         finally:
             conn.close()
 
@@ -118,7 +119,7 @@ class ProviderClient:
         self._check(status, raw, MAX_JSON_BYTES, what)
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than the parser follows is no answer either
             raise ProviderError(f"{what}: the provider answered invalid JSON") from None
         if not isinstance(data, dict):
             raise ProviderError(f"{what}: the provider's answer is not a JSON object")
