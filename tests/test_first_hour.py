@@ -213,6 +213,8 @@ def test_a_headless_command_without_headless_says_what_to_run_in_one_line(root, 
     assert r.code == 2 and r.stdout == ""
     assert r.stderr == f"rmtui: `status` is a headless command: run `rmtui --headless status --root {root.path}`\n"
     assert cli("--headless", "status", "--root", str(root.path)).code == 0  # and that command works
+    r = cli("--headless", "demo", "--path", str(root.path))  # the other way round
+    assert r.code == 2 and r.stderr == f"rmtui: `demo` opens the workbench: run `rmtui demo --path {root.path}`\n"
 
 
 def _subcommands(parser, path=()):
