@@ -284,8 +284,8 @@ def test_config_changes_are_seen_at_once_in_the_same_process(root):
 
 def test_every_foundation_command_answers_json(root, cli, tmp_path):
     rp = str(root.path)
-    uid = cli("--headless", "submit", "--root", rp, "--session", "s", input="e\n").json()["uid"]
-    uid2 = cli("--headless", "submit", "--root", rp, "--session", "s", input="f\n").json()["uid"]
+    uid = cli("--headless", "submit", "--json", "--root", rp, "--session", "s", input="e\n").json()["uid"]
+    uid2 = cli("--headless", "submit", "--json", "--root", rp, "--session", "s", input="f\n").json()["uid"]
     commands = [
         ("init", str(tmp_path / "other")),
         ("profile", "create", "pj", rp), ("profile", "list"), ("profile", "show", "pj"), ("profile", "remove", "pj"),

@@ -227,7 +227,7 @@ def _pursuit_text(st: dict, head: str = "") -> str:
 
 
 def cmd_pursuit_show(args) -> Result:
-    from rmtui.engine.cycles import pursuit
+    from rmtui.engine import pursuit
 
     st = pursuit.show(root_of(args))
     return Result(st, _pursuit_text(st))
@@ -236,7 +236,7 @@ def cmd_pursuit_show(args) -> Result:
 def cmd_pursuit_apply(args) -> Result:
     import json
 
-    from rmtui.engine.cycles import pursuit
+    from rmtui.engine import pursuit
     from rmtui.engine.errors import UsageError
 
     try:
@@ -249,21 +249,21 @@ def cmd_pursuit_apply(args) -> Result:
 
 
 def cmd_pursuit_undo(args) -> Result:
-    from rmtui.engine.cycles import pursuit
+    from rmtui.engine import pursuit
 
     st = pursuit.undo(root_of(args), expected_revision=args.expected_revision, session=args.session)
     return Result(st, _pursuit_text(st, st["description"]))
 
 
 def cmd_pursuit_redo(args) -> Result:
-    from rmtui.engine.cycles import pursuit
+    from rmtui.engine import pursuit
 
     st = pursuit.redo(root_of(args), expected_revision=args.expected_revision, session=args.session)
     return Result(st, _pursuit_text(st, st["description"]))
 
 
 def cmd_pursuit_checkpoint(args) -> Result:
-    from rmtui.engine.cycles import pursuit
+    from rmtui.engine import pursuit
 
     st = pursuit.checkpoint(root_of(args), expected_revision=args.expected_revision, session=args.session)
     if not st.get("landed_commit"):
@@ -273,7 +273,7 @@ def cmd_pursuit_checkpoint(args) -> Result:
 
 
 def cmd_pursuit_discard(args) -> Result:
-    from rmtui.engine.cycles import pursuit
+    from rmtui.engine import pursuit
 
     st = pursuit.discard(root_of(args))
     return Result(st, _pursuit_text(st, "pending edits dropped"))
