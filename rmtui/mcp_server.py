@@ -167,12 +167,11 @@ def _result(*texts: str) -> CallToolResult:
 
 
 def _session(value: str) -> str:
-    from rmtui.engine.evidence.queue import check_text
+    """The session id as the original's tools take it (surrounding whitespace stripped), then
+    the one session-id rule every front applies."""
+    from rmtui.engine.evidence.queue import check_session_id, check_text
 
-    clean = check_text(value, "session id").strip()
-    if not clean or any(c in clean for c in "\x00\r\n"):
-        raise UsageError("session id must be a non-empty single line")
-    return clean
+    return check_session_id(check_text(value, "session id").strip())
 
 
 def _text_arg(value: str, label: str) -> str:

@@ -42,6 +42,7 @@ def test_wheel_contains_prompts_skills_and_themes(wheel):
         assert inside, f"no {data} in the wheel"
         assert inside == _shipped(data), data
     assert "rmtui/cli.py" in names and "rmtui/engine/memory/graph.py" in names
+    assert "rmtui/_data/memory-doctrine.md" in names  # the rules the prompts include when built
     assert not any(n.startswith(("tests/", ".venv/")) or "__pycache__" in n for n in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "rmtui = rmtui.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -234,16 +234,11 @@ def cmd_pursuit_show(args) -> Result:
 
 
 def cmd_pursuit_apply(args) -> Result:
-    import json
-
     from rmtui.engine import pursuit
-    from rmtui.engine.errors import UsageError
+    from rmtui.engine.pursuit.edits import parse_op
 
-    try:
-        op = json.loads(args.op)
-    except ValueError as exc:
-        raise UsageError(f"--op is not JSON: {exc}") from None
-    st = pursuit.apply(root_of(args), op, expected_revision=args.expected_revision, session=args.session)
+    st = pursuit.apply(root_of(args), parse_op(args.op), expected_revision=args.expected_revision,
+                       session=args.session)
     head = st["description"] if st["changed"] else "no change"
     return Result(st, _pursuit_text(st, head))
 

@@ -15,6 +15,7 @@ moves; ``rename_many`` and id remaps (the ID-Remaps trailer is always ``[]``).
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import shutil
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rmtui.engine.errors import UsageError
+from rmtui.engine.evidence.queue import check_text
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.pursuit.journal import editor_dir
 
@@ -38,6 +40,35 @@ _FOCUS_ENTRY_RE = re.compile(r"^\s*[-*+]\s+`([^`]+)`")
 
 class InvalidOperation(UsageError):
     kind = "invalid_operation"
+
+
+def parse_op(text: str) -> dict:
+    """An operation given as JSON text, refused by name when it is not one: not JSON, nested
+    deeper than the parser can follow, or not a flat object (:func:`check_op`)."""
+    check_text(text, "--op")
+    try:
+        op = json.loads(text)
+    except RecursionError:
+        raise InvalidOperation("an operation is one flat JSON object; this one is nested too deep to read") from None
+    except ValueError as exc:
+        raise InvalidOperation(f"--op is not JSON: {exc}") from None
+    return check_op(op)
+
+
+def check_op(op: Any) -> dict:
+    """What every front's operation must be before the editor reads it: an object of text keys
+    whose values are text, a boolean, an integer or null (no nesting), every text valid
+    Unicode (a JSON ``\\ud800`` escape is not)."""
+    if not isinstance(op, dict):
+        raise InvalidOperation(f"an operation is an object whose type is one of {', '.join(OPS)}")
+    for key, value in op.items():
+        check_text(key, "an operation's field name")
+        if value is not None and not isinstance(value, (str, bool, int)):
+            raise InvalidOperation(f"operation field {key[:40]!r} must be text, a boolean, a number or null, "
+                                   "not a nested value")
+        if isinstance(value, str):
+            check_text(value, f"operation field {key[:40]!r}")
+    return op
 
 
 def graph_of(root: MemoryRoot, view: dict[str, str]):
@@ -55,8 +86,12 @@ class _scratch:
 
     def __enter__(self) -> Path:
         self.folder = Path(tempfile.mkdtemp(prefix="view-", dir=editor_dir(self.root)))
-        for name, text in self.view.items():
-            (self.folder / name).write_text(text, encoding="utf-8", errors="surrogateescape")
+        try:
+            for name, text in self.view.items():
+                (self.folder / name).write_text(text, encoding="utf-8", errors="surrogateescape")
+        except BaseException:  # `with` calls no __exit__ when __enter__ fails: nothing is left behind
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
         return self.folder
 
     def __exit__(self, *exc: Any) -> None:
@@ -341,7 +376,8 @@ def _op_set_focus(graph: Any, view: dict[str, str], op: dict) -> tuple[dict[str,
 
 
 def apply_op(root: MemoryRoot, view: dict[str, str], op: dict) -> tuple[dict[str, str], str, str | None]:
-    if not isinstance(op, dict) or op.get("type") not in OPS:
+    check_op(op)
+    if op.get("type") not in OPS:
         raise InvalidOperation(f"an operation is an object whose type is one of {', '.join(OPS)}")
     graph = graph_of(root, view)
     kind = op["type"]

@@ -24,7 +24,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from rmtui.engine.errors import ConflictError, UsageError
+from rmtui.engine.errors import ConflictError
+from rmtui.engine.evidence.queue import check_session_id
 from rmtui.engine.fsutil import atomic_write_bytes, atomic_write_text
 from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.role_table import CORRECTIONS, MEMORY_GRAPH, PURSUIT, matches
@@ -34,7 +35,6 @@ EDITOR_DIR = "pursuit-editor"
 SEMANTIC = MEMORY_GRAPH + PURSUIT + CORRECTIONS
 #: read for validation too, never edited
 CONTEXT_FILES = ("shared_views.toml",)
-MAX_SESSION = 1024
 
 
 class RevisionConflict(ConflictError):
@@ -328,8 +328,5 @@ def editor_lock(root: MemoryRoot):
 
 
 def check_session(session: str | None) -> str | None:
-    if session is None:
-        return None
-    if not session or len(session) > MAX_SESSION or any(c in session for c in "\x00\r\n"):
-        raise UsageError("a session id is 1 to 1024 characters on one line")
-    return session
+    """None (the local person) or a session id under the one session-id rule of every front."""
+    return None if session is None else check_session_id(session)

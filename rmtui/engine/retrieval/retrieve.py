@@ -490,10 +490,10 @@ def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = Non
              record: bool = True, include_pending: bool = True) -> RetrieveResult:
     """The memory that matters for ``need``, as exact source text, for ``session``; with
     ``include_pending``, also the best matching evidence not yet reconciled, apart from it."""
-    from rmtui.engine.evidence.queue import check_identifier
+    from rmtui.engine.evidence.queue import check_session_id
 
     t0 = time.monotonic()
-    check_identifier(session, "session id")
+    check_session_id(session)
     if not need or not need.strip():
         raise UsageError("the need must not be empty")
     cfg = root.config()
