@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -87,9 +88,26 @@ def _refusal(root: MemoryRoot, exc: SyncRefused) -> SyncResult:
     return _finish(root, SyncResult("error", exc.message, list(details.get("files", [])), rule=details.get("rule")))
 
 
-def sync_lock(root: MemoryRoot):
-    """One pull, push or repair staging at a time (``.runtime/sync/sync.lock``)."""
-    return file_lock(root.ensure_runtime() / "sync" / "sync.lock")
+_held = threading.local()
+
+
+@contextmanager
+def sync_lock(root: MemoryRoot) -> Iterator[None]:
+    """One pull, push or repair staging at a time (``.runtime/sync/sync.lock``). Whoever takes
+    it first (not a nested holder) prunes what a killed sync left before anything else runs:
+    a dead staging worktree's admin entry fails every later fetch."""
+    root.ensure_runtime()
+    path = worktrees.sync_lock_path(root)
+    key = str(path.resolve())
+    with file_lock(path):
+        depth = getattr(_held, key, 0)
+        if not depth:
+            worktrees.prune_dead_sync(root)
+        setattr(_held, key, depth + 1)
+        try:
+            yield
+        finally:
+            setattr(_held, key, depth)
 
 
 def _configured(root: MemoryRoot) -> tuple[Upstream | None, SyncResult | None]:
