@@ -112,7 +112,7 @@ def main() -> None:
         '"""Weights of the learned second stage, written by bench/fit_stage2.py (do not edit by hand).\n\n'
         f"Fitted on the LoCoMo development conversations ({len(dev)} questions, "
         f"{sum(len(r['y']) for r in dev)} candidate rows); held out: {', '.join(HELD_OUT)}.\n\"\"\"\n\n"
-        "from rmtui.engine.retrieval.stage2 import Weights\n" + body, encoding="utf-8")
+        "from rmtui.engine.retrieval.stage2_model import Weights\n" + body, encoding="utf-8")
     print(f"wrote {WEIGHTS.relative_to(REPO)}")
 
 

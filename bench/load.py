@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         driver.join(timeout=300)
         code = report(stats, args.minutes, outcomes, driver_errors, durations, root)
         provider.close()
-        from rmtui.engine.retrieval.embed_client import stop_local_service
+        from rmtui.engine.retrieval.modelhost.embed_client import stop_local_service
 
         for state_dir in (tmp / "services").glob("*"):
             stop_local_service(state_dir)

@@ -14,6 +14,7 @@ from typing import Annotated
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
+from rmtui.engine.display import printable
 from rmtui.engine.errors import EngineError, UsageError
 from rmtui.engine.memory.roots import MemoryRoot
 
@@ -83,7 +84,7 @@ def build_server(root: MemoryRoot):
 
     def _retrieve(session_id: str, need: str, include_pending: bool = True):
         from rmtui.engine.memory.config import embedding_service
-        from rmtui.engine.retrieval.embeddings import InProcessBackend
+        from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
         from rmtui.engine.retrieval.retrieve import retrieve
 
         cfg = root.config()
@@ -158,7 +159,7 @@ def _index_quietly(root: MemoryRoot, backend) -> None:
     try:
         index_root(root, backend)
     except Exception as exc:  # indexing is an optimisation; retrieval works (lexically) without it
-        sys.stderr.write(f"rmtui mcp: background indexing stopped: {exc}\n")
+        sys.stderr.write(f"rmtui mcp: background indexing stopped: {printable(str(exc))}\n")
 
 
 def _result(*texts: str) -> CallToolResult:

@@ -81,7 +81,7 @@ def texts(tmp_path):
     out["host:retrieve"] = ("retrieve-host", Path(ctx["instructions"]).read_text(encoding="utf-8"))
     for skill in install_skills(tmp_path / "skills"):
         out[f"skill:{skill['name']}"] = (None, (Path(skill["path"]) / "SKILL.md").read_text(encoding="utf-8"))
-    return SimpleNamespace(root=root, texts=out, context=ctx)
+    return SimpleNamespace(root=root, texts=out, context=ctx, tasks=task_prompts)
 
 
 def _report(problems: list[str]) -> None:
@@ -381,3 +381,34 @@ def test_installed_skills_carry_the_doctrine_they_include(texts):
     stale = doctrine_sections()["stale-memory"]
     assert stale in texts.texts["skill:rmtui-assistant"][1]
     assert doctrine_sections()["maintenance"] in texts.texts["skill:maintain-rmtui"][1]
+
+
+_WRITE_VERB = re.compile(r"(?i)\b(create|creates|edit|edits|write|writes|commit|commits|remove|removes)\b")
+_NOT_WRITE = re.compile(r"(?i)\b(never|not|no|nothing|leave|leaves|only read|alone|refused|refuses|read them)\b")
+_FILE = re.compile(r"`([A-Za-z0-9_.*<>/-]+\.(?:md|toml|json))`")
+
+
+def _concrete(pattern: str) -> str:
+    """A path a file pattern names (``MEMORY_*.md`` -> ``MEMORY_x.md``, placeholders filled)."""
+    path = re.sub(r"<[^>]*>", "x", pattern).replace("*", "x")
+    return re.sub(r"YYYY-MM-DD-HHMMSS", "2026-01-01-000000", path)
+
+
+def test_a_writer_is_told_to_write_only_paths_its_role_may_commit(texts):
+    """A sentence that tells a writer role to create, edit or commit a file names only files
+    the role table lets it commit (sentences that forbid or only read are skipped)."""
+    problems = []
+    for role in role_table.WRITER_ROLES:
+        key = f"model:{role}"
+        own = role_instructions(role).split("\n---\n")[0]  # the role's text, then its task turn (not the schema)
+        body = re.sub(r"```.*?```", "", own + "\n\n" + texts.tasks[role], flags=re.DOTALL)
+        for sentence in re.split(r"(?<=[.;])\s+|\n\s*\n|\n(?=\s*[-0-9])", body):
+            if not _WRITE_VERB.search(sentence) or _NOT_WRITE.search(sentence):
+                continue
+            for name in _FILE.findall(sentence):
+                if re.search(rf"(?i)\bread\s+`{re.escape(name)}`", sentence):
+                    continue  # read here, not written
+                if not role_table.may_write(role, _concrete(name)):
+                    problems.append(f"{key}: tells the role to write `{name}`, which it may not commit: "
+                                    f"{' '.join(sentence.split())[:140]}")
+    _report(problems)

@@ -8,14 +8,8 @@ import git
 import pytest
 
 from rmtui.engine.errors import UsageError
-from rmtui.engine.memory.config import (
-    CONFIG_FILE,
-    DEFAULT_TEXT,
-    LOCAL_DEFAULT_TEXT,
-    LOCAL_FILE,
-    load_config,
-    set_config_value,
-)
+from rmtui.engine.memory.config import CONFIG_FILE, LOCAL_FILE, load_config, set_config_value
+from rmtui.engine.memory.config_schema import DEFAULT_TEXT, LOCAL_DEFAULT_TEXT
 from rmtui.engine.memory.roots import GITIGNORE, init_root
 
 ROOT_FILES = {".gitignore", "MEMORY.md", "PURSUITS.md"}  # rightmemory.toml is per machine, as in RightMemory

@@ -248,7 +248,7 @@ def cmd_status(args) -> Result:
 
 
 def _cycles_text(cycles: list[dict]) -> str:
-    from rmtui.commands.cycles import outcome_line
+    from rmtui.commands.outcomes import outcome_line
 
     lines = ["", "cycles:"]
     for c in cycles:

@@ -9,10 +9,10 @@ commands never import them.
 from __future__ import annotations
 
 import argparse
-import time
 
 from rmtui.commands import Result
 from rmtui.commands.core import root_of
+from rmtui.commands.outcomes import outcome_line
 
 
 def register(sub, common) -> None:
@@ -91,24 +91,6 @@ def _subcommands(sub, name: str):
         if isinstance(action, argparse._SubParsersAction):
             return action
     return None
-
-
-def _when(ts) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if isinstance(ts, (int, float)) else str(ts)
-
-
-def outcome_line(out: dict | None) -> str:
-    """A cycle's last outcome in one line (``prune status``, ``insight status``, ``status``)."""
-    if not out:
-        return "last run: none"
-    line = f"last run: {out.get('state')} at {_when(out.get('at'))}"
-    if out.get("landed_commit"):
-        line += f" as {str(out['landed_commit'])[:12]}"
-    if out.get("log"):
-        line += f" ({out['log']})"
-    if out.get("message") and out.get("state") == "failed":
-        line += f": {out['message']}"
-    return line
 
 
 # -- prune ---------------------------------------------------------------------------------

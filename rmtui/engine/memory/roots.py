@@ -23,14 +23,13 @@ from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.memory.config import (
     CONFIG_FILE,
-    DEFAULT_TEXT,
-    LOCAL_DEFAULT_TEXT,
     LOCAL_FILE,
     Config,
     ensure_local_ignored,
     load_config,
     migrate_config,
 )
+from rmtui.engine.memory.config_schema import DEFAULT_TEXT, LOCAL_DEFAULT_TEXT
 
 PROFILE_FILE = ".rightmemory-profile"
 PROFILES_TOML = "profiles.toml"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rmtui.engine.errors import EngineError, OperationFailed
+from rmtui.engine.gitutil import IDENTITY
 from rmtui.engine.memory.role_table import MEMORY_GRAPH, PURSUIT, matches
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.pursuit.edits import apply_op, descendants, graph_of, pursuit_parent
@@ -129,7 +130,8 @@ def checkpoint(root: MemoryRoot, *, expected_revision: str | None = None, sessio
     """Land the pending edits as one commit through the supervisor; the journal then starts over."""
     import subprocess
 
-    from rmtui.engine.writes.supervisor import COMMIT_SIGNERS, Supervisor
+    from rmtui.engine.writes.publication import COMMIT_SIGNERS
+    from rmtui.engine.writes.supervisor import Supervisor
 
     COMMIT_SIGNERS[KIND] = sign_checkpoint
     session = check_session(session)
@@ -163,8 +165,7 @@ def checkpoint(root: MemoryRoot, *, expected_revision: str | None = None, sessio
                     (wt / path).write_text(text, encoding="utf-8", errors="surrogateescape")
                 for path in removed:
                     (wt / path).unlink(missing_ok=True)
-                env = {**os.environ, "GIT_AUTHOR_NAME": "rmtui", "GIT_AUTHOR_EMAIL": "rmtui@localhost",
-                       "GIT_COMMITTER_NAME": "rmtui", "GIT_COMMITTER_EMAIL": "rmtui@localhost"}
+                env = {**os.environ, **IDENTITY}
                 subprocess.run(["git", "add", "-A", "--", *changed, *removed], cwd=wt, check=True,
                                capture_output=True, env=env)
                 subprocess.run(["git", "commit", "-q", "--no-verify", "-m", subject], cwd=wt, check=True,

@@ -76,16 +76,6 @@ class Signals:
     states: Callable[[np.ndarray], list[np.ndarray | None]] | None = None  # entry -> int8 token states of its best passage
 
 
-@dataclass(frozen=True)
-class Weights:
-    """A fitted linear model over standardised features (``stage2_weights.py`` holds two)."""
-
-    features: tuple[str, ...]
-    mean: tuple[float, ...]
-    scale: tuple[float, ...]
-    coef: tuple[float, ...]
-
-
 def _norm(x: np.ndarray) -> np.ndarray:
     top = float(x.max()) if x.size else 0.0
     return x / top if top > 0 else np.zeros_like(x)

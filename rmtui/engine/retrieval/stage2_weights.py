@@ -3,7 +3,7 @@
 Fitted on the LoCoMo development conversations (383 questions, 22980 candidate rows); held out: conv-42, conv-43.
 """
 
-from rmtui.engine.retrieval.stage2 import Weights
+from rmtui.engine.retrieval.stage2_model import Weights
 
 #: without token states
 PLAIN = Weights(

@@ -19,7 +19,10 @@ def slug(title: str) -> str:
 
 def doctrine_sections() -> dict[str, str]:
     """The doctrine's ``## `` sections: name -> body (the text up to the next ``## `` heading)."""
-    text = doctrine_file().read_text(encoding="utf-8")
+    try:
+        text = doctrine_file().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UnavailableError(f"the memory doctrine cannot be read: {exc}") from None
     parts = re.split(r"^## (.+)\n", text, flags=re.MULTILINE)
     return {slug(title): body.strip() for title, body in zip(parts[1::2], parts[2::2], strict=True)}
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rmtui.engine.errors import EngineError, UsageError
+from rmtui.engine.gitutil import IDENTITY
 from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.memory.validation import validate_root
@@ -41,7 +42,7 @@ from rmtui.engine.sync.remote import (
 )
 from rmtui.engine.writes import worktrees
 from rmtui.engine.writes.admission import AdmissionRefused, FileLimits, dirty_paths
-from rmtui.engine.writes.supervisor import IDENTITY, Supervisor
+from rmtui.engine.writes.supervisor import Supervisor
 
 PULL_CHECK_SECONDS = 300
 PULL_CHECK_FETCH_TIMEOUT = 2.0

@@ -15,6 +15,7 @@ import ssl
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from rmtui.engine.display import remote_text
 from rmtui.engine.errors import UnavailableError, UsageError
 from rmtui.engine.views import files
 from rmtui.engine.views.package import MAX_BYTES
@@ -106,10 +107,10 @@ class ProviderClient:
             raise ProviderError(f"{what}: the provider refused the token (HTTP {status})", status=status)
         if status != 200:
             try:
-                msg = json.loads(raw).get("message") or raw[:200].decode("utf-8", "replace")
-            except (ValueError, AttributeError):
-                msg = raw[:200].decode("utf-8", "replace")
-            raise ProviderError(f"{what}: HTTP {status}: {msg}", status=status)
+                msg = json.loads(raw).get("message") or raw
+            except (ValueError, AttributeError, RecursionError):
+                msg = raw
+            raise ProviderError(f"{what}: HTTP {status}: {remote_text(msg)}", status=status)
 
     def _json(self, method: str, route: str, payload: dict | None, what: str) -> dict:
         body = json.dumps(payload, ensure_ascii=False).encode() if payload is not None else None

@@ -19,7 +19,7 @@ import git
 
 from rmtui.engine.errors import ConflictError, OperationFailed
 from rmtui.engine.fsutil import nfc_collision
-from rmtui.engine.memory.config import DEFAULT_MAX_INSIGHT_LOG_BYTES, DEFAULT_MAX_MEMORY_FILE_BYTES
+from rmtui.engine.memory.config_schema import DEFAULT_MAX_INSIGHT_LOG_BYTES, DEFAULT_MAX_MEMORY_FILE_BYTES
 from rmtui.engine.memory.graph import parse_edges
 from rmtui.engine.memory.role_table import (
     ALLOWED_PATHS,

@@ -1,0 +1,113 @@
+"""Text from another machine is quoted, never obeyed: a configured embedding service's error
+detail, a view provider's error message and a Git remote's refusal reach stderr, status files
+and JSON as one bounded line with ESC, C1 and bidi controls written as visible escapes (real
+HTTP servers on loopback, a real Git fetch, the real CLI)."""
+
+from __future__ import annotations
+
+import json
+import stat
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from test_sync import git, machines, upstream  # noqa: F401  (fixtures)
+
+from rmtui.engine.display import REMOTE_TEXT_CHARS, remote_text
+
+EVIL = "pwned \x1b[2J\x1b]0;title\x07 \u202eevil\u2066 \x9b31m\nsecond line\r\n"
+RAW = ("\x1b", "\x07", "\u202e", "\u2066", "\x9b")
+
+
+def _clean(text: str) -> None:
+    for c in RAW:
+        assert c not in text, (c, text[:400])
+
+
+class Hostile:
+    """Answers every request with ``status`` and a JSON body whose text fields carry ``EVIL``
+    and a long tail (a broken or hostile remote party)."""
+
+    def __init__(self, status: int, body: dict) -> None:
+        payload = json.dumps(body).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                if length:
+                    self.rfile.read(length)
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def hostile():
+    started: list[Hostile] = []
+
+    def start(status: int, body: dict) -> Hostile:
+        started.append(Hostile(status, body))
+        return started[-1]
+
+    yield start
+    for h in started:
+        h.stop()
+
+
+def test_remote_text_is_one_bounded_line_of_visible_escapes():
+    out = remote_text(EVIL + "x" * 5000)
+    _clean(out)
+    assert "\n" not in out and "\r" not in out and len(out) <= REMOTE_TEXT_CHARS * 6 + 1 and out.endswith("…")
+    assert out.startswith("pwned \\x1b[2J\\x1b]0;title\\x07 \\u202eevil\\u2066 \\x9b31m\\x0asecond line")
+    assert remote_text(b"\xff\x1b") == "\ufffd\\x1b" and remote_text("fine") == "fine"
+
+
+def test_view_provider_error_message_is_quoted(cli, tmp_path, hostile):
+    from test_shared_views import make_consumer
+
+    prov = hostile(500, {"ok": False, "message": EVIL + "z" * 100_000})
+    cons = make_consumer(tmp_path)
+    r = cli("--headless", "shared-view", "connect", f"{prov.url}/api/views/platform", "--token-env", "VIEW_TOKEN",
+            "--root", str(cons.path), env={"VIEW_TOKEN": "t0ken"})
+    assert r.code == 4, (r.stdout, r.stderr)
+    both = r.stdout + r.stderr
+    _clean(both)
+    assert "HTTP 500: pwned \\x1b[2J" in both and "\\x0asecond line" in both, both[:1000]
+    assert len(both) < 5000
+    state = "".join(p.read_text(encoding="utf-8") for p in (cons.path / ".runtime").rglob("*.json"))
+    _clean(state)
+    assert "z" * 1000 not in state
+
+
+def test_git_remote_refusal_is_quoted_in_sync_status(machines, cli, tmp_path):  # noqa: F811
+    a, _ = machines
+    script = tmp_path / "evil-upload-pack"
+    msg = "ERR access denied \u202eevil\u2066 and more"
+    pkt = f"{len(msg.encode()) + 4:04x}{msg}"
+    script.write_text(f"#!/bin/sh\nprintf '%s' '{pkt}'\n", encoding="utf-8")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    git(a.path, "config", "remote.origin.uploadpack", str(script))
+    r = cli("--headless", "sync", "pull", "--json", "--root", str(a.path))
+    out = json.loads(r.stdout)
+    assert out["status"] in ("error", "offline") and "access denied \\u202eevil\\u2066" in out["message"], out
+    state = (a.runtime / "sync" / "state.json").read_text(encoding="utf-8")
+    _clean(state)
+    assert "access denied" in state
+    st = cli("--headless", "sync", "status", "--root", str(a.path))
+    _clean(st.stdout + st.stderr)
