@@ -21,6 +21,7 @@ from supervisor_kit import (
     write,
 )
 
+from rmtui.engine.memory.config import set_config_value
 from rmtui.engine.writes.admission import AdmissionRefused, StaleBase
 from rmtui.engine.writes.publication import pin_ref
 from rmtui.engine.writes.supervisor import Supervisor
@@ -173,6 +174,14 @@ def test_an_oversized_memory_file_is_refused_by_size_before_it_is_read(sup):
     git(op.worktree, "commit", "-qm", "gone again")
     exc = refuse(sup, op, "file-too-large")
     assert exc.details["path"] == "MEMORY_big.md" and "limits.max_memory_file_bytes" in str(exc)
+
+
+def test_the_size_limits_come_from_rmtui_toml(sup):
+    set_config_value(sup.root.path, "limits.max_insight_log_bytes", 100)
+    op = sup.begin("insight", "insight")
+    commit(op.worktree, {"insight_logs/2026-01-01-big.md": "# Log\n\n" + "a finding. " * 20})
+    exc = refuse(sup, op, "file-too-large")
+    assert "limits.max_insight_log_bytes" in str(exc) and "the limit is 100" in str(exc)
 
 
 def test_dirty_worktree_is_refused_uncommitted_and_untracked(sup):

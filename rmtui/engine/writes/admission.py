@@ -245,7 +245,7 @@ class Policy:
 
     allowed: Callable[[str], bool]
     forbidden: str
-    limits: FileLimits = field(default_factory=FileLimits)
+    limits: FileLimits
 
 
 def check_change(repo: git.Repo, change: Change, commit: str, policy: Policy,
@@ -304,8 +304,7 @@ def check_case_collisions(repo: git.Repo, commit: str, touched: set[str]) -> Non
         raise AdmissionRefused(rule, f"{path!r} and {other!r} {how}", commit=commit, path=path)
 
 
-def check_commits(repo: git.Repo, base: str, candidate: str, role: str, *,
-                  limits: FileLimits | None = None) -> AdmissionResult:
+def check_commits(repo: git.Repo, base: str, candidate: str, role: str, *, limits: FileLimits) -> AdmissionResult:
     """Step 2: every commit base..candidate on its own — paths, modes, contents, collisions."""
     allowed = ALLOWED_PATHS.get(role)
     if allowed is None:
@@ -315,8 +314,7 @@ def check_commits(repo: git.Repo, base: str, candidate: str, role: str, *,
         raise AdmissionRefused("ancestry", f"candidate {candidate[:10]} does not descend from base {base[:10]}")
     commits = repo.git.rev_list("--reverse", "--topo-order", f"{base}..{candidate}").split()
     result = AdmissionResult(commits=commits)
-    policy = Policy(lambda p: matches(p, allowed), "role " + role + " may not write {path} (commit {short})",
-                    limits or FileLimits())
+    policy = Policy(lambda p: matches(p, allowed), "role " + role + " may not write {path} (commit {short})", limits)
     seen: set[tuple[str, str]] = set()
     for sha in commits:
         c = repo.commit(sha)
