@@ -7,15 +7,22 @@ notice: the files on disk, the answer on stdout, the one-line hint on stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
 import re
+import signal
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from rmtui.engine.memory.config import CONFIG_FILE, LOCAL_FILE, SCHEMAS, Key
+from rmtui.engine.memory.config import CONFIG_FILE, LOCAL_FILE, set_config_value
+from rmtui.engine.memory.config_schema import SCHEMAS, Key
 from rmtui.engine.memory.roots import init_root
+from tests.retrieve_kit import write_small_root
 from tests.supervisor_kit import git, track_config
 
 #: One key of every value type, per file: (key, what is typed, what the file then holds).
@@ -226,3 +233,56 @@ def test_every_subcommand_says_what_it_does_in_help(cli):
         assert r.code == 0
         for verb in verbs:  # each subcommand on a line of its own, with words after it
             assert re.search(rf"^\s+{verb}\s+\w+", r.stdout, re.M), (group, verb, r.stdout)
+
+
+def test_a_cold_retrieve_says_what_it_waits_for_and_a_warm_one_says_nothing(root, tmp_path):
+    write_small_root(root)
+    set_config_value(root.path, "embedding.idle_timeout_seconds", 30)
+    set_config_value(root.path, "embedding.dense_budget_seconds", 90)
+    services = tmp_path / "services"
+    env = {**os.environ, "RMTUI_SERVICE_DIR": str(services)}
+    argv = [sys.executable, "-m", "rmtui", "--headless", "retrieve", "--root", str(root.path), "--top", "1"]
+    try:
+        cold = subprocess.run([*argv, "--session", "s1", "who owns billing"], capture_output=True, text=True,
+                              env=env, timeout=180)
+        assert cold.returncode == 0, cold.stderr
+        assert "rmtui: starting the local embedding model" in cold.stderr
+        assert re.search(r"^rmtui: embedding memory passages \(\d+ of \d+\)…$", cold.stderr, re.M), cold.stderr
+        assert "bob-role" in cold.stdout and "warning" not in cold.stderr
+        warm = subprocess.run([*argv, "--session", "s2", "does anyone have a dog"], capture_output=True,
+                              text=True, env=env, timeout=60)
+        assert warm.returncode == 0 and warm.stderr == "" and "carol-dog" in warm.stdout
+    finally:  # the service this test started
+        for state in services.glob("*/state.json"):
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                os.kill(json.loads(state.read_text())["pid"], signal.SIGTERM)
+
+
+# -- the rmtui command on the PATH (scripts/link-command.sh, run by scripts/install.sh) ----------
+
+def _link(home: Path, path: str) -> subprocess.CompletedProcess:
+    script = Path(__file__).resolve().parents[1] / "scripts" / "link-command.sh"
+    return subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
+                          env={"HOME": str(home), "PATH": path})
+
+
+def test_the_install_links_rmtui_into_local_bin_and_says_when_that_is_not_on_the_path(tmp_path):
+    bindir = tmp_path / ".local" / "bin"
+    r = _link(tmp_path, "/usr/bin:/bin")
+    assert r.returncode == 0, r.stderr
+    venv_rmtui = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "rmtui"
+    assert (bindir / "rmtui").is_symlink() and (bindir / "rmtui").resolve() == venv_rmtui.resolve()
+    assert f"the rmtui command: {bindir}/rmtui" in r.stdout
+    assert f"{bindir} is not on your PATH" in r.stdout
+    # from the PATH, in another folder, the command runs
+    run = subprocess.run(["rmtui", "--headless", "init", str(tmp_path / "m")], capture_output=True, text=True,
+                         cwd=tmp_path, env={**os.environ, "HOME": str(tmp_path), "PATH": f"{bindir}:/usr/bin:/bin"},
+                         timeout=120)
+    assert run.returncode == 0 and (tmp_path / "m" / "MEMORY.md").is_file(), run.stderr
+    # again with the folder on the PATH: no hint; a file there that is not a link is left alone
+    assert "not on your PATH" not in _link(tmp_path, f"{bindir}:/usr/bin:/bin").stdout
+    (bindir / "rmtui").unlink()
+    (bindir / "rmtui").write_text("#!/bin/sh\necho pipx\n", encoding="utf-8")
+    r = _link(tmp_path, f"{bindir}:/usr/bin:/bin")
+    assert r.returncode == 0 and "is not a link (left as it is)" in r.stdout
+    assert (bindir / "rmtui").read_text(encoding="utf-8") == "#!/bin/sh\necho pipx\n"

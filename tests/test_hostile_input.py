@@ -178,7 +178,7 @@ def test_tui_evidence_rows_are_text_not_markup_or_controls():
 
     from rich.text import Text
 
-    from rmtui.tui.widgets.tables import EvidenceTable
+    from rmtui.tui.widgets.evidence_table import EvidenceTable
 
     ev = SimpleNamespace(uid="u" * 32, state="queued", session="[bold]s[/bold]", created_at=0.0, reason=None,
                          first_line="\x1b]0;title\x07[red]x[/] \x1b[2J")

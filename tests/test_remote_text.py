@@ -14,6 +14,8 @@ import pytest
 from test_sync import git, machines, upstream  # noqa: F401  (fixtures)
 
 from rmtui.engine.display import REMOTE_TEXT_CHARS, remote_text
+from rmtui.engine.memory.config import set_config_value
+from tests.retrieve_kit import write_small_root
 
 EVIL = "pwned \x1b[2J\x1b]0;title\x07 \u202eevil\u2066 \x9b31m\nsecond line\r\n"
 RAW = ("\x1b", "\x07", "\u202e", "\u2066", "\x9b")
@@ -78,6 +80,18 @@ def test_remote_text_is_one_bounded_line_of_visible_escapes():
     assert remote_text(b"\xff\x1b") == "\ufffd\\x1b" and remote_text("fine") == "fine"
 
 
+def test_embedding_service_error_detail_is_quoted_on_stderr(cli, root, hostile):
+    svc = hostile(400, {"detail": EVIL + "y" * 5000})
+    write_small_root(root)
+    set_config_value(root.path, "embedding.service_url", svc.url)
+    r = cli("--headless", "retrieve", "--root", str(root.path), "--session", "s1", "who looks after billing?")
+    assert r.code == 0, r.stderr  # lexical retrieval answers; the service's refusal is a warning
+    _clean(r.stderr)
+    warning = [line for line in r.stderr.splitlines() if "warning" in line]
+    assert warning and "pwned \\x1b[2J" in warning[0] and "second line" in warning[0], r.stderr
+    assert all(len(line) < 2000 for line in r.stderr.splitlines()), [len(x) for x in r.stderr.splitlines()]
+
+
 def test_view_provider_error_message_is_quoted(cli, tmp_path, hostile):
     from test_shared_views import make_consumer
 
@@ -111,3 +125,39 @@ def test_git_remote_refusal_is_quoted_in_sync_status(machines, cli, tmp_path):  
     assert "access denied" in state
     st = cli("--headless", "sync", "status", "--root", str(a.path))
     _clean(st.stdout + st.stderr)
+
+
+class DeepHostile(Hostile):
+    """Answers 200 with JSON nested far deeper than any parser follows."""
+
+    def __init__(self) -> None:
+        super().__init__(200, {})
+        deep = b"[" * 200_000 + b"]" * 200_000
+        handler = self.server.RequestHandlerClass
+
+        def answer(h) -> None:
+            h.send_response(200)
+            h.send_header("content-type", "application/json")
+            h.send_header("content-length", str(len(deep)))
+            h.end_headers()
+            h.wfile.write(deep)
+
+        handler.do_GET = handler.do_POST = answer  # type: ignore[attr-defined]
+
+
+def test_json_nested_too_deep_from_a_remote_is_refused_by_name(cli, root, tmp_path):
+    from test_shared_views import make_consumer
+
+    svc = DeepHostile()
+    try:
+        write_small_root(root)
+        set_config_value(root.path, "embedding.service_url", svc.url)
+        r = cli("--headless", "retrieve", "--root", str(root.path), "--session", "s1", "who looks after billing?")
+        assert r.code == 0 and "internal error" not in r.stderr and "invalid JSON" in r.stderr, r.stderr[:500]
+        cons = make_consumer(tmp_path)
+        r = cli("--headless", "shared-view", "connect", f"{svc.url}/api/share/questions/ask", "--token-env", "T",
+                "--root", str(cons.path), env={"T": "t0ken"})
+        assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr[:500]
+        assert r.code == 4 and "invalid JSON" in r.stdout + r.stderr, (r.stdout[:300], r.stderr[:300])
+    finally:
+        svc.stop()

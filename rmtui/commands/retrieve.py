@@ -52,7 +52,34 @@ def register(sub, common) -> None:
     p.set_defaults(handler=cmd_retrieve_index)
 
 
+class _SayWaits:
+    """Says on stderr what a slow retrieval waits for (the model starting, passages being
+    embedded): each step once, counts at most every 2 s. A warm call reports nothing."""
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+        self.at = 0.0
+
+    def __call__(self, p) -> None:
+        import time
+
+        now = time.monotonic()
+        if p.what == self.last and (p.total is None or (now - self.at < 2.0 and p.done != p.total)):
+            return
+        self.last, self.at = p.what, now
+        count = f" ({p.done} of {p.total})" if p.total else ""
+        sys.stderr.write(f"rmtui: {p.what}{count}…\n")
+        sys.stderr.flush()
+
+
 def cmd_retrieve(args) -> Result:
+    from rmtui.engine import progress
+
+    with progress.reporting(_SayWaits()):
+        return _retrieve(args)
+
+
+def _retrieve(args) -> Result:
     from rmtui.commands.core import root_of
     from rmtui.engine.errors import EngineError
     from rmtui.engine.retrieval.modelhost.embed_client import delegate_retrieve

@@ -118,7 +118,7 @@ class ProviderClient:
         self._check(status, raw, MAX_JSON_BYTES, what)
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than the parser follows is no answer either
             raise ProviderError(f"{what}: the provider answered invalid JSON") from None
         if not isinstance(data, dict):
             raise ProviderError(f"{what}: the provider's answer is not a JSON object")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmtui.engine import progress
+from rmtui.engine.display import remote_text
 from rmtui.engine.errors import ConflictError, EngineError, UnavailableError, UsageError
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock, try_lock
@@ -60,7 +61,7 @@ class ServiceClient:
         status, data = self.http.request(method, route, payload)
         if status != 200:
             detail = data.get("detail") if isinstance(data, dict) else None
-            msg = f"embedding service rejected {route}: HTTP {status}" + (f": {str(detail)[:300]}" if detail else "")
+            msg = f"embedding service rejected {route}: HTTP {status}" + (f": {remote_text(detail)}" if detail else "")
             if status == 409:
                 raise ConflictError(msg, details={"status": 409})
             raise ServiceError(msg, status=status)

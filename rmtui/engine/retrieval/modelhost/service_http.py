@@ -91,5 +91,5 @@ class JsonHttpClient:
             raise ServiceError("embedding service response is too large")
         try:
             return status, (json.loads(raw) if raw else {})
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than the parser follows is no answer either
             raise ServiceError(f"embedding service returned invalid JSON (HTTP {status})") from None
