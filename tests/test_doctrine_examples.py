@@ -165,7 +165,8 @@ def test_the_pruner_example_lands_as_a_host_prune(root):
     task = rm(root, "assistant", "begin", "--role", "pruner")
     assert task["claimed"], task
     assert task["context"]["prune_candidates"] == [c.strip() for c in ex["candidates"].split(",")]
-    assert "- `travis-ci`" in Path(task["instructions"]).read_text(encoding="utf-8")
+    listed = Path(task["instructions"]).read_text(encoding="utf-8").split("Prune candidates (", 1)[1].split("\n\n")[0]
+    assert [line[3:-1] for line in listed.splitlines()[1:]] == task["context"]["prune_candidates"]  # the model's list
     edit_and_commit(task["worktree"], "MEMORY.md", files_of(ex, "after:")["MEMORY.md"], ex["commit"])
     out = complete(task)
     assert out["state"] == "expired" and sorted(out["removed"]) == ["old-ci", "travis-ci"], out

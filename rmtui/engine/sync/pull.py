@@ -416,14 +416,15 @@ def _check_queue_records(root: MemoryRoot, inc: Incoming) -> list[str]:
     kept = [p for p in queued if p.startswith(("update_records/", "update_queue/candidates/"))]
     try:
         snap = snapshot(root.path, inc.tip, limit=queue.limit, strict=True)
-        for rel, old, new in zip(kept, read_paths(root.path, base, kept), read_paths(root.path, inc.tip, kept),
-                                 strict=True):
+        versions = list(zip(kept, read_paths(root.path, base, kept), read_paths(root.path, inc.tip, kept), strict=True))
+        for rel, old, new in versions:  # what was written stays as it was, before anything new is read
             record = rel.startswith("update_records/")
             if old is not None and (new is not None or record) and new != old:
                 raise record_checks.RecordRefused(
                     rel, f"{'update_record' if record else 'candidate'}-immutable",
                     "a written record may never change" + (" or be removed" if record else ""))
-            if record and new is not None:
+        for rel, _old, new in versions:
+            if rel.startswith("update_records/") and new is not None:
                 record_checks.update_record_file(rel, new, limit=queue.limit)
     except record_checks.RecordRefused as exc:
         raise SyncRefused(f"incoming queue record refused: {exc.message}",
