@@ -412,9 +412,12 @@ class GitQueue:
                 if due:  # a failed batch whose backoff has passed goes first
                     batch_id, uids = due[0]["batch_id"], list(due[0]["candidate_uids"])
                 else:
+                    # as the original: a session with a failed batch is kept back whole
                     held = {u for r in snap.recoveries.values() for u in r["candidate_uids"]}
+                    held_sessions = {snap.candidates[u]["session_id"] for u in held if u in snap.candidates}
                     held |= set(lease.candidate_uids) if lease is not None else set()
-                    picked = choose(sorted(u for u in usable if u not in held))
+                    picked = choose(sorted(u for u in usable if u not in held
+                                           and snap.candidates.get(u, {}).get("session_id") not in held_sessions))
                     if picked is None:
                         result["lease"] = None
                         return edit.head != tip

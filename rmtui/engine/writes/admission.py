@@ -133,6 +133,11 @@ def changed_paths(repo: git.Repo, a: str, b: str) -> list[str]:
     return sorted({c.path for c in commit_changes(repo, a, b)})
 
 
+#: The one .git* file a writer may touch: a provider view folder's ``.gitignore``, and only as
+#: the original writes it, ``dist/`` (docs/formats.md).
+VIEW_GITIGNORE_RE = re.compile(r"shared_views/[A-Za-z0-9_.-]+/\.gitignore")
+VIEW_GITIGNORE = b"dist/\n"
+
 #: Code points HFS+ ignores in names (so ``.g\u200cit`` is ``.git`` on macOS).
 _HFS_IGNORED = frozenset("\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
                          "\u206a\u206b\u206c\u206d\u206e\u206f\ufeff")
@@ -150,13 +155,13 @@ def is_git_name(segment: str) -> bool:
 def check_path_shape(path: str, commit: str | None, allowed: Callable[[str], bool]) -> None:
     """Rules ``path`` and ``git-path``: a plain relative path of printable UTF-8 names, no
     ``.git`` segment in any spelling, and no other ``.git*`` name (Git reads them as its own
-    control files) but a ``.gitignore`` the writer's paths list (the synchronized one)."""
+    control files) but a ``.gitignore`` the writer's paths list or a view folder's."""
     parts = path.split("/")
     if (path.startswith("/") or any(p in ("..", ".", "") for p in parts) or "\\" in path
             or any(ord(ch) < 0x20 or ord(ch) == 0x7F or 0xDC80 <= ord(ch) <= 0xDCFF for ch in path)):
         raise AdmissionRefused("path", f"{path!r} is not a plain relative path of UTF-8 names", commit=commit,
                                path=path)
-    if any(is_git_name(p) or (p.casefold().startswith(".git") and not (p == ".gitignore" and allowed(path)))
+    if any(is_git_name(p) or (p.casefold().startswith(".git") and not (p == ".gitignore" and (allowed(path) or VIEW_GITIGNORE_RE.fullmatch(path))))
            for p in parts):
         raise AdmissionRefused("git-path", f"{path!r} touches a .git* path", commit=commit, path=path)
 
@@ -265,15 +270,19 @@ def check_change(repo: git.Repo, change: Change, commit: str, policy: Policy,
 
 
 def check_blob(repo: git.Repo, path: str, sha: str, commit: str | None, limits: FileLimits) -> None:
-    """Rules ``file-too-large`` (sized from the object header, before it is read) and
-    ``not-text``: every file memory is made of is UTF-8 text without NUL bytes."""
+    """Rules ``file-too-large`` (sized from the object header, before it is read),
+    ``view-gitignore`` and ``not-text``: every file memory is made of is UTF-8 text without
+    NUL bytes."""
     size = repo.odb.info(bytes.fromhex(sha)).size
     limit, key = limits.for_path(path)
     if size > limit:
         raise AdmissionRefused("file-too-large", f"{path} is {size} bytes; the limit is {limit} ({key})",
                                commit=commit, path=path)
+    data = _blob(repo, sha)
+    if VIEW_GITIGNORE_RE.fullmatch(path) and data != VIEW_GITIGNORE:
+        raise AdmissionRefused("view-gitignore", f"{path} may only hold 'dist/'", commit=commit, path=path)
     try:
-        text = _blob(repo, sha).decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise AdmissionRefused("not-text", f"{path} is not valid UTF-8", commit=commit, path=path) from None
     if "\0" in text:
