@@ -176,7 +176,7 @@ def main() -> None:
         f"Fitted on {len(dev)} development questions ({sum(len(r['y']) for r in dev)} candidate rows) from "
         f"{', '.join(families)};\nheld out: LoCoMo {', '.join(HELD_OUT)} (every layout) and the notes project(s) "
         f"{', '.join(p.name for p in notes.projects() if p.held_out)}.\n\"\"\"\n\n"
-        "from rmtui.engine.retrieval.stage2 import Weights\n" + body, encoding="utf-8")
+        "from rmtui.engine.retrieval.stage2_model import Weights\n" + body, encoding="utf-8")
     print(f"wrote {WEIGHTS.relative_to(REPO)}")
 
 

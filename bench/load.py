@@ -97,7 +97,7 @@ def cli_agent(n: int, root: Path, env: dict, stats: Stats, stop: threading.Event
         evidence = f"Agent {n} observed {need_text(rng)} during load run ({marker}).\n".encode()
         t0 = time.monotonic()
         try:
-            r = cli("submit", "--root", str(root), "--session", session, "--request", marker, "-",
+            r = cli("submit", "--json", "--root", str(root), "--session", session, "--request", marker, "-",
                     input=evidence, env=env)
             ok = r.returncode == 0 and json.loads(r.stdout)["state"] in ("saved", "duplicate")
             err = r.stderr.decode(errors="replace").strip()[-200:]
@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         driver.join(timeout=300)
         code = report(stats, args.minutes, outcomes, driver_errors, durations, root)
         provider.close()
-        from rmtui.engine.retrieval.embed_client import stop_local_service
+        from rmtui.engine.retrieval.modelhost.embed_client import stop_local_service
 
         for state_dir in (tmp / "services").glob("*"):
             stop_local_service(state_dir)

@@ -87,9 +87,9 @@ async def run(root: Path, calls: int, starts: int) -> None:
 
 def runtime_used() -> str:
     """What ``embedding.backend = auto`` picks here: ONNX when the bundled model has an export."""
-    from rmtui.engine.retrieval import onnx_model
-    from rmtui.engine.retrieval.embeddings import model_identity
-    from rmtui.engine.retrieval.service_state import resolve_model_path
+    from rmtui.engine.retrieval.modelhost import onnx_model
+    from rmtui.engine.retrieval.modelhost.model_cache import model_identity
+    from rmtui.engine.retrieval.modelhost.service_state import resolve_model_path
 
     identity = model_identity(resolve_model_path(None, None), "sentence-transformers")
     return "ONNX Runtime" if onnx_model.find_export(identity) else "torch (no ONNX export)"
@@ -112,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([sys.executable, "-m", "rmtui", "--headless", "retrieve-index", "--root", str(root.path)],
                        check=True, stdout=subprocess.DEVNULL)
         print(f"dense index built once, before the server starts: {time.perf_counter() - t0:.0f} s")
-        from rmtui.engine.retrieval.embed_client import service_dir, stop_local_service
-        from rmtui.engine.retrieval.service_state import resolve_model_path
+        from rmtui.engine.retrieval.modelhost.embed_client import service_dir, stop_local_service
+        from rmtui.engine.retrieval.modelhost.service_state import resolve_model_path
 
         stop_local_service(service_dir(resolve_model_path(None, None), None))
         asyncio.run(run(root.path, args.calls, args.starts))

@@ -137,8 +137,8 @@ def wait_until_indexed(root: MemoryRoot, env: dict, timeout: float) -> tuple[flo
 
 
 def service_state_dir(root: MemoryRoot) -> Path:
-    from rmtui.engine.retrieval.embed_client import service_dir
-    from rmtui.engine.retrieval.embeddings import resolve_model_path
+    from rmtui.engine.retrieval.modelhost.embed_client import service_dir
+    from rmtui.engine.retrieval.modelhost.embeddings import resolve_model_path
 
     cfg = root.config()
     return service_dir(resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path")),
@@ -154,7 +154,7 @@ def runtime_of(state_dir: Path) -> str:
 
 def measure_restarts(root: MemoryRoot, env: dict, restarts: int) -> list[float]:
     """Stop the service, then time the first CLI call (which starts it again) until its answer."""
-    from rmtui.engine.retrieval.embed_client import stop_local_service
+    from rmtui.engine.retrieval.modelhost.embed_client import stop_local_service
 
     state_dir = service_state_dir(root)
     firsts = []
@@ -177,8 +177,8 @@ def measure_restarts(root: MemoryRoot, env: dict, restarts: int) -> list[float]:
 
 def compare_torch(root: MemoryRoot, env: dict, onnx_top: dict[str, list[str]]) -> None:
     """The service started on torch instead: start time, and the top results of the same needs."""
-    from rmtui.engine.retrieval.embed_client import ensure_local_service, stop_local_service
-    from rmtui.engine.retrieval.embeddings import resolve_model_path
+    from rmtui.engine.retrieval.modelhost.embed_client import ensure_local_service, stop_local_service
+    from rmtui.engine.retrieval.modelhost.embeddings import resolve_model_path
 
     state_dir = service_state_dir(root)
     stop_local_service(state_dir)
@@ -267,7 +267,7 @@ def main() -> None:
         dt, out, _ = cli(root.path, "after-change", "rotate the staging secret monthly", env)
         print(f"first CLI call after another one-node change (re-index included): {1000 * dt:.0f} ms; "
               f"top result {out['results'][0]['id'] if out['results'] else None}")
-        from rmtui.engine.retrieval.embed_client import stop_local_service
+        from rmtui.engine.retrieval.modelhost.embed_client import stop_local_service
 
         stop_local_service(service_state_dir(root))
 

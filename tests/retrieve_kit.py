@@ -55,7 +55,7 @@ class ServerThread:
     """An EmbeddingServer on a free port in a thread of the test process (real HTTP)."""
 
     def __init__(self, backend, token: str | None, *, host: str = "127.0.0.1", ssl_context=None) -> None:
-        from rmtui.engine.retrieval.embed_service import EmbeddingServer
+        from rmtui.engine.retrieval.modelhost.embed_service import EmbeddingServer
 
         self.server = EmbeddingServer((host, 0), backend, token=token, ssl_context=ssl_context)
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -78,7 +78,7 @@ def tiny_reranker(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def backend(tiny_reranker):
     """MiniLM plus the tiny cross-encoder, loaded once for the whole test session."""
-    from rmtui.engine.retrieval.embeddings import InProcessBackend
+    from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
 
     return InProcessBackend(reranker_path=str(tiny_reranker))
 
@@ -86,7 +86,7 @@ def backend(tiny_reranker):
 @pytest.fixture(scope="session")
 def plain_backend(backend):
     """MiniLM without a cross-encoder (reuses the loaded model)."""
-    from rmtui.engine.retrieval.embeddings import DenseReranker, InProcessBackend
+    from rmtui.engine.retrieval.modelhost.embeddings import DenseReranker, InProcessBackend
 
     b = InProcessBackend.__new__(InProcessBackend)
     b.embedder = backend.embedder

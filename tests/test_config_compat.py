@@ -230,7 +230,7 @@ def test_headless_status_submit_and_retrieve_on_an_original_config(root, service
     assert "ignored by rmtui" in plain.stdout and "review.sources" in plain.stdout
     assert "warning: rightmemory.toml holds an API key" in plain.stdout and "tracked" in plain.stdout
 
-    sub = cli("--headless", "submit", "--root", rp, "--session", "s1", input="Bob moved to the payments team\n")
+    sub = cli("--headless", "submit", "--json", "--root", rp, "--session", "s1", input="Bob moved to the payments team\n")
     assert sub.code == 0, sub.stderr
     assert sub.json()["queue_state"] == "queued"
 

@@ -77,7 +77,7 @@ def test_points_count_landed_memory_changing_updates_once(root):
     # a retried effect counts the operation once
     with Supervisor(root) as sup:
         op = sup.store.get(r["operation_id"])
-        from rmtui.engine.writes.supervisor import EFFECTS
+        from rmtui.engine.writes.effects import EFFECTS
 
         EFFECTS["insight_points"](sup, op)
     st = triggers.load(root, "insight")

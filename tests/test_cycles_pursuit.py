@@ -10,7 +10,7 @@ import git
 import pytest
 from cycles_kit import commit, head
 
-from rmtui.engine.cycles import pursuit
+from rmtui.engine import pursuit
 from rmtui.engine.errors import ConflictError, UsageError
 
 MEMORY = """\

@@ -54,7 +54,7 @@ async def test_c_on_a_receipt_sends_the_landing_back(provider, root, tmp_path, m
     from fake_provider import Turn
     from test_tui_support import main_loaded, row_to, tab_to, type_text
 
-    from rmtui.tui.widgets.tables import ReceiptsTable
+    from rmtui.tui.widgets.receipts_table import ReceiptsTable
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     configure(root, "openai", provider)

@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 
 from rmtui.engine.errors import UnavailableError, UsageError
-from rmtui.engine.retrieval import onnx_model
-from rmtui.engine.retrieval.embeddings import load_embedder, model_identity
-from rmtui.engine.retrieval.service_state import resolve_model_path
+from rmtui.engine.retrieval.modelhost import onnx_model
+from rmtui.engine.retrieval.modelhost.embeddings import load_embedder
+from rmtui.engine.retrieval.modelhost.model_cache import CACHE_ENV, model_identity
+from rmtui.engine.retrieval.modelhost.service_state import resolve_model_path
 
 CORPUS = [
     "The test_socket_timeout test is flaky on CI; rerun it once before debugging",
@@ -53,21 +54,21 @@ def identity(model_path) -> str:
 def export_cache(tmp_path_factory, model_path, identity) -> Path:
     """One export per session, made by the helper process (so this also tests that path)."""
     cache = tmp_path_factory.mktemp("onnx-cache")
-    old = os.environ.get(onnx_model.CACHE_ENV)
-    os.environ[onnx_model.CACHE_ENV] = str(cache)
+    old = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(cache)
     try:
         onnx_model.ensure_export(model_path, identity, log=lambda _msg: None)
     finally:
         if old is None:
-            os.environ.pop(onnx_model.CACHE_ENV, None)
+            os.environ.pop(CACHE_ENV, None)
         else:
-            os.environ[onnx_model.CACHE_ENV] = old
+            os.environ[CACHE_ENV] = old
     return cache
 
 
 @pytest.fixture
 def onnx_env(export_cache, monkeypatch) -> Path:
-    monkeypatch.setenv(onnx_model.CACHE_ENV, str(export_cache))
+    monkeypatch.setenv(CACHE_ENV, str(export_cache))
     return export_cache
 
 
@@ -134,7 +135,7 @@ def test_batches_padding_and_truncation_do_not_change_a_vector(onnx_env, model_p
 def test_the_service_on_onnx_never_imports_torch(onnx_env, model_path):
     code = textwrap.dedent(f"""
         import json, sys
-        from rmtui.engine.retrieval.embed_service import serve
+        from rmtui.engine.retrieval.modelhost.embed_service import serve
 
         def ready(server):
             vec = server.backend.embed(["does the service answer"], "query")
@@ -156,7 +157,7 @@ def test_the_service_on_onnx_never_imports_torch(onnx_env, model_path):
 
 def test_the_local_warm_service_runs_on_onnx(onnx_env, model_path, tmp_path, monkeypatch):
     """The real launcher and CLI command: state file says onnx, and no libtorch is mapped."""
-    from rmtui.engine.retrieval.embed_client import ensure_local_service, stop_local_service
+    from rmtui.engine.retrieval.modelhost.embed_client import ensure_local_service, stop_local_service
 
     monkeypatch.setenv("RMTUI_SERVICE_DIR", str(tmp_path / "services"))
     local = ensure_local_service(model_path, None, idle_timeout=60, wait_seconds=60, backend="onnx")
@@ -179,7 +180,7 @@ def _copy_export(src_cache: Path, dest_cache: Path, identity: str) -> Path:
 def test_a_damaged_export_is_reported_and_made_again(export_cache, tmp_path, monkeypatch, model_path, identity):
     cache = tmp_path / "cache"
     folder = _copy_export(export_cache, cache, identity)
-    monkeypatch.setenv(onnx_model.CACHE_ENV, str(cache))
+    monkeypatch.setenv(CACHE_ENV, str(cache))
     model = folder / onnx_model.MODEL_FILE
     data = bytearray(model.read_bytes())
     data[len(data) // 2:len(data) // 2 + 4096] = os.urandom(4096)  # same size, wrong weights
@@ -204,7 +205,7 @@ def test_a_damaged_export_is_reported_and_made_again(export_cache, tmp_path, mon
 def test_a_missing_or_incomplete_export(export_cache, tmp_path, monkeypatch, model_path, identity):
     cache = tmp_path / "cache"
     folder = _copy_export(export_cache, cache, identity)
-    monkeypatch.setenv(onnx_model.CACHE_ENV, str(cache))
+    monkeypatch.setenv(CACHE_ENV, str(cache))
     (folder / onnx_model.MODEL_FILE).unlink()
     with pytest.raises(onnx_model.ExportDamaged, match="missing or unreadable"):
         onnx_model.load_onnx_embedder(model_path, identity, export=False)
@@ -217,7 +218,7 @@ def test_a_missing_or_incomplete_export(export_cache, tmp_path, monkeypatch, mod
 
 
 def test_auto_falls_back_to_torch_with_a_reason_and_onnx_refuses(tmp_path, monkeypatch, model_path, capsys):
-    monkeypatch.setenv(onnx_model.CACHE_ENV, str(tmp_path / "empty-cache"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "empty-cache"))
 
     def cannot(path, ident, *, log):
         raise onnx_model.ExportDamaged("the ONNX export failed (exit 1): simulated")
@@ -269,9 +270,9 @@ def test_the_cache_key_follows_the_model_identity(tmp_path, model_path, identity
 
 
 def test_cache_dirs_and_thread_count(monkeypatch, tmp_path):
-    monkeypatch.setenv(onnx_model.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     assert onnx_model.cache_dirs() == [tmp_path]
-    monkeypatch.delenv(onnx_model.CACHE_ENV)
+    monkeypatch.delenv(CACHE_ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     dirs = onnx_model.cache_dirs()
     assert dirs[-1] == tmp_path / "xdg" / "rmtui" / "onnx"
@@ -296,8 +297,9 @@ def test_embedding_backend_is_an_rmtui_setting(root):
 
 def test_a_cli_call_without_a_service_launches_it_early(onnx_env, root, tmp_path, monkeypatch, model_path):
     """Restart after the idle exit: the service is launched before the CLI loads its corpus."""
-    from rmtui.engine.retrieval import embed_client
-    from rmtui.engine.retrieval.service_state import delegate_retrieve, service_dir
+    from rmtui.engine.retrieval.modelhost import embed_client
+    from rmtui.engine.retrieval.modelhost.embed_client import delegate_retrieve
+    from rmtui.engine.retrieval.modelhost.service_state import service_dir
 
     monkeypatch.setenv("RMTUI_SERVICE_DIR", str(tmp_path / "services"))
     state_dir = service_dir(model_path, None)

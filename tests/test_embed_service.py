@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rmtui.engine.errors import ConflictError
-from rmtui.engine.retrieval.embed_service import ServiceClient, ServiceError
+from rmtui.engine.retrieval.modelhost.embed_service import ServiceClient, ServiceError
 from tests.retrieve_kit import TOKEN, ServerThread
 
 

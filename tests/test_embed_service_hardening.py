@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from rmtui.engine.retrieval.embed_service import (
+from rmtui.engine.retrieval.modelhost.embed_service import (
     MAX_BODY_BYTES,
     MAX_REQUEST_CHARS,
     MAX_TEXT_CHARS,

@@ -41,8 +41,8 @@ def integrity(root_path: Path) -> str:
         conn.close()
 
 
-def submit(cli, root, *args: str, input: bytes | str | None = None):
-    return cli("--headless", "submit", "--root", str(root.path), *args, input=input)
+def submit(cli, root, *args: str, input: bytes | str | None = None, as_json: bool = True):
+    return cli("--headless", "submit", "--root", str(root.path), *(["--json"] if as_json else []), *args, input=input)
 
 
 # -- submit, duplicate, conflict ----------------------------------------------
@@ -60,6 +60,11 @@ def test_submit_answers_json_and_is_stored(root, cli, tmp_path):
     assert row["uid"] == out["uid"] and row["state"] == "queued"
     assert row["text"] == "The deploy script needs PGPASSWORD set.\n"
     assert (row["session"], row["request"]) == ("s1", "r1")
+    # without --json a person reads one line: saved, the uid, where it waits
+    plain = cli("--headless", "submit", "--root", str(root.path), "--session", "s1", "--request", "r1", str(ev))
+    assert plain.code == 0 and plain.stdout == f"duplicate (already saved) {out['uid']}: queued for Update\n"
+    plain = cli("--headless", "submit", "--root", str(root.path), "--session", "s1", input="another\n")
+    assert plain.code == 0 and plain.stdout.startswith("saved ") and plain.stdout.endswith(": queued for Update\n")
 
 
 def test_submit_from_stdin_and_plain_submits_get_random_uids(root, cli):
@@ -176,7 +181,7 @@ BAD_EVIDENCE = [
 def test_bad_evidence_is_refused(root, cli, tmp_path, data, message):
     ev = tmp_path / "ev.bin"
     ev.write_bytes(data)
-    r = submit(cli, root, "--session", "s1", "--request", "r1", str(ev))
+    r = submit(cli, root, "--session", "s1", "--request", "r1", str(ev), as_json=False)
     assert r.code == 2
     assert message in r.stderr
     assert r.stdout == ""

@@ -159,7 +159,7 @@ ANSI = "\x1b[2J\x1b[31mred\x1b]0;pwned\x07 \x9b1m C1 \u202eevil\u202c tail\rover
 
 
 def test_evidence_list_and_show_escape_terminal_controls(cli, root):
-    r = cli("--headless", "submit", "--session", "ansi", "--root", str(root.path), input=ANSI + "\nsecond line\n")
+    r = cli("--headless", "submit", "--json", "--session", "ansi", "--root", str(root.path), input=ANSI + "\nsecond line\n")
     assert r.code == 0, r.stderr
     uid = r.json()["uid"]
     for argv in (("evidence", "list"), ("evidence", "show", uid)):
@@ -178,7 +178,7 @@ def test_tui_evidence_rows_are_text_not_markup_or_controls():
 
     from rich.text import Text
 
-    from rmtui.tui.widgets.tables import EvidenceTable
+    from rmtui.tui.widgets.evidence_table import EvidenceTable
 
     ev = SimpleNamespace(uid="u" * 32, state="queued", session="[bold]s[/bold]", created_at=0.0, reason=None,
                          first_line="\x1b]0;title\x07[red]x[/] \x1b[2J")

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from supervisor_kit import MEMORY, add_memory_node, commit, git, porcelain, seed, snapshot, trailer_of
 
-from rmtui.engine.writes.supervisor import PIN_PREFIX, Supervisor
+from rmtui.engine.writes.publication import PIN_PREFIX
+from rmtui.engine.writes.supervisor import Supervisor
 
 
 @pytest.fixture

@@ -231,7 +231,8 @@ def test_dense_scores_find_a_paraphrase_in_pending_evidence(lexical, plain_backe
 # -- the warm local service and MCP ---------------------------------------------------------
 
 def test_warm_service_route_passes_include_pending(lexical, service, monkeypatch, tmp_path):
-    from rmtui.engine.retrieval.service_state import delegate_retrieve, resolve_model_path, service_dir
+    from rmtui.engine.retrieval.modelhost.embed_client import delegate_retrieve
+    from rmtui.engine.retrieval.modelhost.service_state import resolve_model_path, service_dir
 
     set_config_value(lexical.path, "embedding.local_service", True)
     monkeypatch.setenv("RMTUI_SERVICE_DIR", str(tmp_path / "services"))

@@ -13,6 +13,7 @@ from rmtui.engine.retrieval import stage2, stage2_weights
 from rmtui.engine.retrieval.corpus import Corpus, load_corpus
 from rmtui.engine.retrieval.ranking import fuse, tokenize
 from rmtui.engine.retrieval.retrieve import first_stage, params_from_config, search
+from rmtui.engine.retrieval.stage2_model import Weights
 
 CHAT = [
     ("q1", "Ana: which database did the team pick for the ledger?"),
@@ -114,14 +115,14 @@ def test_second_stage_orders_the_head_by_its_weights(root, plain_backend, monkey
     assert lengths == sorted(lengths) and lengths[0] == min(len(t) for t in text.values())
     # weights fitted for other features are not applied: the first stage stands
     for name in ("TOKENS", "PLAIN"):
-        monkeypatch.setattr(stage2_weights, name, stage2.Weights(("something", "else"), (0, 0), (1, 1), (1, 1)))
+        monkeypatch.setattr(stage2_weights, name, Weights(("something", "else"), (0, 0), (1, 1), (1, 1)))
     again = search(root, need, top=5, corpus=corpus, backend=plain_backend, cfg=cfg)
     assert _ids(again) == _ids(before)
 
 
-def _only_length(names: tuple[str, ...], sign: float) -> stage2.Weights:
+def _only_length(names: tuple[str, ...], sign: float) -> Weights:
     coef = tuple(sign if f == "length" else 0.0 for f in names)
-    return stage2.Weights(names, (0.0,) * len(names), (1.0,) * len(names), coef)
+    return Weights(names, (0.0,) * len(names), (1.0,) * len(names), coef)
 
 
 def test_lexical_only_keeps_the_first_stage(root):

@@ -13,9 +13,9 @@ from werkzeug import Response
 from rmtui.engine.retrieval import retrieve as retrieve_mod
 from rmtui.engine.retrieval import stage2
 from rmtui.engine.retrieval.corpus import load_corpus
-from rmtui.engine.retrieval.embed_client import ServiceClient, ServiceError
+from rmtui.engine.retrieval.modelhost.embed_client import ServiceClient, ServiceError
+from rmtui.engine.retrieval.modelhost.service_state import TOKENS_ROUTE
 from rmtui.engine.retrieval.retrieve import dense_index, first_stage, params_from_config, search
-from rmtui.engine.retrieval.service_state import TOKENS_ROUTE
 from rmtui.engine.retrieval.tokens import TokenStore, quantize
 from tests.retrieve_kit import PEOPLE, TOKEN, write_small_root
 from tests.test_embed_service import call

@@ -8,14 +8,8 @@ import git
 import pytest
 
 from rmtui.engine.errors import UsageError
-from rmtui.engine.memory.config import (
-    CONFIG_FILE,
-    DEFAULT_TEXT,
-    LOCAL_DEFAULT_TEXT,
-    LOCAL_FILE,
-    load_config,
-    set_config_value,
-)
+from rmtui.engine.memory.config import CONFIG_FILE, LOCAL_FILE, load_config, set_config_value
+from rmtui.engine.memory.config_schema import DEFAULT_TEXT, LOCAL_DEFAULT_TEXT
 from rmtui.engine.memory.roots import GITIGNORE, init_root
 
 ROOT_FILES = {".gitignore", "MEMORY.md", "PURSUITS.md"}  # rightmemory.toml is per machine, as in RightMemory
@@ -284,8 +278,8 @@ def test_config_changes_are_seen_at_once_in_the_same_process(root):
 
 def test_every_foundation_command_answers_json(root, cli, tmp_path):
     rp = str(root.path)
-    uid = cli("--headless", "submit", "--root", rp, "--session", "s", input="e\n").json()["uid"]
-    uid2 = cli("--headless", "submit", "--root", rp, "--session", "s", input="f\n").json()["uid"]
+    uid = cli("--headless", "submit", "--json", "--root", rp, "--session", "s", input="e\n").json()["uid"]
+    uid2 = cli("--headless", "submit", "--json", "--root", rp, "--session", "s", input="f\n").json()["uid"]
     commands = [
         ("init", str(tmp_path / "other")),
         ("profile", "create", "pj", rp), ("profile", "list"), ("profile", "show", "pj"), ("profile", "remove", "pj"),

@@ -22,7 +22,8 @@ from supervisor_kit import (
 )
 
 from rmtui.engine.writes.admission import AdmissionRefused, StaleBase
-from rmtui.engine.writes.supervisor import Supervisor, pin_ref
+from rmtui.engine.writes.publication import pin_ref
+from rmtui.engine.writes.supervisor import Supervisor
 
 
 @pytest.fixture

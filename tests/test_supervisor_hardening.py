@@ -15,7 +15,8 @@ from rmtui.engine.evidence.batching import batch_id
 from rmtui.engine.evidence.queue import EvidenceQueue
 from rmtui.engine.writes import admission
 from rmtui.engine.writes.admission import AdmissionRefused, BranchMoved, check_tree_object
-from rmtui.engine.writes.supervisor import MARKER, Supervisor, pin_ref
+from rmtui.engine.writes.publication import MARKER, pin_ref
+from rmtui.engine.writes.supervisor import Supervisor
 
 INVALID = MEMORY.replace("[rel:test]", "[rel:nowhere]")
 

@@ -27,7 +27,8 @@ from rmtui.engine.host import assistant
 from rmtui.engine.memory.roots import MemoryRoot, init_root, open_root
 from rmtui.engine.writes import maintain
 from rmtui.engine.writes.operations import FINAL_PHASES
-from rmtui.engine.writes.supervisor import MARKER, PIN_PREFIX, Supervisor
+from rmtui.engine.writes.publication import MARKER, PIN_PREFIX
+from rmtui.engine.writes.supervisor import Supervisor
 
 WRITER = Path(__file__).with_name("supervisor_writer.py")
 #: Phase boundaries of begin, prepare and publication, and two points inside publication's Git

@@ -17,7 +17,8 @@ from rmtui.engine.errors import OperationFailed
 from rmtui.engine.evidence.batching import batch_id
 from rmtui.engine.evidence.queue import EvidenceQueue
 from rmtui.engine.writes.admission import DirtyActiveRoot
-from rmtui.engine.writes.supervisor import PIN_PREFIX, Supervisor
+from rmtui.engine.writes.publication import PIN_PREFIX
+from rmtui.engine.writes.supervisor import Supervisor
 
 WRITER = Path(__file__).with_name("supervisor_writer.py")
 

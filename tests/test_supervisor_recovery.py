@@ -16,9 +16,10 @@ from supervisor_kit import MEMORY, add_memory_node, commit, git, porcelain, seed
 from rmtui.engine.evidence.batching import batch_id
 from rmtui.engine.evidence.queue import EvidenceQueue
 from rmtui.engine.memory.roots import MemoryRoot, init_root, open_root
-from rmtui.engine.writes import supervisor as supmod
+from rmtui.engine.writes import effects
 from rmtui.engine.writes.operations import FINAL_PHASES
-from rmtui.engine.writes.supervisor import PIN_PREFIX, Supervisor, pin_ref
+from rmtui.engine.writes.publication import PIN_PREFIX, pin_ref
+from rmtui.engine.writes.supervisor import Supervisor
 
 WRITER = Path(__file__).with_name("supervisor_writer.py")
 CRASHPOINTS = ("after-running", "after-worktree", "after-prepared", "before-cas", "after-cas", "after-worktree-sync",
@@ -175,7 +176,7 @@ def test_failed_effects_are_retried_by_recover(seeded, monkeypatch):
         if len(calls) == 1:
             raise OSError("disk hiccup")
 
-    monkeypatch.setitem(supmod.EFFECTS, "flaky", flaky)
+    monkeypatch.setitem(effects.EFFECTS, "flaky", flaky)
     with Supervisor(seeded) as sup:
         op = sup.begin("update", "update", effects=("flaky",))
         commit(op.worktree, {"MEMORY.md": add_memory_node(MEMORY, "x")})

@@ -30,9 +30,10 @@ from rmtui.tui.app import RmtuiApp
 from rmtui.tui.screens.dialogs import ConfirmScreen, EvidenceScreen, PromptScreen
 from rmtui.tui.screens.diff import DiffScreen
 from rmtui.tui.widgets.diff_view import DiffFileView
+from rmtui.tui.widgets.evidence_table import EvidenceTable
 from rmtui.tui.widgets.memory_tree import MemoryTree
 from rmtui.tui.widgets.preview import EdgeList, ItemPreview
-from rmtui.tui.widgets.tables import EvidenceTable, ReceiptsTable
+from rmtui.tui.widgets.receipts_table import ReceiptsTable
 
 SIZE = (140, 44)
 
@@ -230,7 +231,7 @@ async def test_open_a_receipts_diff_file_by_file(demo):
 
 async def test_an_active_operation_is_listed_with_its_lease_and_opens_its_diff_so_far(demo):
     from rmtui.engine.writes import maintain
-    from rmtui.tui.widgets.tables import OperationsTable
+    from rmtui.tui.widgets.operations_table import OperationsTable
 
     app = RmtuiApp(demo)
     async with app.run_test(size=SIZE) as pilot:

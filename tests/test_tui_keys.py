@@ -18,9 +18,9 @@ from rmtui.engine.retrieval import retrieve as retrieve_module
 from rmtui.engine.retrieval.result import RetrieveResult
 from rmtui.tui.app import RmtuiApp
 from rmtui.tui.screens.dialogs import HelpScreen
+from rmtui.tui.widgets.evidence_table import EvidenceTable
 from rmtui.tui.widgets.memory_tree import MemoryTree
 from rmtui.tui.widgets.progress_line import ProgressLine
-from rmtui.tui.widgets.tables import EvidenceTable
 from rmtui.tui.wording import count, score_text
 
 SIZE = (140, 44)

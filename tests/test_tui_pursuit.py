@@ -12,7 +12,7 @@ import pytest
 from cycles_kit import head
 from test_tui_support import run_in_thread, type_text, wait_for
 
-from rmtui.engine.cycles import pursuit
+from rmtui.engine import pursuit
 from rmtui.engine.host.watch import EDITOR, classify
 from rmtui.tui.app import RmtuiApp
 from rmtui.tui.screens.dialogs import ConfirmScreen, HelpScreen, PromptScreen, TextScreen

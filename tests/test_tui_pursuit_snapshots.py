@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_tui_support import FROZEN_TS, frozen_demo_root, main_loaded, wait_for
 
-from rmtui.engine.cycles import pursuit
+from rmtui.engine.pursuit import journal as pursuit_journal
 from rmtui.tui.app import RmtuiApp
 from rmtui.tui.screens.pursuit import PursuitScreen
 from rmtui.tui.widgets.pursuit_tree import PursuitTree
@@ -26,7 +26,7 @@ def app(monkeypatch) -> RmtuiApp:
     home = Path(os.environ["HOME"])
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     # the revision hashes the root's path, which differs per run: fix it for the picture
-    monkeypatch.setattr(pursuit, "root_key", lambda root: "0" * 64)
+    monkeypatch.setattr(pursuit_journal, "root_key", lambda root: "0" * 64)
     root = frozen_demo_root(home / "demo", monkeypatch)
     return RmtuiApp(root, clock=lambda: FROZEN_TS, live=False)
 

@@ -22,7 +22,8 @@ from rmtui.engine.views.server import ViewServer
 from rmtui.tui.app import RmtuiApp
 from rmtui.tui.screens.dialogs import HelpScreen, PromptScreen
 from rmtui.tui.screens.sharing import AnswerScreen, SharingScreen
-from rmtui.tui.widgets.tables import EvidenceTable, SharedViewsTable
+from rmtui.tui.widgets.evidence_table import EvidenceTable
+from rmtui.tui.widgets.views_table import SharedViewsTable
 
 SIZE = (120, 36)
 

@@ -20,8 +20,8 @@ from rmtui.tui import readers
 from rmtui.tui.app import RmtuiApp
 from rmtui.tui.screens.dialogs import ConfirmScreen, ErrorScreen, EvidenceScreen, HelpScreen, PromptScreen
 from rmtui.tui.screens.diff import DiffScreen
+from rmtui.tui.widgets.evidence_table import EvidenceTable
 from rmtui.tui.widgets.preview import ItemPreview
-from rmtui.tui.widgets.tables import EvidenceTable
 
 SIZE = (140, 44)
 SIZES = {"80x24": (80, 24), "readme": (140, 42), "200x50": (200, 50)}

@@ -11,14 +11,14 @@ from rmtui.commands.core import cmd_submit, root_of
 def register(sub, common) -> None:
     p = sub.add_parser("assistant", parents=[common], help="native assistant protocol (JSON)")
     s = p.add_subparsers(dest="assistant_cmd", required=True)
-    q = s.add_parser("context", parents=[common])
+    q = s.add_parser("context", parents=[common], help="what the host needs at a session's start")
     q.add_argument("--session", required=True)
     q.set_defaults(handler=cmd_context)
-    q = s.add_parser("submit", parents=[common])
+    q = s.add_parser("submit", parents=[common], help="submit evidence (the answer is JSON)")
     q.add_argument("--session", required=True)
     q.add_argument("--request", required=True)
     q.add_argument("file", nargs="?", default="-")
-    q.set_defaults(handler=cmd_submit)
+    q.set_defaults(handler=cmd_assistant_submit)
     q = s.add_parser("begin", parents=[common], help="hand a cycle's task to the host (Update, Pruner, Insight, "
                      "a correction, a sync repair)")
     q.add_argument("--role", required=True, help="update, pruner, insight, update-correction or sync-reconciler")
@@ -35,20 +35,20 @@ def register(sub, common) -> None:
     q = s.add_parser("status", parents=[common], help="one host task, or every open one")
     q.add_argument("--task")
     q.set_defaults(handler=cmd_task_status)
-    u = s.add_parser("update", parents=[common]).add_subparsers(dest="assistant_update_cmd", required=True)
-    q = u.add_parser("begin", parents=[common])
+    u = s.add_parser("update", parents=[common], help="the Update task: begin, status, complete").add_subparsers(dest="assistant_update_cmd", required=True)
+    q = u.add_parser("begin", parents=[common], help="claim a batch and hand it to the host")
     q.add_argument("--retry", action="store_true", help="replace the current task and fence its edits")
     q.set_defaults(handler=cmd_begin)
-    q = u.add_parser("status", parents=[common])
+    q = u.add_parser("status", parents=[common], help="the Update task's state")
     q.add_argument("--task")
     q.set_defaults(handler=cmd_status)
-    q = u.add_parser("complete", parents=[common])
+    q = u.add_parser("complete", parents=[common], help="admit and land the Update task's work")
     q.add_argument("--task", required=True)
     q.set_defaults(handler=cmd_complete)
 
     p = sub.add_parser("guidance", parents=[common], help="capture pending agent guidance")
     s = p.add_subparsers(dest="guidance_cmd", required=True)
-    q = s.add_parser("submit", parents=[common])
+    q = s.add_parser("submit", parents=[common], help="add guidance to AGENT_GUIDANCE_INBOX.md")
     q.add_argument("--session", required=True)
     q.add_argument("file", nargs="?", default="-")
     q.set_defaults(handler=cmd_guidance)
@@ -58,8 +58,8 @@ def register(sub, common) -> None:
 
     p = sub.add_parser("skills", parents=[common], help="skills for host agents")
     s = p.add_subparsers(dest="skills_cmd", required=True)
-    s.add_parser("list", parents=[common]).set_defaults(handler=cmd_skills_list)
-    q = s.add_parser("install", parents=[common])
+    s.add_parser("list", parents=[common], help="the skills rmtui ships").set_defaults(handler=cmd_skills_list)
+    q = s.add_parser("install", parents=[common], help="copy the skills where the host finds them")
     q.add_argument("--target", required=True, help="folder where the host looks for skills")
     q.add_argument("--force", action="store_true", help="overwrite skills already there")
     q.set_defaults(handler=cmd_skills_install)
@@ -67,6 +67,11 @@ def register(sub, common) -> None:
 
 def _json(data) -> Result:
     return Result(data, json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def cmd_assistant_submit(args) -> Result:
+    """``submit`` whose answer is JSON either way: the protocol a host reads."""
+    return _json(cmd_submit(args).data)
 
 
 def cmd_context(args) -> Result:

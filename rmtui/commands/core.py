@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,14 +25,15 @@ def register(sub, common) -> None:
 
     p = sub.add_parser("profile", parents=[common], help="manage named roots in profiles.toml")
     psub = p.add_subparsers(dest="profile_cmd", required=True)
-    psub.add_parser("list", parents=[common]).set_defaults(handler=cmd_profile_list)
-    q = psub.add_parser("create", parents=[common])
+    psub.add_parser("list", parents=[common], help="every profile and its root").set_defaults(handler=cmd_profile_list)
+    q = psub.add_parser("create", parents=[common], help="name a root")
     q.add_argument("name")
     q.add_argument("path")
     q.add_argument("--description")
     q.set_defaults(handler=cmd_profile_create)
-    for verb, fn in (("show", cmd_profile_show), ("remove", cmd_profile_remove)):
-        q = psub.add_parser(verb, parents=[common])
+    for verb, fn, what in (("show", cmd_profile_show, "one profile"),
+                           ("remove", cmd_profile_remove, "forget a profile (the root stays)")):
+        q = psub.add_parser(verb, parents=[common], help=what)
         q.add_argument("name")
         q.set_defaults(handler=fn)
 
@@ -49,14 +49,14 @@ def register(sub, common) -> None:
 
     p = sub.add_parser("evidence", parents=[common], help="list, show, approve or reject evidence")
     esub = p.add_subparsers(dest="evidence_cmd", required=True)
-    q = esub.add_parser("list", parents=[common])
-    q.add_argument("--state")
-    q.add_argument("--session")
+    q = esub.add_parser("list", parents=[common], help="evidence with its state, session and first line")
+    q.add_argument("--state", help="inbox, queued, claimed, consumed or rejected")
+    q.add_argument("--session", help="only this session's")
     q.set_defaults(handler=cmd_evidence_list)
-    q = esub.add_parser("show", parents=[common])
+    q = esub.add_parser("show", parents=[common], help="one piece of evidence, whole")
     q.add_argument("uid")
     q.set_defaults(handler=cmd_evidence_show)
-    q = esub.add_parser("approve", parents=[common])
+    q = esub.add_parser("approve", parents=[common], help="let inbox evidence into the Update queue")
     q.add_argument("uids", nargs="*")
     q.add_argument("--all", action="store_true", help="approve everything in the inbox")
     q.set_defaults(handler=cmd_evidence_approve)
@@ -65,7 +65,7 @@ def register(sub, common) -> None:
     q.add_argument("ref", help="a uid, a uid prefix of 8-32 hex digits, or a display id")
     q.add_argument("--session", help="the session whose display id REF is")
     q.set_defaults(handler=cmd_evidence_cancel)
-    q = esub.add_parser("reject", parents=[common])
+    q = esub.add_parser("reject", parents=[common], help="keep evidence out of memory, with a reason")
     q.add_argument("uids", nargs="+")
     q.add_argument("--reason", required=True)
     q.set_defaults(handler=cmd_evidence_reject)
@@ -76,10 +76,10 @@ def register(sub, common) -> None:
     p = sub.add_parser("config", parents=[common],
                        help="read or set settings (rightmemory.toml, or rmtui.toml for rmtui-only keys)")
     csub = p.add_subparsers(dest="config_cmd", required=True)
-    q = csub.add_parser("get", parents=[common])
+    q = csub.add_parser("get", parents=[common], help="a key's value (or its default)")
     q.add_argument("key")
     q.set_defaults(handler=cmd_config_get)
-    q = csub.add_parser("set", parents=[common])
+    q = csub.add_parser("set", parents=[common], help="set a key in its file (checked first)")
     q.add_argument("key")
     q.add_argument("value", help="a TOML value, e.g. \"required\" or 15 or true")
     q.set_defaults(handler=cmd_config_set)
@@ -156,8 +156,11 @@ def cmd_submit(args) -> Result:
     data = read_evidence_input(args.file, max_bytes=root.config().get("update.max_evidence_bytes"))
     with EvidenceQueue(root) as q:
         out = q.submit(args.session, data, request=args.request)
-    # The answer is JSON for agents either way: it is the protocol of submit.
-    return Result(out, json.dumps(out))
+    where = {"inbox": "in the inbox, waiting for approval", "queued": "queued for Update"}.get(
+        out["queue_state"], out["queue_state"])
+    # `saved` / `duplicate` lead, as in the JSON answer (`--json`) the skills tell agents about
+    said = "duplicate (already saved)" if out["state"] == "duplicate" else "saved"
+    return Result(out, f"{said} {out['uid']}: {where}")
 
 
 def _age(ts: float) -> str:
@@ -245,7 +248,7 @@ def cmd_status(args) -> Result:
 
 
 def _cycles_text(cycles: list[dict]) -> str:
-    from rmtui.commands.cycles import outcome_line
+    from rmtui.commands.outcomes import outcome_line
 
     lines = ["", "cycles:"]
     for c in cycles:
@@ -258,10 +261,29 @@ def _cycles_text(cycles: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _toml_text(value) -> str:
+    """``value`` as a person types it in a TOML file (``true``, ``0.5``, ``{a = 1}``); a string bare."""
+    import tomlkit
+
+    def item(v):
+        if isinstance(v, dict):
+            table = tomlkit.inline_table()
+            table.update({k: item(x) for k, x in v.items()})
+            return table
+        if isinstance(v, list):
+            array = tomlkit.array()
+            array.extend(item(x) for x in v)
+            return array
+        return tomlkit.item(v)
+
+    return value if isinstance(value, str) else item(value).as_string()
+
+
 def cmd_config_get(args) -> Result:
     cfg = root_of(args).config()
     value = cfg.get(args.key)
-    return Result({"key": args.key, "value": value, "file": cfg.source(args.key)}, "" if value is None else str(value))
+    return Result({"key": args.key, "value": value, "file": cfg.source(args.key)},
+                  "" if value is None else _toml_text(value))
 
 
 def cmd_config_set(args) -> Result:
@@ -270,11 +292,12 @@ def cmd_config_set(args) -> Result:
 
     from rmtui.engine.writes.settings import set_value
 
-    try:
-        value = tomlkit.parse(f"v = {args.value}")["v"].unwrap()
+    try:  # the document's unwrap: a bare ``v = true`` item is a plain bool, which has no unwrap
+        value = tomlkit.parse(f"v = {args.value}").unwrap()["v"]
     except TOMLKitError:
         value = args.value  # a bare word is taken as a string
     # a tracked rightmemory.toml changes through the supervisor (admitted, one commit), never in place
     out = set_value(root_of(args), args.key, value)
     landed = f"; landed {out['landed_commit'][:10]}" if out["landed_commit"] else ""
-    return Result(out, f"{args.key} = {value!r} (in {out['file']}{landed})")
+    shown = tomlkit.item(value).as_string() if isinstance(value, str) else _toml_text(value)
+    return Result(out, f"{args.key} = {shown} (in {out['file']}{landed})")

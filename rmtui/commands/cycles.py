@@ -9,10 +9,10 @@ commands never import them.
 from __future__ import annotations
 
 import argparse
-import time
 
 from rmtui.commands import Result
 from rmtui.commands.core import root_of
+from rmtui.commands.outcomes import outcome_line
 
 
 def register(sub, common) -> None:
@@ -91,24 +91,6 @@ def _subcommands(sub, name: str):
         if isinstance(action, argparse._SubParsersAction):
             return action
     return None
-
-
-def _when(ts) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if isinstance(ts, (int, float)) else str(ts)
-
-
-def outcome_line(out: dict | None) -> str:
-    """A cycle's last outcome in one line (``prune status``, ``insight status``, ``status``)."""
-    if not out:
-        return "last run: none"
-    line = f"last run: {out.get('state')} at {_when(out.get('at'))}"
-    if out.get("landed_commit"):
-        line += f" as {str(out['landed_commit'])[:12]}"
-    if out.get("log"):
-        line += f" ({out['log']})"
-    if out.get("message") and out.get("state") == "failed":
-        line += f": {out['message']}"
-    return line
 
 
 # -- prune ---------------------------------------------------------------------------------
@@ -227,43 +209,38 @@ def _pursuit_text(st: dict, head: str = "") -> str:
 
 
 def cmd_pursuit_show(args) -> Result:
-    from rmtui.engine.cycles import pursuit
+    from rmtui.engine import pursuit
 
     st = pursuit.show(root_of(args))
     return Result(st, _pursuit_text(st))
 
 
 def cmd_pursuit_apply(args) -> Result:
-    import json
+    from rmtui.engine import pursuit
+    from rmtui.engine.pursuit.edits import parse_op
 
-    from rmtui.engine.cycles import pursuit
-    from rmtui.engine.errors import UsageError
-
-    try:
-        op = json.loads(args.op)
-    except ValueError as exc:
-        raise UsageError(f"--op is not JSON: {exc}") from None
-    st = pursuit.apply(root_of(args), op, expected_revision=args.expected_revision, session=args.session)
+    st = pursuit.apply(root_of(args), parse_op(args.op), expected_revision=args.expected_revision,
+                       session=args.session)
     head = st["description"] if st["changed"] else "no change"
     return Result(st, _pursuit_text(st, head))
 
 
 def cmd_pursuit_undo(args) -> Result:
-    from rmtui.engine.cycles import pursuit
+    from rmtui.engine import pursuit
 
     st = pursuit.undo(root_of(args), expected_revision=args.expected_revision, session=args.session)
     return Result(st, _pursuit_text(st, st["description"]))
 
 
 def cmd_pursuit_redo(args) -> Result:
-    from rmtui.engine.cycles import pursuit
+    from rmtui.engine import pursuit
 
     st = pursuit.redo(root_of(args), expected_revision=args.expected_revision, session=args.session)
     return Result(st, _pursuit_text(st, st["description"]))
 
 
 def cmd_pursuit_checkpoint(args) -> Result:
-    from rmtui.engine.cycles import pursuit
+    from rmtui.engine import pursuit
 
     st = pursuit.checkpoint(root_of(args), expected_revision=args.expected_revision, session=args.session)
     if not st.get("landed_commit"):
@@ -273,7 +250,7 @@ def cmd_pursuit_checkpoint(args) -> Result:
 
 
 def cmd_pursuit_discard(args) -> Result:
-    from rmtui.engine.cycles import pursuit
+    from rmtui.engine import pursuit
 
     st = pursuit.discard(root_of(args))
     return Result(st, _pursuit_text(st, "pending edits dropped"))

@@ -12,19 +12,19 @@ from rmtui.commands.core import root_of
 def register(sub, common) -> None:
     p = sub.add_parser("operations", parents=[common], help="operation records")
     s = p.add_subparsers(dest="ops_cmd", required=True)
-    q = s.add_parser("list", parents=[common])
-    q.add_argument("--unfinished", action="store_true")
+    q = s.add_parser("list", parents=[common], help="every operation with its phase and role")
+    q.add_argument("--unfinished", action="store_true", help="only those not finished")
     q.set_defaults(handler=cmd_ops_list)
-    q = s.add_parser("show", parents=[common])
+    q = s.add_parser("show", parents=[common], help="one operation's record")
     q.add_argument("id")
     q.set_defaults(handler=cmd_ops_show)
 
     p = sub.add_parser("receipts", parents=[common], help="receipts of finished operations")
     s = p.add_subparsers(dest="receipts_cmd", required=True)
-    q = s.add_parser("list", parents=[common])
-    q.add_argument("--limit", type=int)
+    q = s.add_parser("list", parents=[common], help="the receipts, newest first")
+    q.add_argument("--limit", type=int, help="at most this many")
     q.set_defaults(handler=cmd_receipts_list)
-    q = s.add_parser("show", parents=[common])
+    q = s.add_parser("show", parents=[common], help="one receipt: outcome, commits, files")
     q.add_argument("id")
     q.set_defaults(handler=cmd_receipts_show)
 
@@ -37,12 +37,15 @@ def register(sub, common) -> None:
 
     p = sub.add_parser("maintain", parents=[common], help="manual maintenance in a temporary worktree")
     s = p.add_subparsers(dest="maintain_cmd", required=True)
-    s.add_parser("begin", parents=[common]).set_defaults(handler=cmd_maintain_begin)
-    s.add_parser("status", parents=[common]).set_defaults(handler=cmd_maintain_status)
-    q = s.add_parser("land", parents=[common])
+    s.add_parser("begin", parents=[common], help="open a worktree at the head to edit by hand"
+                 ).set_defaults(handler=cmd_maintain_begin)
+    s.add_parser("status", parents=[common], help="the open worktree, its changes and validation"
+                 ).set_defaults(handler=cmd_maintain_status)
+    q = s.add_parser("land", parents=[common], help="validate the edits and land them as one commit")
     q.add_argument("-m", "--message", default="maintain: manual edit")
     q.set_defaults(handler=cmd_maintain_land)
-    s.add_parser("abort", parents=[common]).set_defaults(handler=cmd_maintain_abort)
+    s.add_parser("abort", parents=[common], help="drop the worktree and its edits").set_defaults(
+        handler=cmd_maintain_abort)
 
 
 def _ts(t: float) -> str:

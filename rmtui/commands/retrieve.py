@@ -12,6 +12,7 @@ import os
 import sys
 
 from rmtui.commands import Result
+from rmtui.engine.display import printable
 
 
 def register(sub, common) -> None:
@@ -51,10 +52,37 @@ def register(sub, common) -> None:
     p.set_defaults(handler=cmd_retrieve_index)
 
 
+class _SayWaits:
+    """Says on stderr what a slow retrieval waits for (the model starting, passages being
+    embedded): each step once, counts at most every 2 s. A warm call reports nothing."""
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+        self.at = 0.0
+
+    def __call__(self, p) -> None:
+        import time
+
+        now = time.monotonic()
+        if p.what == self.last and (p.total is None or (now - self.at < 2.0 and p.done != p.total)):
+            return
+        self.last, self.at = p.what, now
+        count = f" ({p.done} of {p.total})" if p.total else ""
+        sys.stderr.write(f"rmtui: {p.what}{count}…\n")
+        sys.stderr.flush()
+
+
 def cmd_retrieve(args) -> Result:
+    from rmtui.engine import progress
+
+    with progress.reporting(_SayWaits()):
+        return _retrieve(args)
+
+
+def _retrieve(args) -> Result:
     from rmtui.commands.core import root_of
     from rmtui.engine.errors import EngineError
-    from rmtui.engine.retrieval.service_state import delegate_retrieve
+    from rmtui.engine.retrieval.modelhost.embed_client import delegate_retrieve
 
     root = root_of(args)
     need = " ".join(args.need)
@@ -84,7 +112,7 @@ def cmd_retrieve(args) -> Result:
         data, text = res.to_json(), res.text
         data["via"] = "cli"
     for w in data.get("warnings", []):
-        sys.stderr.write(f"rmtui: warning: {w}\n")
+        sys.stderr.write(f"rmtui: warning: {printable(str(w))}\n")
     sys.stderr.flush()
     return Result(data, text)
 
@@ -105,7 +133,7 @@ def _config_or_none(args):
 def cmd_embedding_service(args) -> Result:
     from pathlib import Path
 
-    from rmtui.engine.retrieval.embed_service import serve
+    from rmtui.engine.retrieval.modelhost.embed_service import serve
 
     cfg = None if (args.model_path or args.state_dir) else _config_or_none(args)
     model = args.model or (cfg.get("embedding.model") if cfg else None)
@@ -127,9 +155,9 @@ def cmd_embedding_service(args) -> Result:
 def cmd_embedding_export(args) -> Result:
     """Made by scripts/install.sh; otherwise the first service start makes it."""
     from rmtui.engine.errors import UnavailableError
-    from rmtui.engine.retrieval import onnx_model
-    from rmtui.engine.retrieval.embeddings import model_identity
-    from rmtui.engine.retrieval.service_state import resolve_model_path
+    from rmtui.engine.retrieval.modelhost import onnx_model
+    from rmtui.engine.retrieval.modelhost.model_cache import model_identity
+    from rmtui.engine.retrieval.modelhost.service_state import resolve_model_path
 
     cfg = None if args.model_path else _config_or_none(args)
     path = resolve_model_path(args.model or (cfg.get("embedding.model") if cfg else None),

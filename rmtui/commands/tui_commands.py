@@ -32,7 +32,15 @@ def demo_root(path: str | None):
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    import shlex
+
     root = demo_root(args.path)
+    # said before the workbench takes the screen, so it is there again when it quits
+    where = shlex.quote(str(root.path))
+    sys.stderr.write(f"rmtui: the demo root is {root.path}\n"
+                     f"rmtui: headless commands on it: `rmtui --headless --root {where} status` "
+                     f"(or run them inside that folder)\n")
+    sys.stderr.flush()
     from rmtui.tui.app import run_app
 
     code = run_app(root)

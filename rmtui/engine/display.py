@@ -29,6 +29,30 @@ def printable(text: str) -> str:
     return _UNSAFE_RE.sub(_escape, text)
 
 
+#: Everything a remote party's text may not bring into one line of ours: every C0 control
+#: (ESC, and line breaks too: a message is one line), DEL, C1 controls, bidi controls, the
+#: Unicode line and paragraph separators, and lone surrogates.
+_REMOTE_UNSAFE_RE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
+                               "\u2066-\u2069\ud800-\udfff]")
+#: How much of a remote party's text a message quotes.
+REMOTE_TEXT_CHARS = 300
+
+
+def remote_text(value: object, limit: int = REMOTE_TEXT_CHARS) -> str:
+    """Text another machine sent (an embedding service's error detail, a view provider's or a
+    hub's message, a Git remote's refusal), fit to quote in a message of ours: one line, its
+    terminal and bidi controls written as visible escapes, at most ``limit`` characters of it
+    (then ``…``). Every client that quotes a remote party goes through this before the text
+    reaches an error, a status file or a screen."""
+    if isinstance(value, bytes):
+        text = value.decode("utf-8", "replace")
+    else:
+        text = value if isinstance(value, str) else str(value)
+    text = text.strip()
+    cut = len(text) > limit
+    return _REMOTE_UNSAFE_RE.sub(_escape, text[:limit]) + ("…" if cut else "")
+
+
 def json_text(text: str) -> str:
     """JSON text (``json.dumps(..., ensure_ascii=False)``) with the same characters as
     ``\\uXXXX`` escapes: still valid JSON of the same value, safe on a terminal."""

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+#: The author and committer of every commit rmtui makes (and of its reflog entries).
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "rmtui", "GIT_AUTHOR_EMAIL": "rmtui@localhost",
+    "GIT_COMMITTER_NAME": "rmtui", "GIT_COMMITTER_EMAIL": "rmtui@localhost",
+}
+
 
 def head_commit(path: Path) -> str | None:
     """HEAD's commit, read from the ref files (a warm retrieve must not pay GitPython's

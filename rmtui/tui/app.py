@@ -234,9 +234,12 @@ def binding_ids() -> set[str]:
     from rmtui.tui.screens.pursuit import PursuitScreen
     from rmtui.tui.screens.retrieve import RetrieveScreen
     from rmtui.tui.screens.sharing import AnswerScreen, SharingScreen
+    from rmtui.tui.widgets.evidence_table import EvidenceTable
     from rmtui.tui.widgets.memory_tree import MemoryTree
+    from rmtui.tui.widgets.operations_table import OperationsTable
     from rmtui.tui.widgets.preview import EdgeList
-    from rmtui.tui.widgets.tables import EvidenceTable, OperationsTable, ReceiptsTable, SharedViewsTable
+    from rmtui.tui.widgets.receipts_table import ReceiptsTable
+    from rmtui.tui.widgets.views_table import SharedViewsTable
 
     owners = (RmtuiApp, MainScreen, InsightScreen, MaintenanceScreen, RetrieveScreen, DiffScreen, PromptScreen,
               EvidenceScreen, ErrorScreen, ConfirmScreen, HelpScreen, EvidenceTable, OperationsTable, ReceiptsTable,

@@ -65,3 +65,9 @@ def key_rows(app, screen: Screen, screen_name: str = "") -> list[KeyRow]:
             rows.append(KeyRow(section, shown, binding.description or name, binding.id, binding.action, node,
                                applies))
     return rows
+
+
+def key_of(app, binding_id: str, default: str) -> str:
+    """The key a binding has now (after the user's remaps), as the footer shows it."""
+    key = getattr(app, "keymap_overrides", {}).get(binding_id, default).split(",")[0]
+    return app.get_key_display(Binding(key, ""))

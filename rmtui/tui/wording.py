@@ -1,6 +1,9 @@
-"""Small wording helpers shared by the screens: counts of things, scores."""
+"""Small wording helpers shared by the screens: counts of things, scores, ages and times,
+shortened ids and texts."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
@@ -12,3 +15,43 @@ def score_text(score: float) -> str:
     """A ranking score: three decimals within 0..1 (a similarity), else one (a BM25-like sum),
     so a score above 1 never reads as a probability."""
     return f"{score:.3f}" if 0.0 <= score <= 1.0 else f"{score:.1f}"
+
+
+def age(seconds: float) -> str:
+    """A short age: 45s, 12m, 3h, 2d."""
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def short_op(op_id: str) -> str:
+    """``maintenance-20250601T101500Z-55ac76d8`` as ``maintenance …55ac76d8`` (the id is the row key)."""
+    parts = op_id.split("-")
+    if len(parts) >= 3:
+        return f"{'-'.join(parts[:-2])} …{parts[-1]}"
+    return op_id
+
+
+def clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def when(iso: str | None, now: float) -> str:
+    """An ISO time of the engine's state files as ``06-02 09:30Z (5m ago)``; ``never`` for None."""
+    if not iso:
+        return "never"
+    try:
+        t = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    ts = t.timestamp()
+    shown = datetime.fromtimestamp(ts, UTC).strftime("%m-%d %H:%MZ")
+    return f"{shown} ({age(now - ts)} ago)" if now >= ts else shown
+
+
+def timestamp(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%SZ")

@@ -1,4 +1,4 @@
-"""Cycles that tend memory: Pruner, Insight, Historian, corrections, the Pursuit store; the
+"""Cycles that tend memory: Pruner, Insight, Historian, corrections; the
 same cycles run by a host instead of a model (``hosted``), and their state at a glance
 (``overview``, for ``status``).
 

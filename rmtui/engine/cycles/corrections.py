@@ -57,6 +57,17 @@ def find_receipt(store: Any, ref: str) -> Any:
     return hits[0]
 
 
+def _is_text(value: str) -> bool:
+    """Valid Unicode (a JSON ``\\ud800`` escape is not: it could be neither stored nor shown)."""
+    from rmtui.engine.evidence.queue import check_text
+
+    try:
+        check_text(value, "message")
+    except UsageError:
+        return False
+    return True
+
+
 def parse_result(text: str) -> dict[str, str] | None:
     """The role's result object: the last JSON object in its answer with exactly the two keys."""
     candidates = [text.strip()] + [m.group(0) for m in re.finditer(r"\{[^{}]*\}", text, re.DOTALL)][::-1]
@@ -65,10 +76,10 @@ def parse_result(text: str) -> dict[str, str] | None:
     for raw in candidates:
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # a host's text: nested too deep is no result either
             continue
         if (isinstance(data, dict) and set(data) == {"status", "message"} and data["status"] in STATUSES
-                and isinstance(data["message"], str)):
+                and isinstance(data["message"], str) and _is_text(data["message"])):
             return {"status": data["status"], "message": data["message"].strip()}
     return None
 
@@ -81,7 +92,7 @@ def correction_prompt(worktree: str, receipt: Any, original: str, evidence: list
         + f", landed as {str(receipt.landed_commit)[:12]}, changed {', '.join(receipt.changed_paths)}.",
         f"Your isolated worktree is {worktree}, at the current head (later changes included); every tool path "
         "is relative to it. Rework the landing there: fix what the person's comment shows to be wrong, record "
-        "the lesson in corrections.md only with a real Memory or Pursuit fix, validate_memory, then git_add and "
+        "the correction in corrections.md only with a real Memory fix, validate_memory, then git_add and "
         "git_commit once. Commit nothing if nothing should change, or if you need the person's answer first.",
         "The landed commit:\n<landing>\n" + original + "\n</landing>",
     ]

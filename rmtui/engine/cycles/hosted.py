@@ -27,6 +27,9 @@ from rmtui.engine.memory.roots import MemoryRoot
 #: Roles a host can run besides ``update`` (which has its own claim by the queue's batching).
 HOSTED_ROLES = ("pruner", "insight", "update-correction", "sync-reconciler")
 SYNC_TASK_PREFIX = "sync-repair"
+#: Roles whose contract ends in a result the host reports (``complete --result``); every other
+#: role's outcome is what the program reads from its commits, so a result is refused.
+RESULT_ROLES = ("update-correction",)
 
 #: What the host's child is told beyond the role's own text, per role.
 NOTES = {
@@ -145,7 +148,9 @@ def _begin_pruner(root: MemoryRoot, sup: Any, lease: dict[str, Any], force: bool
                                    for i, (k, n) in plan.grace.items()]},
         "recent_ledgers": ledgers,
     }
-    prompt = pruner.prune_prompt(op.worktree, status, plan.keep_pursuit, plan.grace)
+    candidates = pruner.unchanged_since(op.worktree, status.get("boundary"))
+    context["prune_candidates"] = [i for i in candidates if i not in plan.protected]
+    prompt = pruner.prune_prompt(op.worktree, status, plan.keep_pursuit, plan.grace, candidates)
     return _task(op, "pruner", prompt, context, {"plan": plan.to_json()})
 
 

@@ -147,8 +147,31 @@ def prune_status(root: MemoryRoot) -> dict[str, Any]:
     }
 
 
+def unchanged_since(worktree: Path | str, boundary: str | None) -> list[str]:
+    """Memory ids whose block is the same at ``boundary`` as in ``worktree`` now, in source order:
+    the prune candidates (what changed during the generation is in use and stays)."""
+    import tempfile
+
+    from rmtui.engine.memory.graph import load_graph
+
+    if not boundary:
+        return []
+    now = {i.id: i.hash for i in load_graph(Path(worktree)).ordered if i.id and i.domain == "memory"}
+    repo = _repo(worktree)
+    try:
+        names = [n for n in repo.git.ls_tree("--name-only", boundary).splitlines()
+                 if n.endswith(".md") and n.startswith(("MEMORY", "PURSUIT"))]
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in names:
+                (Path(tmp) / name).write_bytes(repo.git.show(f"{boundary}:{name}", stdout_as_string=False))
+            then = {i.id: i.hash for i in load_graph(Path(tmp)).ordered if i.id and i.domain == "memory"}
+    finally:
+        repo.close()
+    return [i for i, h in now.items() if then.get(i) == h]
+
+
 def prune_prompt(worktree: str, status: dict[str, Any], keep_pursuit: set[str],
-                 grace: dict[str, tuple[int, int]]) -> str:
+                 grace: dict[str, tuple[int, int]], candidates: list[str] | None = None) -> str:
     since = (f"the last prune commit {status['last_prune_commit'][:12]}" if status.get("last_prune_commit")
              else "the start of history")
     parts = [
@@ -161,6 +184,12 @@ def prune_prompt(worktree: str, status: dict[str, Any], keep_pursuit: set[str],
         "landed commit from what you actually removed. If nothing should go, change nothing: the program then "
         "records an empty `prune: checkpoint`.",
     ]
+    if candidates is not None:
+        protected = keep_pursuit | set(grace)
+        open_ids = [i for i in candidates if i not in protected]
+        parts.append("Prune candidates (unchanged since the generation boundary "
+                     f"{str(status.get('boundary') or '')[:12]}; everything else changed and stays):\n" +
+                     ("\n".join(f"- `{i}`" for i in open_ids) if open_ids else "- none: keep everything"))
     if keep_pursuit:
         parts.append("Keep these items: Pursuit references them.\n" +
                      "\n".join(f"- `{i}`" for i in sorted(keep_pursuit)))
@@ -297,7 +326,8 @@ def _converse(root: MemoryRoot, op: Any, executor: Any, cfg: Any, status: dict[s
     """The model's part: remove expired items, with one request to restore a kept one."""
     wt = Path(op.worktree)
     with common.RoleSession(root, executor, ROLE, wt, cfg=cfg, operation=op.id) as session:
-        session.send(prune_prompt(str(wt), status, plan.keep_pursuit, plan.grace))
+        candidates = unchanged_since(wt, status.get("boundary"))
+        session.send(prune_prompt(str(wt), status, plan.keep_pursuit, plan.grace, candidates))
         session.remind_uncommitted()
         hit = plan.protected_removed(wt)
         if hit:  # one bounded correction: the program never lands the removal of a kept item

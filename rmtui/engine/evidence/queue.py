@@ -27,7 +27,11 @@ STATES = ("inbox", "queued", "claimed", "consumed", "rejected")
 #: Retrieval shows it apart from memory, as pending.
 PENDING_STATES = ("inbox", "queued", "claimed")
 _PENDING_SQL = "state IN ('inbox', 'queued', 'claimed')"
-_BAD_ID_CHARS = re.compile(r"[/\\\x00-\x1f\x7f]")
+#: What an identifier must not hold: path separators, C0 controls (ESC, newlines, tab), DEL,
+#: C1 controls (a lone CSI U+009B drives a terminal as ESC [ does; NEL is a newline), and the
+#: characters that reorder or split text as shown: bidi marks, embeddings, overrides and
+#: isolates, and the Unicode line and paragraph separators.
+_BAD_ID_CHARS = re.compile("[/\\\\\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 MAX_ID_LEN = 200
 
 
@@ -103,18 +107,28 @@ def evidence_limit(value) -> int:
 
 
 def check_identifier(value: str, what: str) -> str:
+    """The rule of an identifier (a session or request id): non-empty text of at most
+    :data:`MAX_ID_LEN` characters, unpadded, not ``.``/``..``, with none of the characters of
+    ``_BAD_ID_CHARS``; refusals name the rule and show the value escaped."""
     check_text(value, what)
     if not value or not value.strip():
         raise UsageError(f"{what} must not be empty")
+    if len(value) > MAX_ID_LEN:
+        raise UsageError(f"{what} is longer than {MAX_ID_LEN} characters")
     if value != value.strip():
         raise UsageError(f"{what} {value!r} must not start or end with whitespace")
     if _BAD_ID_CHARS.search(value):
-        raise UsageError(f"{what} {value!r} must not contain path separators, newlines or control characters")
-    if len(value) > MAX_ID_LEN:
-        raise UsageError(f"{what} is longer than {MAX_ID_LEN} characters")
+        raise UsageError(f"{what} {value!r} must not contain path separators, newlines, control characters "
+                         "or bidirectional text controls")
     if value in (".", ".."):
         raise UsageError(f"{what} {value!r} is not allowed")
     return value
+
+
+def check_session_id(value: str) -> str:
+    """The one session-id rule, wherever a session id enters: submit, retrieve, the MCP tools,
+    the assistant protocol, guidance, Pursuit sessions, and queue records from a pull."""
+    return check_identifier(value, "session id")
 
 
 def decode_evidence(data: bytes, *, limit: int) -> str:
@@ -122,14 +136,24 @@ def decode_evidence(data: bytes, *, limit: int) -> str:
     limit = evidence_limit(limit)
     if len(data) > limit:
         raise UsageError(f"evidence is too large: the limit is {limit} bytes (update.max_evidence_bytes)")
-    if b"\x00" in data:
-        raise UsageError("evidence contains NUL bytes; only text is accepted")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UsageError(f"evidence is not valid UTF-8 (byte {exc.start}); re-encode it as UTF-8") from exc
     if text.startswith("\ufeff"):
         text = text[1:]
+    return check_message(text, limit=limit)
+
+
+def check_message(text, *, limit) -> str:
+    """The text rules of one piece of evidence, for a submit and for a candidate another
+    machine published alike: text, valid UTF-8, no NUL, not blank, within the limit."""
+    check_text(text, "evidence")
+    limit = evidence_limit(limit)
+    if len(text.encode("utf-8")) > limit:
+        raise UsageError(f"evidence is too large: the limit is {limit} bytes (update.max_evidence_bytes)")
+    if "\x00" in text:
+        raise UsageError("evidence contains NUL bytes; only text is accepted")
     if not text.strip():
         raise UsageError("evidence is empty")
     return text
@@ -163,7 +187,7 @@ class EvidenceQueue(store.StoreHandle):
 
     def submit(self, session: str, data: bytes, *, request: str | None = None, kind: str = "update") -> dict:
         """Save evidence durably; answers ``saved`` or ``duplicate`` (conflict on reuse)."""
-        check_identifier(session, "session id")
+        check_session_id(session)
         if request is not None:
             check_identifier(request, "request id")
         cfg = self.root.config()

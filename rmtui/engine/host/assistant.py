@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 import time
 from datetime import UTC, datetime
@@ -24,17 +25,21 @@ import git
 from rmtui.engine.cycles import common, hosted
 from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.evidence.batching import Batch, pick_among, select_batch
-from rmtui.engine.evidence.queue import EvidenceQueue, check_identifier
+from rmtui.engine.evidence.queue import EvidenceQueue, check_session_id
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.graph import load_graph
+from rmtui.engine.memory.role_table import may_read
 from rmtui.engine.memory.roots import MemoryRoot
-from rmtui.engine.memory.validation import COLLECTION_FILES, CORRECTIONS_FILE
+from rmtui.engine.memory.validation import COLLECTION_FILES
 from rmtui.engine.roles.prompts import role_instructions
 from rmtui.engine.writes.operations import Operation
 from rmtui.engine.writes.supervisor import Supervisor
 
 KIND = "assistant"
+#: The native retrieve child reads what the retrieve role may read, from its own contract
+#: (it quotes; it has no ``submit_selection``).
+RETRIEVE_ROLE, RETRIEVE_CONTRACT = "retrieve", "retrieve-host"
 EFFECTS = ("evidence_consumed",)
 
 
@@ -42,8 +47,22 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+#: A task id is the operation id the supervisor made for the task (``<kind>-<UTC stamp>-<8 hex>``,
+#: e.g. ``prune-20260101T120000Z-1a2b3c4d``): an opaque token, never a path.
+_TASK_ID = re.compile(r"[a-z]+(?:-[a-z]+)*-[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}")
+
+
+def check_task_id(task_id: object) -> str:
+    """Refuse anything that is not the shape of a task id before it names a file (a path, a
+    ``..``, a control character), so only the task store can answer for a task."""
+    if not isinstance(task_id, str) or not _TASK_ID.fullmatch(task_id):
+        shown = repr(task_id if not isinstance(task_id, str) or len(task_id) <= 80 else task_id[:80] + "…")
+        raise UsageError(f"unknown assistant task {shown}: a task id is the task_id `assistant begin` answered")
+    return task_id
+
+
 def _task_dir(root: MemoryRoot, task_id: str) -> Path:
-    return root.runtime / "assistant" / "tasks" / task_id
+    return root.runtime / "assistant" / "tasks" / check_task_id(task_id)
 
 
 def rmtui_argv() -> list[str]:
@@ -83,15 +102,15 @@ def release_orphaned_claims(sup: Supervisor) -> list[str]:
 
 def context(root: MemoryRoot, session: str) -> dict:
     """Live sources, memory commit, pending evidence file and retrieve instructions."""
-    check_identifier(session, "session id")
+    check_session_id(session)
     with Supervisor(root) as sup:
         settled = sup.recover()
         head = sup.head()
     graph = load_graph(root.path)
-    sources = [str(root.path / name) for name in graph.files]
-    for extra in (CORRECTIONS_FILE, *COLLECTION_FILES):
+    sources = [str(root.path / name) for name in graph.files if may_read(RETRIEVE_ROLE, name)]
+    for extra in COLLECTION_FILES:
         p = root.path / extra
-        if p.is_file() and str(p) not in sources:
+        if p.is_file() and str(p) not in sources and may_read(RETRIEVE_ROLE, extra):
             sources.append(str(p))
     q = EvidenceQueue(root)
     try:
@@ -106,7 +125,7 @@ def context(root: MemoryRoot, session: str) -> dict:
     pending_file = sdir / "pending.md"
     atomic_write_text(pending_file, "\n".join(lines) + "\n")
     instructions = root.runtime / "assistant" / "retrieve-instructions.md"
-    atomic_write_text(instructions, role_instructions("retrieve"))
+    atomic_write_text(instructions, role_instructions(RETRIEVE_CONTRACT))
     return {
         "root": str(root.path), "memory_commit": head, "sources": sources, "imports": [],
         "pending_evidence_file": str(pending_file), "pending_count": len(pending),
@@ -140,10 +159,15 @@ def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
                 batch = None if shared is None else Batch(shared.batch_id, list(shared.candidate_uids), [], "lease")
                 if shared is None:
                     return {"claimed": False, "state": "idle", "queued": q.counts()["queued"],
-                            "lease": queue.describe_lease()}
+                            "lease": queue.describe_lease(), **({"set_aside": queue.notes} if queue.notes else {})}
             if batch is None:
                 return {"claimed": False, "state": "idle", "queued": q.counts()["queued"]}
-            q.claim(batch.uids, batch.id)
+            try:
+                q.claim(batch.uids, batch.id)
+            except ConflictError:
+                if shared is not None and queue is not None:  # never hold a lease this machine cannot work on
+                    queue.release(shared, "claim_failed")
+                raise
             candidates = [q.get(u) for u in batch.uids]
         finally:
             q.close()
@@ -162,17 +186,44 @@ def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
         atomic_write_text(d / "candidates.json", json.dumps(
             [{"uid": e.uid, "session": e.session, "request": e.request, "submitted": _iso(e.created_at),
               "evidence": e.text} for e in candidates], indent=2, ensure_ascii=False) + "\n")
-        header = (f"# Update task {op.id}\n\nWorktree: {op.worktree}\nBase commit: {op.base_commit}\n"
-                  f"Candidates: {d / 'candidates.json'}\n\nEdit memory files only inside the worktree, commit there "
-                  "(one or more commits; or no commit when nothing should change), validate with "
-                  f"`{' '.join(rmtui_argv())} --headless validate --path {op.worktree}`, then report back. The main agent runs "
-                  f"`{' '.join(_complete_argv(root, op.id))}`; only its receipt means published.\n\n")
-        atomic_write_text(d / "instructions.md", header + role_instructions("update"))
-        return {"claimed": True, **task_view(root, op)}
+        atomic_write_text(d / "instructions.md", update_instructions(root, op))
+        return {"claimed": True, **task_view(root, op), **({"set_aside": queue.notes} if queue and queue.notes else {})}
+
+
+def update_instructions(root: MemoryRoot, op: Operation) -> str:
+    """The text a host's Update child works from: the task header, then the role's instructions."""
+    d = _task_dir(root, op.id)
+    header = (f"# Update task {op.id}\n\nWorktree: {op.worktree}\nBase commit: {op.base_commit}\n"
+              f"Candidates: {d / 'candidates.json'}\n\nYou do the `update` role's work below in place of an API "
+              "model. Edit memory files only inside the worktree, validate, and commit once there (no commit when "
+              f"nothing should change), then report back. {tool_mapping('update', op.worktree)} The main agent "
+              f"runs `{' '.join(_complete_argv(root, op.id))}`; only its receipt means published.\n\n")
+    return header + role_instructions("update")
+
+
+#: A model tool as a host's child does it in the task's worktree (reading and editing are its own tools).
+_HOST_EQUIVALENTS = {"git_status": "git status", "git_diff": "git diff", "git_log": "git log",
+                     "git_show": "git show", "git_add": "git add", "git_commit": "git commit"}
+
+
+def tool_mapping(role: str, worktree: str) -> str:
+    """What each model tool that ``role`` has is for a host's child (only the role's own tools)."""
+    from rmtui.engine.roles.tools import RoleTools
+
+    tools = RoleTools(worktree, role)
+    try:
+        names = [spec.name for spec in tools.specs()]
+    finally:
+        tools.repo.close()
+    pairs = [f"`{n}` is `{_HOST_EQUIVALENTS[n]}`" for n in names if n in _HOST_EQUIVALENTS]
+    if "validate_memory" in names:
+        pairs.append(f"`validate_memory` is `{' '.join(rmtui_argv())} --headless validate --path {worktree}`")
+    return ("Where the text names model tools, use your own: read and edit files with your file tools"
+            + (f"; {', '.join(pairs)}, run in the worktree." if pairs else "."))
 
 
 def _require_task(sup: Supervisor, task_id: str) -> Operation:
-    op = sup.store.find(task_id)
+    op = sup.store.find(check_task_id(task_id))
     if op is None or op.kind != KIND:
         raise UsageError(f"unknown assistant task {task_id!r}")
     return op
@@ -273,6 +324,26 @@ def _load_record(root: MemoryRoot, task_id: str) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+def _find_cycle_task(root: MemoryRoot, sup: Supervisor, task_id: str) -> tuple[dict, Operation | None]:
+    """A cycle task's record and operation, as the task store holds them: a record saved
+    under its own id by ``begin --role``, of a role a host runs, backed by the host operation
+    of that role's kind (a sync repair has no operation: its id says so). Anything else is no
+    task (exit 2)."""
+    record = _load_record(root, check_task_id(task_id))
+    role = record.get("role") if record is not None else None
+    if record is None or record.get("task_id") != task_id or role not in hosted.HOSTED_ROLES:
+        raise UsageError(f"unknown assistant task {task_id!r}")
+    kind = hosted.kind_of(role)
+    if role == "sync-reconciler":
+        if not task_id.startswith(kind + "-"):
+            raise UsageError(f"unknown assistant task {task_id!r}")
+        return record, None
+    op = sup.store.find(task_id)
+    if op is None or op.kind != kind or not common.is_host_task(op):
+        raise UsageError(f"unknown assistant task {task_id!r}: no host operation of {role} has that id")
+    return record, op
+
+
 def _save_record(root: MemoryRoot, record: dict) -> None:
     atomic_write_text(_task_dir(root, record["task_id"]) / TASK_FILE,
                       json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n")
@@ -287,6 +358,8 @@ def _open_tasks(root: MemoryRoot, sup: Supervisor, role: str) -> list[tuple[dict
     folder = root.runtime / "assistant" / "tasks"
     found: list[tuple[dict | None, Operation | None]] = []
     for d in sorted(folder.glob(f"{hosted.SYNC_TASK_PREFIX}-*")) if folder.is_dir() else ():
+        if not _TASK_ID.fullmatch(d.name):
+            continue  # not a task's folder (no begin made that name)
         record = _load_record(root, d.name)
         if record and record.get("state") == "open" and Path(record["worktree"]).is_dir():
             found.append((record, None))
@@ -333,9 +406,7 @@ def _instructions(root: MemoryRoot, task: hosted.HostTask) -> str:
         f"Worktree: {task.worktree}\nBase commit: {task.base_commit}\n"
         f"Context: {_task_dir(root, task.task_id) / 'context.json'}\n\n"
         f"You do the `{task.role}` role's work below by hand, in place of an API model. Work only inside the "
-        "worktree. Where the text names model tools, use your own: read and edit files; `git_add`, "
-        "`git_commit`, `git_log`, `git_show` are `git add`, `git commit`, `git log`, `git show` in the worktree; "
-        f"`validate_memory` is `{' '.join(rmtui_argv())} --headless validate --path {task.worktree}`. Commit what "
+        f"worktree. {tool_mapping(task.role, task.worktree)} Commit what "
         "should land (uncommitted changes are refused), then report back. The main agent runs "
         f"`{argv}{extra} [--summary '<your report>']`; only its answer means published.\n\n"
         f"{hosted.NOTES[task.role]}\n\n## The task\n\n{task.prompt}\n\n---\n\n")
@@ -381,22 +452,24 @@ def complete_task(root: MemoryRoot, task_id: str, *, summary: str | None = None,
     """Complete any host task: an Update task as ``update complete`` does; a cycle task is
     admitted and landed exactly as the model path lands it, answering the cycle's outcome.
     Idempotent once finished; a refusal lands nothing and keeps the task open."""
+    check_task_id(task_id)
     with Supervisor(root) as sup:
         op = sup.store.find(task_id)
-    if op is not None and op.kind == KIND:
-        if result is not None:
-            raise UsageError("--result belongs to update-correction tasks")
-        return complete(root, task_id)
-    record = _load_record(root, task_id)
+        if op is not None and op.kind == KIND:
+            record = None
+        else:
+            record, op = _find_cycle_task(root, sup, task_id)
+    role = "update" if record is None else record["role"]
+    if result is not None and role not in hosted.RESULT_ROLES:
+        raise UsageError(f"--result belongs to {' and '.join(hosted.RESULT_ROLES)} tasks; "
+                         f"a {role} task has no result to report")
     if record is None:
-        raise UsageError(f"unknown assistant task {task_id!r}")
-    role = record["role"]
+        return complete(root, task_id)
     if record.get("state") == "done" and record.get("outcome") is not None:
         return record["outcome"]
     if role == "sync-reconciler":
         return _complete_sync(root, record, summary)
-    if op is None:
-        raise UsageError(f"task {task_id} has no operation on record")
+    assert op is not None  # _find_cycle_task answers one for every other role
     with Supervisor(root) as sup:
         if op.final:
             return _finished(root, sup, record, op)
@@ -452,12 +525,10 @@ def task_status(root: MemoryRoot, task_id: str | None = None) -> dict:
             for role in hosted.HOSTED_ROLES:
                 tasks += [cycle_view(root, r, o) for r, o in _open_tasks(root, sup, role) if r is not None]
             return {"state": "busy" if tasks else "idle", "tasks": tasks}
-        op = sup.store.find(task_id)
+        op = sup.store.find(check_task_id(task_id))
         if op is not None and op.kind == KIND:
             return status(root, task_id)
-        record = _load_record(root, task_id)
-        if record is None:
-            raise UsageError(f"unknown assistant task {task_id!r}")
+        record, op = _find_cycle_task(root, sup, task_id)
         out = cycle_view(root, record, op)
         if record.get("outcome") is not None:
             out["outcome"] = record["outcome"]

@@ -14,10 +14,11 @@ from pathlib import Path
 import git
 
 from rmtui.engine.evidence.queue import EvidenceQueue
+from rmtui.engine.gitutil import IDENTITY
 from rmtui.engine.memory.config import set_config_value
 from rmtui.engine.memory.roots import MemoryRoot, init_root
 from rmtui.engine.writes import maintain
-from rmtui.engine.writes.supervisor import IDENTITY, Supervisor
+from rmtui.engine.writes.supervisor import Supervisor
 
 DEMO_SESSION_A = "claude-session-7f3a"
 DEMO_SESSION_B = "codex-session-19b2"

@@ -1,4 +1,5 @@
-"""Skills for host agents: ``skills/<name>/SKILL.md`` with ``name``/``description`` front matter."""
+"""Skills for host agents: ``skills/<name>/SKILL.md`` with ``name``/``description`` front matter,
+installed with the doctrine sections they include (docs/memory-doctrine.md)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from rmtui.engine.errors import ConflictError, UsageError
+from rmtui.engine.roles.prompts import expand_doctrine
 from rmtui.resources import data_dir
 
 
@@ -61,6 +63,9 @@ def install_skills(target: str | Path, *, force: bool = False) -> list[dict]:
             tmp = Path(tempfile.mkdtemp(prefix=f".{s['name']}.", suffix=".installing", dir=dest_root))
             staged.append((s, tmp))
             shutil.copytree(s["source"], tmp, dirs_exist_ok=True)
+            skill = tmp / "SKILL.md"  # the doctrine sections it includes, as the prompts get them
+            skill.write_text(expand_doctrine(skill.read_text(encoding="utf-8"), f"{s['name']}/SKILL.md"),
+                             encoding="utf-8")
         done = []
         for s, tmp in staged:
             dest = dest_root / s["name"]

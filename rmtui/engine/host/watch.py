@@ -30,7 +30,7 @@ HEAD = "head"            # the branch head moved (.git/HEAD, refs, packed-refs)
 EDITOR = "editor"        # .runtime/pursuit-editor/session.json: the Pursuit editor's pending edits
 KINDS = (GRAPH, INSIGHT, QUEUE, STATE, WORKTREE, HEAD, EDITOR)
 
-#: cycles.pursuit.EDITOR_DIR (host and cycles do not import each other)
+#: the same folder as pursuit.EDITOR_DIR, spelled out so classifying a path imports no editor code
 _EDITOR_JOURNAL = ("pursuit-editor", "session.json")
 
 _TOP_LEVEL_SUFFIXES = (".md", ".toml")

@@ -1,14 +1,18 @@
 """Memory roots: resolution, profiles and ``init`` (docs/architecture.md, "The memory root").
 
 Resolution, first match wins: ``--root``, ``--profile`` (``profiles.toml`` in the default
-root), the nearest ``.rightmemory-profile`` upward from the working directory,
-``RIGHTMEMORY_ROOT``, then ``~/.rightmemory``.
+root), then upward from the working directory the nearest folder that holds a
+``.rightmemory-profile`` file or is a memory root's work tree (as ``git`` finds its
+repository; in one folder the profile file wins), then ``RIGHTMEMORY_ROOT``, then
+``~/.rightmemory``.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,14 +23,13 @@ from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.memory.config import (
     CONFIG_FILE,
-    DEFAULT_TEXT,
-    LOCAL_DEFAULT_TEXT,
     LOCAL_FILE,
     Config,
     ensure_local_ignored,
     load_config,
     migrate_config,
 )
+from rmtui.engine.memory.config_schema import DEFAULT_TEXT, LOCAL_DEFAULT_TEXT
 
 PROFILE_FILE = ".rightmemory-profile"
 PROFILES_TOML = "profiles.toml"
@@ -195,12 +198,22 @@ def remove_profile(name: str) -> dict:
     return removed
 
 
-def _find_profile_file(start: Path) -> Path | None:
+def is_work_tree(folder: Path) -> bool:
+    """Whether ``folder`` is a memory root's own work tree: a Git repository (``.git`` a folder,
+    so the supervisor's linked worktrees under ``.runtime/worktrees/`` do not count and the
+    search goes on up to the root that holds them) with a ``MEMORY.md``."""
+    return (folder / ".git").is_dir() and (folder / "MEMORY.md").is_file()
+
+
+def _nearest(start: Path) -> tuple[str, Path] | None:
+    """The nearest ``.rightmemory-profile`` file or root work tree upward from ``start``."""
     cur = start.resolve()
     for candidate in (cur, *cur.parents):
         f = candidate / PROFILE_FILE
         if f.is_file():
-            return f
+            return "profile", f
+        if is_work_tree(candidate):
+            return "work tree", candidate
     return None
 
 
@@ -211,10 +224,16 @@ def resolve_root_path(root: str | None = None, profile: str | None = None,
         return Path(root).expanduser(), "--root"
     if profile:
         return Path(get_profile(profile)["root"]), f"--profile {profile}"
-    pf = _find_profile_file(cwd or Path.cwd())
-    if pf is not None:
+    try:
+        found = _nearest(cwd or Path.cwd())
+    except OSError:  # the working directory was removed: nothing to find upward
+        found = None
+    if found is not None and found[0] == "profile":
+        pf = found[1]
         name = pf.read_text(encoding="utf-8", errors="replace").strip()
         return Path(get_profile(name)["root"]), f"{pf} ({name})"
+    if found is not None:
+        return found[1], "work tree"
     env = os.environ.get("RIGHTMEMORY_ROOT")
     if env:
         return Path(env).expanduser(), "RIGHTMEMORY_ROOT"
@@ -231,11 +250,41 @@ def resolve_root(root: str | None = None, profile: str | None = None, cwd: Path 
 _ALLOWED_EXISTING = {PROFILES_TOML, ".git"}
 
 
+def _git(p: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-C", str(p), *args], capture_output=True, text=True, check=False)
+
+
+def _adopt_memory_branch(p: Path) -> str | None:
+    """Check out the one remote-tracking branch that holds a memory root, when the local
+    branch has no commit yet: a clone of an upstream whose ``HEAD`` names a branch nobody
+    pushed checks nothing out, and a new root commit there would never share history with
+    the upstream (every pull would fail). Several such branches: refuse, naming the command
+    that picks one. Answers the branch adopted, or None (no remote root: a new root)."""
+    refs = _git(p, "for-each-ref", "--format=%(refname:short)%00%(symref)", "refs/remotes").stdout.splitlines()
+    branches = [name for name, _, symref in (line.partition("\0") for line in refs) if name and not symref]
+    roots = [b for b in branches if _git(p, "cat-file", "-e", f"{b}:MEMORY.md").returncode == 0]
+    if not roots:
+        return None
+    if len(roots) > 1:
+        picks = "; ".join(f"`git -C {shlex.quote(str(p))} checkout --track {shlex.quote(b)}`" for b in roots)
+        raise UsageError(f"{p} has no commit and its upstream holds several memory branches: check one out "
+                         f"({picks}), then run `rmtui --headless init --force {shlex.quote(str(p))}` again")
+    branch = roots[0]
+    done = _git(p, "checkout", "--quiet", "--track", branch)
+    if done.returncode != 0:
+        first = (done.stderr.strip().splitlines() or ["git checkout failed"])[0]
+        raise ConflictError(f"cannot check out the upstream's memory branch {branch} in {p} ({first}); move the "
+                            f"files in the way aside, run `git -C {shlex.quote(str(p))} checkout --track "
+                            f"{shlex.quote(branch)}`, then `rmtui --headless init --force {shlex.quote(str(p))}`")
+    return branch
+
+
 def init_root(path: Path | str, *, force: bool = False, report: list[str] | None = None) -> MemoryRoot:
     """Create a root: Git repository, graph roots, allow-list, config, initial commit.
 
     A root adopted with ``force`` keeps its files; an rmtui-only key in its rightmemory.toml
-    moves to rmtui.toml (in the work tree only), and ``report`` receives what moved.
+    moves to rmtui.toml (in the work tree only), and ``report`` receives what moved. A
+    repository with no commit yet first adopts its upstream's memory branch, if it has one.
     """
     import git  # GitPython; imported here to keep engine import light
 
@@ -251,6 +300,10 @@ def init_root(path: Path | str, *, force: bool = False, report: list[str] | None
     p.mkdir(parents=True, exist_ok=True)
     p = p.resolve()
     repo = git.Repo(p) if (p / ".git").exists() else git.Repo.init(p, initial_branch="main")
+    if not repo.head.is_valid():  # nothing committed here yet: a clone may bring a root along
+        adopted = _adopt_memory_branch(p)
+        if adopted and report is not None:
+            report.append(f"adopted the upstream's memory branch {adopted} (the local branch tracks it)")
     files = {
         ".gitignore": GITIGNORE,
         "MEMORY.md": MEMORY_TEMPLATE,

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from rmtui.engine.errors import ConflictError, OperationFailed, UsageError
-from rmtui.engine.evidence.queue import PENDING_STATES, EvidenceQueue, check_identifier
+from rmtui.engine.evidence.queue import PENDING_STATES, EvidenceQueue, check_session_id
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.roots import MemoryRoot
@@ -209,7 +209,7 @@ def agent_retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None
     from rmtui.engine.roles.prompts import role_instructions
     from rmtui.engine.roles.tools import RoleTools
 
-    check_identifier(session, "session id")
+    check_session_id(session)
     if not need or not need.strip():
         raise UsageError("the need must not be empty")
     cfg = root.config()

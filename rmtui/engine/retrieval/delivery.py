@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from rmtui.engine import store
-from rmtui.engine.evidence.queue import check_identifier
+from rmtui.engine.evidence.queue import check_session_id
 
 
 @dataclass
@@ -31,7 +31,7 @@ class DeliveryHistory(store.StoreHandle):
         self.conn = store.connect(runtime)
 
     def delivered(self, session: str) -> dict[str, Delivered]:
-        check_identifier(session, "session id")
+        check_session_id(session)
         rows = self.conn.execute(
             "SELECT key, item_id, hash, noticed_hash FROM retrieve_delivery WHERE session = ?", (session,))
         return {r["key"]: Delivered(r["key"], r["item_id"], r["hash"], r["noticed_hash"]) for r in rows}

@@ -41,7 +41,7 @@ from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.retrieval import stage2
 from rmtui.engine.retrieval.corpus import Corpus, current_fingerprint, load_corpus, load_pending, split_passages
 from rmtui.engine.retrieval.delivery import DeliveryHistory, already_delivered_text, filter_delivered
-from rmtui.engine.retrieval.embed_client import ServiceClient, ServiceError, ensure_local_service
+from rmtui.engine.retrieval.modelhost.embed_client import ServiceClient, ServiceError, ensure_local_service
 from rmtui.engine.retrieval.ranking import (
     LexicalIndex,
     Ranked,
@@ -126,7 +126,7 @@ def cli_backend(root: MemoryRoot, cfg, *, wait_seconds: float | None = None):
     if not cfg.get("embedding.local_service"):
         raise ServiceError("no embedding service is configured ([retrieve.embedding] url in rightmemory.toml "
                            "or embedding.service_url in rmtui.toml) and embedding.local_service is off")
-    from rmtui.engine.retrieval.embeddings import resolve_model_path
+    from rmtui.engine.retrieval.modelhost.embeddings import resolve_model_path
 
     path = resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path"))
     wait = float(cfg.get("embedding.dense_budget_seconds")) if wait_seconds is None else wait_seconds
@@ -490,10 +490,10 @@ def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = Non
              record: bool = True, include_pending: bool = True) -> RetrieveResult:
     """The memory that matters for ``need``, as exact source text, for ``session``; with
     ``include_pending``, also the best matching evidence not yet reconciled, apart from it."""
-    from rmtui.engine.evidence.queue import check_identifier
+    from rmtui.engine.evidence.queue import check_session_id
 
     t0 = time.monotonic()
-    check_identifier(session, "session id")
+    check_session_id(session)
     if not need or not need.strip():
         raise UsageError("the need must not be empty")
     cfg = root.config()

@@ -15,21 +15,29 @@ beside its question and the two are close; in a list of unrelated facts a match 
 spill onto the fact after it (measured: R@10 +0.002, held out +0.007, and "who owns billing"
 no longer ranks the note after Bob's above it).
 
-Two features beyond scores (each measured on ``bench/locomo.py`` R@10, held out too):
+Features beyond scores (each measured on the development sets, see below):
 - ``lead``: a word of the need in a node's lead label, the few words before a colon at its
   start (``Staging DB: moved to 5433``, ``Ana: we chose postgres``; not headings, not a
-  colon inside a sentence or in ``**State:**`` markup). Notes are written as
-  "subject: what about it", and an entry *about* what the need names beats one that only
-  mentions it (+0.016).
+  colon inside a sentence or in ``**State:**`` markup). An entry *about* what the need names
+  beats one that only mentions it.
+- ``subject``: the same question asked of the node's subject wherever the note puts it: the
+  lead label, a short label in parentheses at its end, or the short heading it sits under
+  (``subjects.py``). Real notes rarely start with a label; without this the stage rewarded
+  one way of writing notes over the others.
+- ``context_cover``: the IDF-weighted share of the need's words in the node's ancestor heading
+  titles -- what a group of notes is about, whichever way each note is written.
 - ``maxsim``: late interaction -- each token state of the need matched to its closest token
   state of the entry's best passage, averaged (ColBERT's MaxSim over the embedding model's own
   token states, kept as int8 in ``tokens.TokenStore``). It sees which word matches which,
-  where one pooled vector per passage blurs them (+0.009). Only a model host that can return
-  token states gives it (ours do; a foreign embedding service does not): without them the
-  weights fitted without the feature are used.
+  where one pooled vector per passage blurs them. Only a model host that can return token
+  states gives it (ours do; a foreign embedding service does not): without them the weights
+  fitted without the feature are used.
 
-The weights live in ``stage2_weights.py``, written by ``bench/fit_stage2.py`` from the
-development conversations (held-out ones kept for the figure). The stage needs dense scores
+The weights live in ``stage2_weights.py``, written by ``bench/fit_stage2.py`` from development
+data only: the LoCoMo development conversations rendered in four layouts of the speaker (label
+first, inside the sentence, last, only in a heading) and a notes-shaped project
+(``bench/notes/``), the two domains weighing the same; the held-out conversations and the
+held-out notes project are only scored. The stage needs dense scores
 (several features are vector ones); without them the first-stage order stands.
 """
 
@@ -72,16 +80,6 @@ class Signals:
     stem: bool = True  # how ``query_tokens`` were made (lead labels are tokenized the same way)
     need_states: np.ndarray | None = None  # the need's token states (unit rows), when the host gives them
     states: Callable[[np.ndarray], list[np.ndarray | None]] | None = None  # entry -> int8 token states of its best passage
-
-
-@dataclass(frozen=True)
-class Weights:
-    """A fitted linear model over standardised features (``stage2_weights.py`` holds two)."""
-
-    features: tuple[str, ...]
-    mean: tuple[float, ...]
-    scale: tuple[float, ...]
-    coef: tuple[float, ...]
 
 
 def _norm(x: np.ndarray) -> np.ndarray:

@@ -4,7 +4,7 @@ Fitted on 1603 development questions (96180 candidate rows) from locomo/first, l
 held out: LoCoMo conv-42, conv-43 (every layout) and the notes project(s) rightmemory.
 """
 
-from rmtui.engine.retrieval.stage2 import Weights
+from rmtui.engine.retrieval.stage2_model import Weights
 
 #: without token states
 PLAIN = Weights(

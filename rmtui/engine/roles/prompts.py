@@ -1,11 +1,46 @@
-"""Role instructions: ``prompts/<role>.md`` plus the schema reference every role is given."""
+"""Role instructions: ``prompts/<role>.md`` with the doctrine sections it includes, plus the
+schema reference every role is given (docs/memory-doctrine.md)."""
 
 from __future__ import annotations
 
+import re
+
 from rmtui.engine.errors import UnavailableError
-from rmtui.resources import data_dir
+from rmtui.resources import data_dir, doctrine_file
 
 SCHEMA_FILE = "schema.md"
+#: ``<!-- doctrine: <section> -->`` on a line of its own includes that doctrine section's body.
+INCLUDE_RE = re.compile(r"^<!-- doctrine: ([a-z0-9-]+) -->[ \t]*$", re.MULTILINE)
+
+
+def slug(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.strip().lower()).strip("-")
+
+
+def doctrine_sections() -> dict[str, str]:
+    """The doctrine's ``## `` sections: name -> body (the text up to the next ``## `` heading)."""
+    try:
+        text = doctrine_file().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UnavailableError(f"the memory doctrine cannot be read: {exc}") from None
+    parts = re.split(r"^## (.+)\n", text, flags=re.MULTILINE)
+    return {slug(title): body.strip() for title, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def expand_doctrine(text: str, where: str = "text") -> str:
+    """``text`` with every include line replaced by its doctrine section; an unknown name is an error."""
+    if not INCLUDE_RE.search(text):
+        return text
+    sections = doctrine_sections()
+
+    def body(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name not in sections:
+            raise UnavailableError(f"{where} includes doctrine section {name!r}, which docs/memory-doctrine.md "
+                                   f"does not have (it has: {', '.join(sections)})")
+        return sections[name]
+
+    return INCLUDE_RE.sub(body, text)
 
 
 def role_instructions(role: str) -> str:
@@ -14,7 +49,7 @@ def role_instructions(role: str) -> str:
     path = base / f"{role}.md"
     if not path.is_file():
         raise UnavailableError(f"no instructions for role {role!r} ({path} is missing)")
-    text = path.read_text(encoding="utf-8").rstrip() + "\n"
+    text = expand_doctrine(path.read_text(encoding="utf-8"), path.name).rstrip() + "\n"
     schema = base / SCHEMA_FILE
     if schema.is_file():
         text += "\n---\n\n" + schema.read_text(encoding="utf-8")

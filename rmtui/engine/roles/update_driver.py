@@ -112,8 +112,8 @@ def update_prompt(batch_id: str, evidence: list[Evidence], worktree: str, guidan
         "instructions describe.",
     ]
     if guidance:
-        parts.append("AGENT_GUIDANCE_INBOX.md holds pending agent guidance: fold what is durable into memory and "
-                     "remove the entries you handled.")
+        parts.append("AGENT_GUIDANCE_INBOX.md holds agent guidance waiting for a person's review: leave it as it "
+                     "is (it is not evidence for this batch).")
     for e in evidence:
         submitted = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(e.created_at))
         parts.append(f"<candidate uid=\"{e.uid}\" session=\"{e.session}\" submitted=\"{submitted}\">\n"

@@ -100,6 +100,7 @@ def queue_lease(root: MemoryRoot, *, now: datetime | None = None) -> LeaseInfo |
     """The lease as the upstream last showed it (the fetched upstream ref, else HEAD); None
     when sync is off, there is no upstream, or no batch is leased."""
     from rmtui.engine.sync.queue_git import snapshot, stored_device_id
+    from rmtui.engine.sync.queue_state import LEASE
     from rmtui.engine.sync.remote import rev, upstream_of
 
     if not root.config().get("sync.enabled"):
@@ -110,7 +111,10 @@ def queue_lease(root: MemoryRoot, *, now: datetime | None = None) -> LeaseInfo |
     commit = rev(root.path, up.ref) or rev(root.path, "HEAD")
     if commit is None:
         return None
-    lease = snapshot(root.path, commit).lease
+    snap = snapshot(root.path, commit)
+    if LEASE in snap.invalid:  # a malformed lease is shown as a problem; the next claim replaces it
+        raise snap.invalid[LEASE]
+    lease = snap.lease
     if lease is None:
         return None
     return LeaseInfo(lease.holder, lease.holder == stored_device_id(root), lease.batch_id,

@@ -14,11 +14,13 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rmtui.engine.errors import EngineError, UsageError
+from rmtui.engine.gitutil import IDENTITY
 from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.memory.validation import validate_root
@@ -36,7 +38,7 @@ from rmtui.engine.sync.remote import (
 )
 from rmtui.engine.writes import worktrees
 from rmtui.engine.writes.admission import dirty_paths
-from rmtui.engine.writes.supervisor import IDENTITY, Supervisor
+from rmtui.engine.writes.supervisor import Supervisor
 
 PULL_CHECK_SECONDS = 300
 PULL_CHECK_FETCH_TIMEOUT = 2.0
@@ -237,9 +239,10 @@ def _pull_fetched(root: MemoryRoot, up: Upstream, executor, *, push_merge: bool 
         stamps = ({"last_successful_pull_at": sync_state.now_iso(), "last_upstream_commit": inc.upstream_commit or ""}
                   if inc.status == "synced" else {})
         return _finish(root, inc, **stamps)
-    _check_queue_records(root.path, inc.tip, inc.paths)
+    notes = _check_queue_records(root, inc)
     if inc.queue_only:  # only queue and record files moved: no graph to validate
-        return _publish(root, up, inc.head, inc.tip, inc.paths, inc.behind, inc.label, None, push_merge=False)
+        return _publish(root, up, inc.head, inc.tip, inc.paths, inc.behind, inc.label, None, push_merge=False,
+                        notes=notes)
     digest = hashlib.sha256(f"{inc.head}\0{inc.tip}\0{REPAIR_POLICY}".encode()).hexdigest()[:16]
     wt = worktrees.worktrees_dir(root) / f"sync-{digest}"
     fresh_worktree(root, wt, inc.head)
@@ -261,7 +264,7 @@ def _pull_fetched(root: MemoryRoot, up: Upstream, executor, *, push_merge: bool 
     finally:
         worktrees.remove(root, wt, None)
     return _publish(root, up, inc.head, candidate, inc.paths, inc.behind, inc.label, repair_info,
-                    push_merge=push_merge and inc.ahead > 0)
+                    push_merge=push_merge and inc.ahead > 0, notes=notes)
 
 
 def publish_repaired(root: MemoryRoot, inc: Incoming, commit: str, repair_info: dict) -> SyncResult:
@@ -273,13 +276,13 @@ def publish_repaired(root: MemoryRoot, inc: Incoming, commit: str, repair_info: 
 
 
 def _publish(root: MemoryRoot, up: Upstream, head: str, candidate: str, incoming: list[str], behind: int,
-             label: str, repair_info: dict | None, *, push_merge: bool) -> SyncResult:
+             label: str, repair_info: dict | None, *, push_merge: bool, notes: Sequence[str] = ()) -> SyncResult:
     """Land the validated candidate through the supervisor; push it when it is a merge."""
     tip = rev(root.path, up.ref)
     with Supervisor(root) as sup:
         receipt = sup.publish_exact("sync", "sync-reconciler", head, candidate, changed=incoming,
                                     summary=f"pulled {behind} commit(s) from {label}")
-    res = SyncResult("synced", f"pulled {behind} commit(s) from {label}", incoming, 0, 0,
+    res = SyncResult("synced", "; ".join([f"pulled {behind} commit(s) from {label}", *notes]), incoming, 0, 0,
                      receipt.landed_commit, label, tip, receipt=receipt.to_json(), repair=repair_info)
     res = _finish(root, res, last_successful_pull_at=sync_state.now_iso(), last_upstream_commit=tip or candidate)
     if push_merge:  # a merge is a local commit the upstream lacks
@@ -359,19 +362,44 @@ def _incoming(root: Path, base: str, tip: str) -> list[str]:
     return paths
 
 
-def _check_queue_records(root: Path, tip: str, paths: list[str]) -> None:
-    """Incoming queue records are parsed strictly (as the queue will read them); a malformed
-    one is refused by name rather than left for the Update driver to trip over."""
-    bad = [p for p in paths if p.startswith("update_queue/")]
-    if not bad:
-        return
-    from rmtui.engine.sync.queue_git import snapshot
+def _check_queue_records(root: MemoryRoot, inc: Incoming) -> list[str]:
+    """Validate every queue record and update record the pull brings before anything is
+    applied, with the rules of a local write (docs/formats.md, "Queue records: what a machine
+    accepts"): the queue at the tip parses strictly, added update records are valid, and no
+    candidate or update record changes once written. Refuses by name (file and rule); answers
+    notes on what is kept but never used (a replayed candidate, a lease not honoured)."""
+    queued = [p for p in inc.paths if is_queue_or_record(p)]
+    if not queued:
+        return []
+    from rmtui.engine.evidence import record_checks
+    from rmtui.engine.sync.queue_git import GitQueue
+    from rmtui.engine.sync.queue_state import read_paths, snapshot
 
+    queue = GitQueue(root)
+    base = git(root.path, "merge-base", inc.head, inc.tip, check=False).strip() or inc.head
+    kept = [p for p in queued if p.startswith(("update_records/", "update_queue/candidates/"))]
     try:
-        snapshot(root, tip)
-    except UsageError as exc:
-        named = [p for p in bad if exc.message.startswith(p)] or bad
-        raise SyncRefused(f"incoming queue record refused: {exc.message}", details={"files": named}) from None
+        snap = snapshot(root.path, inc.tip, limit=queue.limit, strict=True)
+        versions = list(zip(kept, read_paths(root.path, base, kept), read_paths(root.path, inc.tip, kept), strict=True))
+        for rel, old, new in versions:  # what was written stays as it was, before anything new is read
+            record = rel.startswith("update_records/")
+            if old is not None and (new is not None or record) and new != old:
+                raise record_checks.RecordRefused(
+                    rel, f"{'update_record' if record else 'candidate'}-immutable",
+                    "a written record may never change" + (" or be removed" if record else ""))
+        for rel, _old, new in versions:
+            if rel.startswith("update_records/") and new is not None:
+                record_checks.update_record_file(rel, new, limit=queue.limit)
+    except record_checks.RecordRefused as exc:
+        raise SyncRefused(f"incoming queue record refused: {exc.message}",
+                          details={"files": [exc.path], "rule": exc.rule}) from None
+    spent = queue.spent(inc.tip)
+    notes = [f"ignored replayed candidate {u}: {spent.reason(u)}" for u in sorted(snap.candidates) if u in spent]
+    problem = queue.lease_problem(snap, spent, datetime.now(UTC))
+    if problem is not None:
+        notes.append(f"update_queue/lease.json is not honoured ({problem[0]}: {problem[1]}); "
+                     "the next claim takes it over")
+    return notes
 
 
 def _invalid(wt: Path) -> list[str]:

@@ -15,79 +15,50 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import secrets
 import subprocess
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from rmtui.engine.errors import ConflictError, UsageError
+from rmtui.engine.evidence import record_checks as rc
 from rmtui.engine.evidence import records
 from rmtui.engine.evidence.queue import EvidenceQueue
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.sync.paths import is_queue_or_record
+from rmtui.engine.sync.queue_state import (
+    LEASE,
+    QUARANTINE_TRAILER,
+    Lease,
+    Snapshot,
+    Spent,
+    candidate_path,
+    lease_problem,
+    recovery_path,
+    snapshot,
+    spent_uids,
+)
 from rmtui.engine.sync.remote import Upstream, fetch, git, is_ancestor, rev, upstream_of
 
-QUEUE_DIR = "update_queue"
-LEASE = f"{QUEUE_DIR}/lease.json"
+__all__ = ["CANCELLED", "GitQueue", "Lease", "QueueRace", "Snapshot", "device_id", "snapshot", "stored_device_id"]
+
 ATTEMPTS = 4
 HOLDER_ATTEMPTS = 20  # finalize and release: the lease is ours, a lost race is only a publication
 RETRY_AFTER = timedelta(hours=1)
 MANUAL_AFTER_FAILURES = 2
 AUTHOR = {"GIT_AUTHOR_NAME": "RightMemory", "GIT_AUTHOR_EMAIL": "rightmemory@local",
           "GIT_COMMITTER_NAME": "RightMemory", "GIT_COMMITTER_EMAIL": "rightmemory@local"}
-
-
-def candidate_path(uid: str) -> str:
-    return f"{QUEUE_DIR}/candidates/{uid}.json"
-
-
-def recovery_path(batch_id: str) -> str:
-    return f"{QUEUE_DIR}/recovery/{batch_id}.json"
+#: How many lease tokens this machine remembers having issued (a lease naming this machine
+#: with any other token is forged).
+ISSUED_TOKENS = 256
 
 
 def utc(dt: datetime) -> str:
     return dt.astimezone(UTC).isoformat()
-
-
-@dataclass(frozen=True)
-class Lease:
-    holder: str
-    token: str
-    base_commit: str
-    batch_id: str
-    candidate_uids: tuple[str, ...]
-    expires_at: str
-
-    def record(self) -> dict:
-        return {"schema_version": records.SCHEMA_VERSION, "holder": self.holder, "token": self.token,
-                "base_commit": self.base_commit, "batch_id": self.batch_id,
-                "candidate_uids": list(self.candidate_uids), "expires_at": self.expires_at}
-
-    @classmethod
-    def parse(cls, data: dict) -> Lease:
-        keys = {"schema_version", "holder", "token", "base_commit", "batch_id", "candidate_uids", "expires_at"}
-        if not isinstance(data, dict) or set(data) != keys or data["schema_version"] != 1:
-            raise UsageError("update_queue/lease.json is not a valid lease record")
-        uids = tuple(data["candidate_uids"])
-        if not uids or list(uids) != sorted(set(uids)):
-            raise UsageError("update_queue/lease.json: candidate_uids must be sorted, unique and non-empty")
-        return cls(data["holder"], data["token"], data["base_commit"], data["batch_id"], uids, data["expires_at"])
-
-    def expired(self, now: datetime | None = None) -> bool:
-        return datetime.fromisoformat(self.expires_at) <= (now or datetime.now(UTC))
-
-
-@dataclass
-class Snapshot:
-    candidates: dict[str, dict]
-    lease: Lease | None
-    recoveries: dict[str, dict]
 
 
 def stored_device_id(root: MemoryRoot) -> str | None:
@@ -111,83 +82,7 @@ def device_id(root: MemoryRoot) -> str:
     return value
 
 
-def _strict_json(text: str, where: str) -> dict:
-    def no_dupes(pairs):
-        out = {}
-        for k, v in pairs:
-            if k in out:
-                raise UsageError(f"{where}: duplicate JSON field {k}")
-            out[k] = v
-        return out
-
-    try:
-        return json.loads(text, object_pairs_hook=no_dupes,
-                          parse_constant=lambda c: (_ for _ in ()).throw(UsageError(f"{where}: {c} not allowed")))
-    except ValueError as exc:
-        raise UsageError(f"{where}: invalid JSON ({exc})") from None
-
-
-def _queue_blobs(root: Path, commit: str) -> dict[str, bytes]:
-    """Every file under the queue at ``commit``, read in two Git calls (a listing and one
-    ``cat-file --batch``) however many records there are."""
-    listing = subprocess.run(["git", "ls-tree", "-r", "-z", commit, "--", QUEUE_DIR], cwd=root,
-                             capture_output=True, check=True).stdout
-    entries: list[tuple[str, str]] = []
-    for entry in filter(None, listing.split(b"\0")):
-        meta, _, raw = entry.partition(b"\t")
-        entries.append((meta.split()[2].decode(), raw.decode("utf-8", "surrogateescape")))
-    if not entries:
-        return {}
-    out = subprocess.run(["git", "cat-file", "--batch"], cwd=root, capture_output=True, check=True,
-                         input="".join(f"{sha}\n" for sha, _ in entries).encode()).stdout
-    blobs: dict[str, bytes] = {}
-    pos = 0
-    for _sha, name in entries:
-        end = out.index(b"\n", pos)
-        size = int(out[pos:end].split()[2])
-        blobs[name] = out[end + 1:end + 1 + size]
-        pos = end + 1 + size + 1
-    return blobs
-
-
 CANCELLED = "cancelled (withdrawn from the shared queue)"
-
-
-_CANCEL_SUBJECT = re.compile(r"^update queue: cancel (?:unpublished )?([0-9a-f]{32})$")
-
-
-def cancelled_uids(root: Path, commit: str) -> set[str]:
-    """Candidate uids withdrawn in ``commit``'s history: the uid is in the subject
-    (``update queue: cancel <uid>``, or ``cancel unpublished <uid>``); the original's
-    ``RightMemory-Queue-Cancel`` trailer carries a one-off token, not the uid."""
-    out = git(root, "log", "--format=%s", "-E", "--grep=^update queue: cancel ", commit)
-    return {m.group(1) for line in out.splitlines() if (m := _CANCEL_SUBJECT.match(line.strip()))}
-
-
-def snapshot(root: Path, commit: str) -> Snapshot:
-    """The queue as tracked at ``commit``; a malformed record is an error naming its path."""
-    cands: dict[str, dict] = {}
-    recoveries: dict[str, dict] = {}
-    lease = None
-    for name, blob in sorted(_queue_blobs(root, commit).items()):
-        if not is_queue_or_record(name):
-            raise UsageError(f"{name}: unexpected path in the update queue")
-        try:
-            text = blob.decode("utf-8")
-        except UnicodeDecodeError:
-            raise UsageError(f"{name}: not UTF-8") from None
-        data = _strict_json(text, name)
-        if not isinstance(data, dict):
-            raise UsageError(f"{name}: not a JSON object")
-        if name == LEASE:
-            lease = Lease.parse(data)
-        elif name.startswith(f"{QUEUE_DIR}/candidates/"):
-            if set(data) != records.CANDIDATE_KEYS or f"{data.get('uid')}.json" != name.rsplit("/", 1)[1]:
-                raise UsageError(f"{name}: not a candidate record named by its uid")
-            cands[data["uid"]] = data
-        else:
-            recoveries[data.get("batch_id", "")] = data
-    return Snapshot(cands, lease, recoveries)
 
 
 class TreeEdit:
@@ -219,7 +114,8 @@ class TreeEdit:
 
     def remove(self, *rels: str) -> None:
         """Drop ``rels`` from the index in one Git call (absent ones are no-ops)."""
-        self._git("update-index", "--force-remove", "-z", "--stdin", input="".join(f"{r}\0" for r in rels).encode())
+        self._git("update-index", "--force-remove", "-z", "--stdin",
+                  input="".join(f"{r}\0" for r in rels).encode("utf-8", "surrogateescape"))
 
     def copy_from(self, commit: str, rel: str) -> None:
         """``rel`` as it is in ``commit`` (removed if it is not there)."""
@@ -241,6 +137,11 @@ class TreeEdit:
         return self.head
 
 
+def _one_line(path: str) -> str:
+    """A path as one printable token in a trailer (a forged name cannot add trailer lines)."""
+    return path.encode("unicode_escape").decode("ascii").replace(" ", "\\x20")
+
+
 class QueueRace(ConflictError):
     """Another machine changed the queue first; the mutation was retried and gave up."""
 
@@ -258,6 +159,9 @@ class GitQueue:
         cfg = root.config()
         self.lease_seconds = lease_seconds or float(cfg.get("sync.lease_seconds"))
         self.timeout = float(cfg.get("sync.fetch_timeout_seconds"))
+        self.limit = cfg.get("update.max_evidence_bytes")
+        #: what the last refresh or claim set aside or dropped, one line each (rule and file)
+        self.notes: list[str] = []
 
     # -- plumbing ------------------------------------------------------------------------
     def _tip(self) -> str:
@@ -269,6 +173,14 @@ class GitQueue:
         if tip is None:
             raise UsageError(f"{self.up.remote}/{self.up.branch} does not exist yet; push the root first")
         return tip
+
+    def snapshot(self, commit: str) -> Snapshot:
+        """The queue at ``commit`` with this root's evidence limit; invalid records set aside."""
+        return snapshot(self.root.path, commit, limit=self.limit)
+
+    def spent(self, commit: str) -> Spent:
+        """Uids ``commit``'s history landed or withdrew (cached in ``.runtime/update_queue``)."""
+        return spent_uids(self.root.path, commit, self.root.ensure_runtime() / "update_queue" / "spent.json")
 
     def mutate(self, apply: Callable[[TreeEdit, str, Snapshot], bool], done: Callable[[str], bool] | None = None,
                *, attempts: int = ATTEMPTS) -> str | None:
@@ -282,7 +194,7 @@ class GitQueue:
             if done is not None and done(tip):
                 return tip
             with TreeEdit(self.root, tip) as edit:
-                if not apply(edit, tip, snapshot(self.root.path, tip)):
+                if not apply(edit, tip, self.snapshot(tip)):
                     return None
                 head = edit.head
             pushed = subprocess.run(
@@ -309,6 +221,12 @@ class GitQueue:
         with EvidenceQueue(self.root) as q:
             pending = [e for e in q.list(state="queued")
                        if e.origin is None and not (outbox / f"{e.uid}.json").exists()]  # ours, never published
+        for e in list(pending):  # what another machine's pull would refuse is never published
+            try:
+                rc.check_candidate(e.candidate(), candidate_path(e.uid), limit=self.limit)
+            except rc.RecordRefused as exc:
+                pending.remove(e)
+                self.notes.append(f"not published: {exc.message}")
         if not pending:
             return []
 
@@ -336,36 +254,45 @@ class GitQueue:
             marker = {"schema_version": 1, "candidate_uid": e.uid, "attempt_id": uuid.uuid4().hex,
                       "attempted_at": now, "candidate_sha256": records.candidate_sha256(e.candidate()),
                       "proposed_commit": None}
+            rc.check_marker(marker, f"{outbox}/{e.uid}.json")
             atomic_write_text(outbox / f"{e.uid}.json", records.record_bytes(marker).decode())
         return [e.uid for e in pending]
 
     def reconcile_local(self, commit: str | None = None) -> dict:
-        """Import other machines' candidates as queued evidence; mark evidence consumed that
-        was published and is gone from the tracked queue (a finalize landed it somewhere)."""
+        """Import other machines' candidates as queued evidence (never a spent uid: one an
+        update record or a cancel already named); mark evidence consumed that was published
+        and is gone from the tracked queue (a finalize landed it somewhere)."""
         commit = commit or rev(self.root.path, "HEAD") or ""
-        snap = snapshot(self.root.path, commit)
+        snap = self.snapshot(commit)
+        spent = self.spent(commit)
         marker_dir = self.root.runtime / "async" / "update" / "publication"
-        imported, consumed = [], []
+        imported, consumed, dropped = [], [], {}
         with EvidenceQueue(self.root) as q:
             for uid, c in snap.candidates.items():
-                if q.import_candidate(c):
+                why = spent.reason(uid)
+                if why is not None:  # a replay: its evidence landed or was withdrawn already
+                    dropped[uid] = why
+                elif q.import_candidate(c):
                     imported.append(uid)
             leased = set(snap.lease.candidate_uids) if snap.lease else set()
             gone = [e for e in q.list(state="queued") + q.list(state="claimed")
                     if ((marker_dir / f"{e.uid}.json").exists() or e.origin is not None)
-                    and e.uid not in snap.candidates and e.uid not in leased]
-            cancelled = cancelled_uids(self.root.path, commit) if gone else set()
+                    and (e.uid not in snap.candidates or e.uid in spent) and e.uid not in leased - set(spent.landed)]
             for e in gone:
-                if e.uid in cancelled:  # withdrawn by `evidence cancel`, here or on another machine
-                    q.reject([e.uid], CANCELLED)
+                if e.uid in spent.withdrawn and e.uid not in spent.landed:  # cancelled or quarantined anywhere
+                    if e.state == "queued":
+                        q.reject([e.uid], spent.withdrawn[e.uid])
                 else:  # a finalize landed it somewhere
                     q.consume([e.uid], None, elsewhere=True)
                     consumed.append(e.uid)
-        return {"imported": imported, "consumed": consumed}
+        return {"imported": imported, "consumed": consumed, "dropped": dropped}
 
     def refresh(self) -> None:
-        """Before a turn: publish what is ours, adopt the upstream, import what is theirs."""
+        """Before a turn: publish what is ours, set aside what no machine may use (see
+        :meth:`heal`), adopt the upstream, import what is theirs."""
+        self.notes = []
         self.publish_pending()
+        self.heal()
         self.adopt()
         self.reconcile_local()
 
@@ -378,35 +305,123 @@ class GitQueue:
             return None
         return {"holder": info.holder, "ours": info.ours, "batch_id": info.batch_id, "expires_at": info.expires_at}
 
-    # -- claim -----------------------------------------------------------------------------
-    def claim(self, choose: Callable[[list[str]], tuple[str, list[str]] | None]) -> Lease | None:
-        """Claim a batch with a lease, or resume our own; None while another machine's lease
-        is live or nothing is ready. ``choose`` picks (batch id, uids) among eligible uids."""
-        result: dict = {}
+    # -- what no machine may use -----------------------------------------------------------
+    def _issued(self) -> list[str]:
+        try:
+            data = json.loads((self.root.runtime / "update_queue" / "tokens.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        return [t for t in data if isinstance(t, str)] if isinstance(data, list) else []
+
+    def _issue(self, token: str) -> None:
+        """Remember a lease token before it is pushed: a lease naming this machine is resumed
+        only with a token it issued."""
+        kept = ([*self._issued(), token])[-ISSUED_TOKENS:]
+        atomic_write_text(self.root.ensure_runtime() / "update_queue" / "tokens.json", json.dumps(kept) + "\n")
+
+    def lease_problem(self, snap: Snapshot, spent: Spent, now: datetime) -> tuple[str, str] | None:
+        if snap.lease is None:
+            return None
+        return lease_problem(snap.lease, snap, spent, now=now, lease_seconds=self.lease_seconds,
+                             device=self.device, issued=set(self._issued()))
+
+    def _set_aside(self, edit: TreeEdit, snap: Snapshot, spent: Spent, now: datetime) -> Snapshot:
+        """Commit on ``edit`` what makes the queue usable again, and answer the snapshot after:
+        invalid records are quarantined (removed, each named with its rule in a
+        ``RightMemory-Queue-Quarantine`` trailer; Git history keeps their bytes); candidates
+        whose uid is spent are dropped as replays; a lease that is not honoured is removed and,
+        when it names a real batch, that batch gets a recovery record due now, so any machine
+        takes it over."""
+        notes = self.notes
+        if snap.invalid:
+            edit.remove(*snap.invalid)
+            lines = "".join(f"{QUARANTINE_TRAILER}: {_one_line(p)} {e.rule}\n" for p, e in sorted(snap.invalid.items()))
+            edit.commit(f"update queue: quarantine invalid records\n\n{lines}")
+            notes += [f"quarantined {e.message}" for _p, e in sorted(snap.invalid.items())]
+            snap = snap.without(set(snap.invalid))
+        replayed = sorted(u for u in snap.candidates if u in spent)
+        if replayed:
+            gone = {candidate_path(u) for u in replayed}
+            gone |= {recovery_path(b) for b, r in snap.recoveries.items() if set(r["candidate_uids"]) & set(replayed)}
+            edit.remove(*gone)
+            edit.commit("update queue: drop replayed candidates\n\n"
+                        + "".join(f"RightMemory-Queue-Replayed: {u}\n" for u in replayed))
+            notes += [f"dropped replayed candidate {candidate_path(u)}: {spent.reason(u)}" for u in replayed]
+            snap = snap.without(gone)
+        problem = self.lease_problem(snap, spent, now)
+        if problem is not None:
+            assert snap.lease is not None
+            lease, (rule, why) = snap.lease, problem
+            edit.remove(LEASE)
+            if rule in ("lease-expires_at", "lease-token"):  # a real batch under a forged lease: due now
+                old = snap.recoveries.get(lease.batch_id, {})
+                rec = {"schema_version": 1, "batch_id": lease.batch_id, "candidate_uids": list(lease.candidate_uids),
+                       "attempts": int(old.get("attempts", 0)), "reason_code": "invalid_lease",
+                       "retry_at": utc(now), "manual_recovery": False}
+                edit.write(recovery_path(lease.batch_id), records.record_bytes(rec))
+                snap.recoveries = {**snap.recoveries, lease.batch_id: rec}
+            edit.commit(f"update queue: recover invalid lease {lease.batch_id}\n\n"
+                        f"RightMemory-Queue-Lease-Refused: {rule}\n")
+            notes.append(f"{LEASE}: {rule}: {why}; treated as expired")
+            snap = snap.without({LEASE})
+        return snap
+
+    def heal(self) -> list[str]:
+        """Quarantine invalid records, drop replays and take over a lease that is not honoured,
+        in one push; answers what was set aside (also in :attr:`notes`). A pull refuses an
+        upstream with an invalid record; this is how the queue becomes pullable again."""
+        earlier = list(self.notes)
 
         def apply(edit: TreeEdit, tip: str, snap: Snapshot) -> bool:
-            lease = snap.lease
+            self.notes = list(earlier)
+            self._set_aside(edit, snap, self.spent(tip), datetime.now(UTC))
+            return edit.head != tip
+
+        try:
+            self.mutate(apply)
+        except QueueRace:
+            pass  # another machine is changing the queue (perhaps healing it): the claim checks again
+        return self.notes[len(earlier):]
+
+    # -- claim -----------------------------------------------------------------------------
+    def claim(self, choose: Callable[[list[str]], tuple[str, list[str]] | None]) -> Lease | None:
+        """Claim a batch with a lease, or resume our own; None while another machine's
+        honoured lease is live or nothing is ready. ``choose`` picks (batch id, uids) among
+        eligible uids. A lease that is not honoured never stalls the claim and is never
+        resumed: it is set aside first (:meth:`_set_aside`)."""
+        result: dict = {}
+        with EvidenceQueue(self.root) as q:  # evidence this machine can no longer put in a batch
+            blocked = {e.uid for state in ("consumed", "rejected") for e in q.list(state=state)}
+        earlier = list(self.notes)
+
+        def apply(edit: TreeEdit, tip: str, snap: Snapshot) -> bool:
             now = datetime.now(UTC)
+            spent = self.spent(tip)
+            self.notes = list(earlier)
+            snap = self._set_aside(edit, snap, spent, now)
+            lease = snap.lease
             if lease is not None and not lease.expired(now):
                 result["lease"] = lease if lease.holder == self.device else None
-                return False
-            if lease is not None:  # expired: take its batch over with a new token
-                batch_id, uids = lease.batch_id, list(lease.candidate_uids)
+                return edit.head != tip
+            usable = [u for u in snap.candidates if u not in spent and u not in blocked]
+            if lease is not None and set(lease.candidate_uids) <= set(usable):
+                batch_id, uids = lease.batch_id, list(lease.candidate_uids)  # expired: take it over
             else:
-                due = [r for r in snap.recoveries.values() if not r.get("manual_recovery") and r.get("retry_at")
-                       and datetime.fromisoformat(r["retry_at"]) <= now
-                       and all(u in snap.candidates for u in r["candidate_uids"])]
+                due = [r for r in snap.recoveries.values() if not r["manual_recovery"]
+                       and datetime.fromisoformat(r["retry_at"]) <= now and set(r["candidate_uids"]) <= set(usable)]
                 if due:  # a failed batch whose backoff has passed goes first
                     batch_id, uids = due[0]["batch_id"], list(due[0]["candidate_uids"])
                 else:
-                    held = {u for r in snap.recoveries.values() for u in r.get("candidate_uids", [])}
-                    picked = choose(sorted(u for u in snap.candidates if u not in held))
+                    held = {u for r in snap.recoveries.values() for u in r["candidate_uids"]}
+                    held |= set(lease.candidate_uids) if lease is not None else set()
+                    picked = choose(sorted(u for u in usable if u not in held))
                     if picked is None:
                         result["lease"] = None
-                        return False
+                        return edit.head != tip
                     batch_id, uids = picked
             new = Lease(self.device, secrets.token_hex(16), tip, batch_id, tuple(sorted(uids)),
                         utc(now + timedelta(seconds=self.lease_seconds)))
+            self._issue(new.token)
             edit.write(LEASE, records.record_bytes(new.record()))
             edit.commit(f"update queue: claim {batch_id}")
             result["lease"] = new
@@ -422,7 +437,7 @@ class GitQueue:
         return lease
 
     def current_lease(self) -> Lease | None:
-        return snapshot(self.root.path, self._tip()).lease
+        return self.snapshot(self._tip()).lease
 
     # -- finalize / release ------------------------------------------------------------
     def finalize(self, lease: Lease, base: str, prepared: str) -> str:

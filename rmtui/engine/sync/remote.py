@@ -11,6 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from rmtui.engine.display import remote_text
 from rmtui.engine.errors import UsageError
 
 GIT_TIMEOUT = 30.0
@@ -69,7 +70,8 @@ def _run(root: Path, args: list[str], timeout: float) -> GitOutcome:
     except subprocess.CalledProcessError as exc:
         text = (exc.stderr or exc.stdout or "").strip()
         offline = any(p in text.lower() for p in _OFFLINE)
-        return GitOutcome(False, offline, text.splitlines()[-1] if text else f"git {args[0]} failed")
+        # the last line is the remote's own word (a hook's refusal, a server's error): quoted, not obeyed
+        return GitOutcome(False, offline, remote_text(text.splitlines()[-1]) if text else f"git {args[0]} failed")
     return GitOutcome(True, False, "")
 
 

@@ -15,6 +15,7 @@ import ssl
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from rmtui.engine.display import remote_text
 from rmtui.engine.errors import UnavailableError, UsageError
 from rmtui.engine.views import files
 from rmtui.engine.views.package import MAX_BYTES
@@ -95,7 +96,8 @@ class ProviderClient:
             raise ProviderError(f"provider at {self.base_url} has an untrusted certificate: {exc.verify_message}") \
                 from None
         except (OSError, http.client.HTTPException) as exc:
-            raise ProviderError(f"provider at {self.base_url} is unreachable: {exc}") from None
+            # a malformed answer's exception quotes the provider's bytes (a bad status line)
+            raise ProviderError(f"provider at {self.base_url} is unreachable: {remote_text(exc)}") from None
         finally:
             conn.close()
 
@@ -106,10 +108,10 @@ class ProviderClient:
             raise ProviderError(f"{what}: the provider refused the token (HTTP {status})", status=status)
         if status != 200:
             try:
-                msg = json.loads(raw).get("message") or raw[:200].decode("utf-8", "replace")
-            except (ValueError, AttributeError):
-                msg = raw[:200].decode("utf-8", "replace")
-            raise ProviderError(f"{what}: HTTP {status}: {msg}", status=status)
+                msg = json.loads(raw).get("message") or raw
+            except (ValueError, AttributeError, RecursionError):
+                msg = raw
+            raise ProviderError(f"{what}: HTTP {status}: {remote_text(msg)}", status=status)
 
     def _json(self, method: str, route: str, payload: dict | None, what: str) -> dict:
         body = json.dumps(payload, ensure_ascii=False).encode() if payload is not None else None
@@ -117,7 +119,7 @@ class ProviderClient:
         self._check(status, raw, MAX_JSON_BYTES, what)
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than the parser follows is no answer either
             raise ProviderError(f"{what}: the provider answered invalid JSON") from None
         if not isinstance(data, dict):
             raise ProviderError(f"{what}: the provider's answer is not a JSON object")

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
+from rmtui.engine.display import remote_text
 from rmtui.engine.errors import UnavailableError, UsageError
 from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.roots import MemoryRoot
@@ -95,8 +96,8 @@ def _git(cwd: Path, *args: str, timeout: float = GIT_TIMEOUT, data: bytes | None
         raise GitShareError(f"git {args[0]} timed out after {timeout:g} s") from None
     if check and proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip()
-        raise GitShareError(f"git {args[0]} failed: {err.splitlines()[-1] if err else proc.returncode}",
-                            details={"stderr": err})
+        raise GitShareError(f"git {args[0]} failed: {remote_text(err.splitlines()[-1]) if err else proc.returncode}",
+                            details={"stderr": remote_text(err, 4000)})
     return proc
 
 
@@ -262,7 +263,7 @@ def publish(root: MemoryRoot, package: Path, *, repo_url: str, view_id: str, tit
             err = (proc.stderr + proc.stdout).decode("utf-8", "replace").strip()
             if attempt or not any(w in err for w in ("rejected", "non-fast-forward", "fetch first")):
                 raise GitShareError(f"could not push the share to {repo_url} ({chosen}): "
-                                    f"{err.splitlines()[-1] if err else proc.returncode}; commit {commit[:12]} "
+                                    f"{remote_text(err.splitlines()[-1]) if err else proc.returncode}; commit {commit[:12]} "
                                     "is kept in the local cache; publish again to retry")
     raise GitShareError("unreachable")  # pragma: no cover
 

@@ -11,8 +11,9 @@ SHA-256 is kept):
 A missing or wrong token, or a token of another view, gets 401 and nothing else, and so
 does a view that does not exist (no probing for names). Loopback only unless
 ``allow_remote``. Limits: request bodies (``max_body_bytes``), question length,
-questions answered at once (``max_answers``, 429 past it), open connections
-(uvicorn's ``limit_concurrency``), and the answer time of the view's ``question.toml``.
+questions answered at once (``max_answers``, 429 past it), the answer time of the view's
+``question.toml``, and connections: how many in all and per client address, and how long a
+client may take to send a request head and body (:mod:`.connections`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ class Limits:
     max_body_bytes: int = 16 * 1024
     max_answers: int = 2
     max_connections: int = 32
+    max_connections_per_client: int = 8
     keep_alive_seconds: int = 5
+    header_timeout_seconds: float = 10.0
+    body_timeout_seconds: float = 10.0
 
 
 def is_loopback(host: str) -> bool:
@@ -140,11 +144,16 @@ def make_app(root: MemoryRoot, limits: Limits = Limits()):
             return failure(413, "too_large", f"request bodies are at most {limits.max_body_bytes} bytes")
         if request.headers.get("content-type", "").split(";")[0].strip() not in JSON_TYPES:
             return failure(415, "bad_input", "send JSON: {\"question\": \"...\"}")
+        from starlette.requests import ClientDisconnect
+
         body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limits.max_body_bytes:
-                return failure(413, "too_large", f"request bodies are at most {limits.max_body_bytes} bytes")
+        try:
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limits.max_body_bytes:
+                    return failure(413, "too_large", f"request bodies are at most {limits.max_body_bytes} bytes")
+        except ClientDisconnect:  # gone, or closed past the body deadline: nobody reads an answer
+            return failure(408, "timeout", "the request body did not arrive in time")
         try:
             import json
 
@@ -201,8 +210,16 @@ class ViewServer:
         bound = self.sock.getsockname()[1]
         shown = f"[{host}]" if ":" in host else host
         self.url = f"http://{shown}:{bound}"
-        config = uvicorn.Config(make_app(root, limits), log_level="warning", access_log=False, lifespan="off",
-                                limit_concurrency=limits.max_connections,
+        from rmtui.engine.views.connections import guarded_protocol
+
+        protocol = guarded_protocol(max_connections=limits.max_connections,
+                                    max_connections_per_client=limits.max_connections_per_client,
+                                    header_timeout_seconds=limits.header_timeout_seconds,
+                                    body_timeout_seconds=limits.body_timeout_seconds)
+        # the protocol bounds connections itself; uvicorn's own limit (which answers 503 to a
+        # request while idle connections fill it) sits just past that bound
+        config = uvicorn.Config(make_app(root, limits), http=protocol, log_level="warning", access_log=False,
+                                lifespan="off", limit_concurrency=limits.max_connections + 1,
                                 timeout_keep_alive=limits.keep_alive_seconds, server_header=False)
         self.server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None

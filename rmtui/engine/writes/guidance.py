@@ -1,5 +1,6 @@
 """Guidance capture (docs/architecture.md, "Guidance capture"): pending agent guidance goes to
-``AGENT_GUIDANCE_INBOX.md``, each capture its own supervised commit; Update folds it in later.
+``AGENT_GUIDANCE_INBOX.md``, each capture its own supervised commit; a person reviews it later
+(docs/memory-doctrine.md, "Guidance inbox"), Update leaves it alone.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rmtui.engine.evidence.queue import check_identifier, decode_evidence
+from rmtui.engine.evidence.queue import check_session_id, decode_evidence
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.writes.program import program_write
 
@@ -42,7 +43,7 @@ def _entry(session: str, text: str, now: datetime) -> tuple[str, str]:
 
 def capture(root: MemoryRoot, session: str, data: bytes) -> dict:
     """Append one guidance entry through the supervisor; retried if another capture races."""
-    check_identifier(session, "session id")
+    check_session_id(session)
     text = decode_evidence(data, limit=root.config().get("update.max_evidence_bytes"))
     entry: dict[str, str] = {}
 

@@ -11,13 +11,14 @@ from pathlib import Path
 import git
 
 from rmtui.engine.errors import ConflictError, UsageError
+from rmtui.engine.gitutil import IDENTITY
 from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.graph import Issue
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.memory.validation import validate_root
 from rmtui.engine.writes.admission import dirty_paths
 from rmtui.engine.writes.operations import Operation, Receipt
-from rmtui.engine.writes.supervisor import IDENTITY, Supervisor
+from rmtui.engine.writes.supervisor import Supervisor
 
 KIND = "maintenance"
 LEASE_SECONDS = 7 * 24 * 3600

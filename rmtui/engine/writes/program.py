@@ -16,10 +16,11 @@ from pathlib import Path
 import git
 
 from rmtui.engine.errors import ConflictError
+from rmtui.engine.gitutil import IDENTITY
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.writes.admission import StaleBase
 from rmtui.engine.writes.operations import Receipt
-from rmtui.engine.writes.supervisor import IDENTITY, Supervisor
+from rmtui.engine.writes.supervisor import Supervisor
 
 ATTEMPTS = 5
 
@@ -30,7 +31,7 @@ def settle(sup: Supervisor, op_id: str, why: str) -> None:
     op = sup.store.get(op_id)
     if op.final:
         return
-    if op.phase == "prepared" and op.candidate_commit and sup._is_ancestor(op.candidate_commit, sup.head()):
+    if op.phase == "prepared" and op.candidate_commit and sup.publisher.is_ancestor(op.candidate_commit, sup.head()):
         return
     sup.fail(op, why)
 

@@ -17,7 +17,7 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Button, Input, Label, Static, TextArea
 
 from rmtui.tui.readers import display_path
-from rmtui.tui.widgets.tables import timestamp
+from rmtui.tui.wording import timestamp
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # the folder holding the rmtui package
 

@@ -2,19 +2,17 @@
 
 Following an edge: ``enter`` on a tree item with edges opens its edge list (or follows its
 only edge), ``[`` goes back, and the preview's title is the breadcrumb of the path followed.
-Decisions on evidence keep the cursor in the inbox, ask before a bulk decision over the whole
-inbox, and can be undone (``u``) until a batch claims the evidence. The evidence pane's
-header says why queued evidence is not moving and what moves it; ``U`` runs Update now when a
-model is configured, with a progress line while it runs. On a small terminal the right
-column shows the evidence and one other pane (preview, operations or receipts; ``o`` cycles).
+Decisions on evidence (approve, reject, undo, Update now, corrections of a landing) are the
+evidence pane's (:mod:`rmtui.tui.widgets.evidence_pane`); the screen reads the root and hands
+the queue to it. On a small terminal the right column shows the evidence and one other pane
+(preview, operations or receipts; ``o`` cycles).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
-from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -22,31 +20,18 @@ from textual.containers import Container, Horizontal, Vertical
 from textual.widgets import Footer, Header, Input, Static, Tree
 from textual.worker import get_current_worker
 
-from rmtui.engine.errors import EngineError
 from rmtui.engine.host import watch
 from rmtui.tui import readers
-from rmtui.tui.messages import (
-    EngineDone,
-    EngineFailed,
-    EngineProgress,
-    EvidenceDecided,
-    FollowItem,
-    GraphLoaded,
-    ItemHistoryLoaded,
-    OperationsLoaded,
-    QueueLoaded,
-    QueueWaitingLoaded,
-)
-from rmtui.tui.screens.base import LiveScreen, error_text
-from rmtui.tui.screens.dialogs import ConfirmScreen, EvidenceScreen, PromptScreen
+from rmtui.tui.keys import key_of
+from rmtui.tui.messages import FollowItem, GraphLoaded, ItemHistoryLoaded, OperationsLoaded, QueueLoaded
+from rmtui.tui.screens.base import LiveScreen
+from rmtui.tui.screens.dialogs import PromptScreen
+from rmtui.tui.widgets.evidence_pane import EvidencePane
 from rmtui.tui.widgets.memory_tree import Entry, MemoryTree, item_key
+from rmtui.tui.widgets.operations_table import OperationsTable
 from rmtui.tui.widgets.preview import EdgeList, ItemPreview
 from rmtui.tui.widgets.progress_line import ProgressLine
-from rmtui.tui.widgets.tables import EvidenceTable, OperationsTable, ReceiptsTable
-from rmtui.tui.wording import count
-
-if TYPE_CHECKING:
-    from rmtui.engine.host.waiting import QueueWaiting
+from rmtui.tui.widgets.receipts_table import ReceiptsTable
 
 PREVIEW_DELAY = 0.05  # seconds the tree cursor rests before the preview follows it
 #: below this size the right column shows the evidence and one other pane
@@ -76,16 +61,11 @@ class MainScreen(LiveScreen):
         super().__init__(id="main")
         self.state = None  # GraphState
         self.history: list[str] = []
-        self.evidence: list = []
         self.loaded: set[str] = set()  # which of graph/queue/operations arrived at least once
         self._signatures: dict[str, object] = {}
         self._pending_entry: Entry | None = None
         self._preview_timer = None
         self._edge_state = 0
-        self.counts: dict[str, int] = {}
-        self.waiting: QueueWaiting | None = None
-        self.decisions: list[EvidenceDecided] = []  # what `u` can undo, newest last
-        self.updating = False
         self.compact = False
         self.slot = "preview"  # the pane the compact layout shows beside the evidence
 
@@ -103,16 +83,13 @@ class MainScreen(LiveScreen):
             with Horizontal(id="activity"):
                 yield OperationsTable(clock=clock, id="operations")
                 yield ReceiptsTable(id="receipts")
-            with Vertical(id="evidence-pane", classes="pane"):
-                yield Static("", id="queue-header")
-                yield EvidenceTable(clock=clock, id="evidence")
+            yield EvidencePane(clock=clock, id="evidence-pane", classes="pane")
         yield ProgressLine(id="main-progress")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#graph").border_title = "Memory graph"
         self.query_one("#preview").border_title = "Preview"
-        self.query_one("#evidence-pane").border_title = "Evidence"
         self.query_one("#operations").border_title = "Operations & tasks"
         self.query_one("#receipts").border_title = "Receipts"
         self.query_one("#graph", MemoryTree).focus()
@@ -141,23 +118,8 @@ class MainScreen(LiveScreen):
         if not get_current_worker().is_cancelled:
             self.post_message(QueueLoaded(evidence, counts, signature, machines=machines))
 
-    @work(thread=True, exclusive=True, group="main-waiting", exit_on_error=False)
-    def load_waiting(self) -> None:
-        waiting = readers.read_waiting(self.app.root, now=self.app.clock())
-        if not get_current_worker().is_cancelled:
-            self.post_message(QueueWaitingLoaded(waiting))
-
     def _want_waiting(self) -> None:
-        """Read why queued evidence waits, once the graph is shown (so a large root's first
-        paint never shares the interpreter with it)."""
-        if not (self.counts.get("queued") or self.counts.get("claimed")):
-            if self.waiting is not None:
-                self.waiting = None
-                self._queue_header()
-                self.refresh_bindings()
-            return
-        if "graph" in self.loaded:
-            self.load_waiting()
+        self.query_one(EvidencePane).want_waiting(graph_shown="graph" in self.loaded)
 
     @work(thread=True, exclusive=True, group="main-ops", exit_on_error=False)
     def load_operations(self) -> None:
@@ -195,64 +157,13 @@ class MainScreen(LiveScreen):
         self._edge_bindings()
 
     def on_queue_loaded(self, message: QueueLoaded) -> None:
-        self.counts = message.counts
+        pane = self.query_one(EvidencePane)
+        pane.counts = message.counts
         self._want_waiting()  # even when the queue reads the same: the config or a lease may have changed
         if self._unchanged("queue", message.signature):
             return
-        self.evidence = message.evidence
-        self.counts = message.counts
-        table = self.query_one(EvidenceTable)
-        table.set_evidence(message.evidence, machines=message.machines)
-        c = message.counts
-        title = f"Evidence · {c.get('inbox', 0)} inbox · {c.get('queued', 0)} queued"
-        if c.get("claimed"):
-            title += f" · {c['claimed']} claimed"
-        self.query_one("#evidence-pane").border_title = title
-        self._queue_header()
+        pane.show_queue(message.evidence, message.counts, message.machines)
         self._update_status()
-
-    def on_queue_waiting_loaded(self, message: QueueWaitingLoaded) -> None:
-        if message.waiting == self.waiting:
-            return
-        self.waiting = message.waiting
-        self._queue_header()
-        self.refresh_bindings()
-
-    def key_of(self, binding_id: str, default: str) -> str:
-        """The key a binding has now (after the user's remaps), as the footer shows it."""
-        from textual.binding import Binding as _Binding
-
-        key = self.app.keymap_overrides.get(binding_id, default).split(",")[0]
-        return self.app.get_key_display(_Binding(key, ""))
-
-    def _queue_header(self) -> None:
-        """What waits for whom: the inbox for the person, queued evidence for an Update."""
-        c = self.counts
-        text = Text()
-        inbox = c.get("inbox", 0)
-        if inbox:
-            text.append(f"{inbox} wait for your approval", style="bold")
-        if inbox and not self.compact:  # compact: the footer has the keys, the lines go to the queue
-            text.append(f": {self.key_of('evidence.approve', 'a')} approve · {self.key_of('evidence.reject', 'x')} "
-                        f"reject · {self.key_of('evidence.approve_all', 'A')} all · "
-                        f"{self.key_of('evidence.view', 'v')} view")
-        w = self.waiting
-        if w is not None:
-            if text:
-                text.append("\n")
-            text.append(f"{w.queued} queued" if w.queued else f"{w.claimed} claimed", style="bold")
-            text.append(f": {w.reason}.")
-            if w.move in ("run_now", "retry"):
-                verb = "retry" if w.move == "retry" else "run Update now"
-                text.append(f" Press {self.key_of('main.run_update', 'U')} to {verb}", style="bold")
-                text.append(f" (or `{w.command}`).")
-            elif w.move == "configure":
-                text.append(f" To move it: {w.command}.")
-            elif w.command:
-                text.append(f" Next: `{w.command}`.")
-        if not text:
-            text.append("Nothing waits: evidence that agents submit shows here.")
-        self.query_one("#queue-header", Static).update(text)
 
     def on_operations_loaded(self, message: OperationsLoaded) -> None:
         if self._unchanged("operations", message.signature):
@@ -268,10 +179,7 @@ class MainScreen(LiveScreen):
         self.query_one(ItemPreview).set_commit(message.key, message.commit)
 
     def _refresh_ages(self) -> None:
-        if self.evidence:
-            self.query_one(EvidenceTable).set_evidence(self.evidence)
-        if self.waiting is not None and self.waiting.until is not None and self.app.clock() >= self.waiting.until:
-            self.load_queue()  # the wait it named is over: say what it waits for now
+        self.query_one(EvidencePane).refresh_ages()
 
     def _update_status(self) -> None:
         parts = []
@@ -284,7 +192,7 @@ class MainScreen(LiveScreen):
             warned = len(st.issues) - len(errors)
             parts.append(f"{len(errors)} validation errors (first: {errors[0]})" if errors else
                          "valid" + (f" ({warned} warning{'s' if warned != 1 else ''})" if warned else ""))
-        counts = self.counts
+        counts = self.query_one(EvidencePane).counts
         if counts:
             waiting = ", ".join(f"{k} {v}" for k, v in counts.items() if v and k != "consumed")
             parts.append(f"evidence: {waiting or 'none waiting'}")
@@ -443,11 +351,9 @@ class MainScreen(LiveScreen):
         if action == "clear_filter":
             return True if self.query_one(MemoryTree).filter_text or self.query_one("#filter").has_focus else None
         if action == "undo":
-            return bool(self.decisions)
-        if action == "run_update":
-            # shown only when it would move queued evidence (a model is configured)
-            w = self.waiting
-            return (not self.updating) if w is not None and w.move in ("run_now", "retry") else False
+            return self.query_one(EvidencePane).can_undo
+        if action == "run_update":  # shown only when it would move queued evidence (a model is configured)
+            return self.query_one(EvidencePane).can_run_update
         if action == "next_pane":
             return self.compact  # only the compact layout hides panes
         if action == "focus":
@@ -472,7 +378,9 @@ class MainScreen(LiveScreen):
             self.compact = compact
             self.set_class(compact, "-compact")
             self._apply_slot()
-            self._queue_header()
+            pane = self.query_one(EvidencePane)
+            pane.compact = compact
+            pane.show_header()
             self.refresh_bindings()
 
     def action_next_pane(self) -> None:
@@ -498,223 +406,27 @@ class MainScreen(LiveScreen):
         if self.compact:
             names = {"preview": "Preview", "operations": "Operations", "receipts": "Receipts"}
             others = " · ".join(names[n] for n in SLOTS if n != self.slot)
-            self.query_one(f"#{self.slot}").border_subtitle = f"{self.key_of('main.next_pane', 'o')}: {others}"
+            self.query_one(f"#{self.slot}").border_subtitle = f"{key_of(self.app, 'main.next_pane', 'o')}: {others}"
         elif self.query_one("#preview").border_subtitle:
             self.query_one("#preview").border_subtitle = ""
 
-    # -- evidence ------------------------------------------------------------
-    def on_evidence_table_requested(self, message: EvidenceTable.Requested) -> None:
+    # -- evidence (the pane owns the decisions; u and U work from every pane) ----
+    def on_evidence_pane_reload(self, message: EvidencePane.Reload) -> None:
         message.stop()
-        uids = message.uids
-        n = len(uids)
-        if message.action == "approve" and message.confirm:
-            self.app.push_screen(
-                ConfirmScreen("Approve all", f"Nothing is marked: approve all {count(n, 'piece')} of evidence in "
-                                             f"the inbox? Approved evidence is queued for Update.",
-                              yes=f"Approve {n}"),
-                lambda yes: self.approve(uids) if yes else None)
-        elif message.action == "approve":
-            self.approve(uids)
-        elif message.action == "reject" and message.confirm:
-            self.app.push_screen(
-                ConfirmScreen("Reject all", f"Nothing is marked: reject all {count(n, 'piece')} of evidence in the "
-                                            f"inbox? They leave the inbox and are kept with the reason you give next.",
-                              yes=f"Reject {n}", destructive=True),
-                lambda yes: self.ask_reject(uids) if yes else None)
-        elif message.action == "reject":
-            self.ask_reject(uids)
-        elif message.action == "view":
-            ev = next((e for e in self.evidence if e.uid == uids[0]), None)
-            if ev is not None:
-                self.app.push_screen(EvidenceScreen(ev), lambda answer: self._after_view(ev.uid, answer))
-
-    def _after_view(self, uid: str, answer: str | None) -> None:
-        if answer == "approve":
-            self.approve([uid])
-        elif answer == "reject":
-            self.ask_reject([uid])
-
-    def ask_reject(self, uids: list[str]) -> None:
-        def done(reason: str | None) -> None:
-            if reason:
-                self.reject(uids, reason)
-
-        what = uids[0][:8] if len(uids) == 1 else f"each of the {count(len(uids), 'piece')} of evidence"
-        self.app.push_screen(PromptScreen("Reject evidence", f"Why is {what} rejected? (kept with this reason)",
-                                          placeholder="reason", empty_error="A rejection needs a reason.",
-                                          input_id="reject-reason"), done)
-
-    def approve(self, uids: list[str]) -> None:
-        self.query_one(EvidenceTable).expect_decision(uids)
-        self._approve(uids)
-
-    def reject(self, uids: list[str], reason: str) -> None:
-        self.query_one(EvidenceTable).expect_decision(uids)
-        self._reject(uids, reason)
-
-    @work(thread=True, exclusive=True, group="main-evidence-write", exit_on_error=False)
-    def _approve(self, uids: list[str]) -> None:
-        from rmtui.engine.evidence.queue import EvidenceQueue
-
-        try:
-            with EvidenceQueue(self.app.root) as q:
-                q.approve(uids)
-        except EngineError as exc:
-            self.post_message(EngineFailed("approve", error_text(exc)[0]))
-            return
-        self.post_message(EvidenceDecided("approve", uids, dict.fromkeys(uids, "inbox"),
-                                          f"approved {count(len(uids), 'piece')} of evidence"))
-
-    @work(thread=True, exclusive=True, group="main-evidence-write", exit_on_error=False)
-    def _reject(self, uids: list[str], reason: str) -> None:
-        from rmtui.engine.evidence.queue import EvidenceQueue
-
-        try:
-            with EvidenceQueue(self.app.root) as q:
-                before = {u: q.get(u).state for u in uids}
-                q.reject(uids, reason)
-        except EngineError as exc:
-            self.post_message(EngineFailed("reject", error_text(exc)[0]))
-            return
-        self.post_message(EvidenceDecided("reject", uids, before, f"rejected {len(uids)}: {reason}"))
-
-    def action_undo(self) -> None:
-        if not self.decisions:
-            return
-        decision = self.decisions.pop()
-        self.refresh_bindings()
-        self.query_one(EvidenceTable).put_cursor_on(decision.uids[0])
-        self._undo(decision)
-
-    @work(thread=True, exclusive=True, group="main-evidence-write", exit_on_error=False)
-    def _undo(self, decision: EvidenceDecided) -> None:
-        from rmtui.engine.evidence.queue import EvidenceQueue
-
-        try:
-            with EvidenceQueue(self.app.root) as q:
-                if decision.action == "approve":
-                    q.unapprove(decision.uids)
-                else:
-                    for state in ("inbox", "queued"):
-                        group = [u for u in decision.uids if decision.before.get(u) == state]
-                        if group:
-                            q.unreject(group, to=state)
-        except EngineError as exc:
-            text = error_text(exc)[0]
-            if "claimed" in text:
-                text += ": a batch has it now, so the approval stands"
-            self.post_message(EngineFailed("undo", text))
-            return
-        verb = "approval" if decision.action == "approve" else "rejection"
-        back = "the inbox" if set(decision.before.values()) == {"inbox"} else "where it was"
-        self.post_message(EvidenceDecided("undo", decision.uids, {},
-                                          f"undid the {verb} of {count(len(decision.uids), 'piece')} of evidence: "
-                                          f"back in {back}"))
-
-    def on_evidence_decided(self, message: EvidenceDecided) -> None:
-        if message.action != "undo":
-            self.decisions.append(message)
-            self.notify(f"{message.text} · {self.key_of('main.undo', 'u')} undoes")
-        else:
-            self.notify(message.text)
-        self.refresh_bindings()
-        self.load_queue()
-
-    # -- running Update ------------------------------------------------------
-    def action_run_update(self) -> None:
-        w = self.waiting
-        if w is None or w.move not in ("run_now", "retry") or self.updating:
-            return
-        self.updating = True
-        self.refresh_bindings()
-        self.query_one(ProgressLine).start("Update")
-        self._run_update(w.move)
-
-    @work(thread=True, exclusive=True, group="main-update", exit_on_error=False)
-    def _run_update(self, move: str) -> None:
-        from rmtui.engine import progress
-        from rmtui.engine.roles.update_driver import UpdateDriver
-
-        try:
-            with progress.reporting(lambda p: self.post_message(EngineProgress("update", p))):
-                driver = UpdateDriver(self.app.root)
-                out = driver.retry() if move == "retry" else driver.run_once(force=True)
-        except EngineError as exc:
-            self.post_message(EngineFailed("update", error_text(exc)[0]))
-            return
-        if out["state"] == "failed":
-            self.post_message(EngineFailed("update", f"batch {out['batch_id'][:12]} failed: {out['error']['message']}"
-                                                     f" (it is now {out['batch_state']})"))
-        elif out["state"] == "idle":
-            self.post_message(EngineDone("Update: nothing to run", reload=("queue", "operations")))
-        else:
-            r = out.get("receipt") or {}
-            landed = (r.get("landed_commit") or "")[:10]
-            changed = ", ".join(r.get("changed_paths") or []) or "no memory change"
-            self.post_message(EngineDone(f"Update {out['state']}" + (f" as {landed}" if landed else "")
-                                         + f": {changed}", reload=("queue", "operations")))
-
-    def on_engine_progress(self, message: EngineProgress) -> None:
-        self.query_one(ProgressLine).show(message.progress)
-
-    def _update_ended(self) -> None:
-        if self.updating:
-            self.updating = False
-            self.query_one(ProgressLine).stop()
-            self.refresh_bindings()
-
-    def worker_failed(self, worker) -> None:
-        if worker.group == "main-update":
-            self._update_ended()
-
-    def on_engine_done(self, message: EngineDone) -> None:
-        self._update_ended()
-        self.notify(message.text)
-        if "queue" in message.reload:
+        if "queue" in message.kinds:
             self.load_queue()
-        if "operations" in message.reload:
+        if "operations" in message.kinds:
             self.load_operations()
 
-    def on_engine_failed(self, message: EngineFailed) -> None:
-        if message.action == "update":
-            self._update_ended()
-        if message.action in ("approve", "reject"):
-            self.query_one(EvidenceTable).forget_decision()
-        self.notify(f"{message.action}: {message.text}", severity="error", timeout=8)
-        self.load_queue()
+    def action_undo(self) -> None:
+        self.query_one(EvidencePane).undo()
 
-    # -- corrections of a landing (receipts: c) ------------------------------
+    def action_run_update(self) -> None:
+        self.query_one(EvidencePane).run_update()
+
     def on_receipts_table_correction_requested(self, message: ReceiptsTable.CorrectionRequested) -> None:
         message.stop()
-        r = message.receipt
-        asked = (r.correction or {}) if r.correction and r.correction.get("status") == "needs_input" else {}
-        prompt = (f"It asks: {asked['message']}\nYour answer:" if asked
-                  else f"What is wrong with {r.operation_id[:28]}? (the update-correction role reworks it)")
-
-        def done(comment: str | None) -> None:
-            if comment:
-                self.notify(f"correcting {r.operation_id[:28]} …")
-                self._correct(r.operation_id, comment)
-
-        self.app.push_screen(PromptScreen("Correct a landing", prompt, placeholder="comment",
-                                          empty_error="A correction needs a comment.", input_id="correct-comment"),
-                             done)
-
-    @work(thread=True, exclusive=True, group="main-correct", exit_on_error=False)
-    def _correct(self, op_id: str, comment: str) -> None:
-        from rmtui.engine.cycles.corrections import correct_landing
-
-        try:
-            out = correct_landing(self.app.root, op_id, comment)
-        except EngineError as exc:
-            self.post_message(EngineFailed("correct", error_text(exc)[0]))
-            return
-        if out["status"] == "failed":
-            self.post_message(EngineFailed("correct", out["message"]))
-            return
-        text = {"applied": "correction applied", "no_change": "the landing stands",
-                "needs_input": "the correction asks"}[out["status"]]
-        self.post_message(EngineDone(f"{text}: {out['message']}", reload=("operations",)))
+        self.query_one(EvidencePane).correct(message.receipt)
 
     # -- diffs ---------------------------------------------------------------
     def on_operations_table_diff_requested(self, message: OperationsTable.DiffRequested) -> None:

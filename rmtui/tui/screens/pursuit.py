@@ -1,7 +1,7 @@
 """The Pursuit editor (screen 5): the Pursuit map with its Focus order, the selected Pursuit's
 body, and one key per editor operation.
 
-Every edit goes through :mod:`rmtui.engine.cycles.pursuit` against the revision this screen
+Every edit goes through :mod:`rmtui.engine.pursuit` against the revision this screen
 last showed, so an edit made behind its back (the CLI, another workbench, a landed commit) is
 refused as stale: the screen says so, reloads, and nothing is lost. Edits stay pending in the
 engine's journal (undo and redo survive a restart) until ``c`` lands them as one commit
@@ -173,7 +173,7 @@ class PursuitScreen(LiveScreen):
 
     @work(thread=True, exclusive=True, group="pursuit-load", exit_on_error=False)
     def _load(self, seq: int) -> None:
-        from rmtui.engine.cycles import pursuit
+        from rmtui.engine import pursuit
 
         try:
             state = pursuit.show(self.app.root)
@@ -290,7 +290,7 @@ class PursuitScreen(LiveScreen):
 
     @work(thread=True, exclusive=True, group="pursuit-write", exit_on_error=False)
     def _write(self, seq: int, action: str, op: dict | None, revision: str | None) -> None:
-        from rmtui.engine.cycles import pursuit
+        from rmtui.engine import pursuit
 
         root = self.app.root
         try:

@@ -37,8 +37,8 @@ from rmtui.tui.messages import (
 )
 from rmtui.tui.screens.base import LiveScreen, error_text
 from rmtui.tui.screens.dialogs import PromptScreen
-from rmtui.tui.widgets.tables import SharedViewsTable, when
-from rmtui.tui.wording import count
+from rmtui.tui.widgets.views_table import SharedViewsTable
+from rmtui.tui.wording import count, when
 
 if TYPE_CHECKING:
     from rmtui.engine.sync.overview import SyncOverview

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from rmtui.engine.errors import UnavailableError, UsageError
 from rmtui.engine.memory import config as _config_module
-from rmtui.engine.memory.config import EXECUTOR_FALLBACK_ORDER, Config, api_key_from_env
+from rmtui.engine.memory.config import Config, api_key_from_env
+from rmtui.engine.memory.config_schema import EXECUTOR_FALLBACK_ORDER
 from rmtui.engine.memory.role_table import ROLES
 from rmtui.engine.roles.executors.base import ExecutorSettings
 

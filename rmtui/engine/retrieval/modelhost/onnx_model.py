@@ -14,11 +14,10 @@ texts), and a probe vector stored with it is checked on every load, so a damaged
 is noticed and made again. ONNX vectors therefore share the torch model's identity: the
 vector cache stays valid when the backend changes.
 
-Where exports live: ``$RMTUI_MODEL_CACHE`` when set (only there), else the first writable of
-``<venv>/share/rmtui/onnx`` (made by ``scripts/install.sh``; found by every user of that
-install) and ``$XDG_CACHE_HOME/rmtui/onnx`` (``~/.cache/rmtui/onnx``); lookups try both.
+Where exports live: see ``model_cache`` (``$RMTUI_MODEL_CACHE``, else the install's share
+folder or the user's cache).
 
-Run ``python -m rmtui.engine.retrieval.onnx_model export --model-path DIR`` to export in a
+Run ``python -m rmtui.engine.retrieval.modelhost.onnx_model export --model-path DIR`` to export in a
 separate process (what :func:`ensure_export` does, so that the caller never loads torch).
 """
 
@@ -39,9 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rmtui.engine.errors import UnavailableError
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock
+from rmtui.engine.retrieval.modelhost.model_cache import cache_dirs, file_signature, model_identity, write_dir
 
 #: Bump when the export or the runtime pipeline changes: older exports are then ignored.
 EXPORT_VERSION = 1
@@ -50,7 +49,6 @@ MANIFEST = "manifest.json"
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 VERIFIED_FILE = "verified.json"
-CACHE_ENV = "RMTUI_MODEL_CACHE"
 THREADS_ENV = "RMTUI_EMBED_THREADS"
 #: Lowest cosine between an ONNX vector and the torch vector of the same text that is accepted.
 PARITY_MIN_COSINE = 0.9999
@@ -136,75 +134,12 @@ def pool(hidden: np.ndarray, mask: np.ndarray, layout: Layout) -> np.ndarray:
 
 # -- where exports live ------------------------------------------------------------------
 
-def cache_dirs() -> list[Path]:
-    """Export folders, in lookup order (see the module docstring)."""
-    if os.environ.get(CACHE_ENV):
-        return [Path(os.environ[CACHE_ENV]).expanduser()]
-    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rmtui" / "onnx"
-    dirs = [user]
-    if sys.prefix != sys.base_prefix:  # a virtual environment: the install's own share folder
-        dirs.insert(0, Path(sys.prefix) / "share" / "rmtui" / "onnx")
-    return dirs
-
-
 def export_key(identity: str) -> str:
     """Folder name: the model's readable name, then a digest of identity and export version."""
     name = identity.split("@", 1)[0]
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:60] or "model"
     digest = hashlib.sha256(f"{identity}\0onnx-export-v{EXPORT_VERSION}\0opset{OPSET}".encode()).hexdigest()[:20]
     return f"{safe}-{digest}"
-
-
-def memo_get(name: str, key: str, sig: list) -> str | None:
-    """A remembered answer for ``key`` while its inputs still have signature ``sig``."""
-    for d in cache_dirs():
-        try:
-            entry = json.loads((d / f"{name}.json").read_text()).get(key)
-        except (OSError, ValueError, AttributeError):
-            continue
-        if isinstance(entry, dict) and entry.get("sig") == sig and isinstance(entry.get("value"), str):
-            return entry["value"]
-    return None
-
-
-def memo_put(name: str, key: str, sig: list, value: str) -> None:
-    """Remember (best effort: a memo that cannot be written costs only the recomputation)."""
-    for d in cache_dirs():
-        path = d / f"{name}.json"
-        try:
-            d.mkdir(parents=True, exist_ok=True)
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError):
-                data = {}
-            if not isinstance(data, dict):
-                data = {}
-            data[key] = {"sig": sig, "value": value}
-            if len(data) > 64:  # old model folders: keep the newest entries
-                data = dict(list(data.items())[-64:])
-            atomic_write_text(path, json.dumps(data))
-            return
-        except OSError:
-            continue
-
-
-def _writable(d: Path) -> bool:
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-        probe = d / f".write-probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-        return True
-    except OSError:
-        return False
-
-
-def write_dir() -> Path:
-    for d in cache_dirs():
-        if _writable(d):
-            return d
-    raise UnavailableError(f"no writable folder for the ONNX export among {', '.join(map(str, cache_dirs()))}; "
-                           f"set {CACHE_ENV}")
 
 
 def _manifest(folder: Path) -> dict | None:
@@ -237,8 +172,6 @@ def damaged_exports(identity: str) -> list[Path]:
 def export_model(model_path: Path, identity: str | None = None, *, dest: Path | None = None,
                  log: Callable[[str], None] = say) -> Path:
     """Export ``model_path`` to ONNX under the cache, check it against torch, and return its folder."""
-    from rmtui.engine.retrieval.embeddings import model_identity
-
     model_path = Path(model_path).resolve()
     layout = read_layout(model_path)
     identity = identity or model_identity(model_path, "sentence-transformers")
@@ -371,7 +304,7 @@ def ensure_export(model_path: Path, identity: str, *, log: Callable[[str], None]
     if found is not None:
         return found
     read_layout(model_path)  # unsupported models fail here, before a process is started
-    cmd = [sys.executable, "-m", "rmtui.engine.retrieval.onnx_model", "export", "--model-path", str(model_path),
+    cmd = [sys.executable, "-m", "rmtui.engine.retrieval.modelhost.onnx_model", "export", "--model-path", str(model_path),
            "--identity", identity]
     log("no ONNX export of the embedding model yet: exporting it once in a helper process (torch loads there only)")
     try:
@@ -403,12 +336,6 @@ def thread_count() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
-
-
-def file_signature(path: Path) -> list[int]:
-    """What changes whenever a file's bytes are rewritten or replaced: size, mtime, ctime, inode."""
-    st = path.stat()
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 def _verify(model: Path, man: dict) -> None:
@@ -598,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     """``export --model-path DIR [--identity ID]``: exit 0 done, 3 unsupported model, 1 failure."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m rmtui.engine.retrieval.onnx_model")
+    ap = argparse.ArgumentParser(prog="python -m rmtui.engine.retrieval.modelhost.onnx_model")
     ap.add_argument("command", choices=["export"])
     ap.add_argument("--model-path", required=True)
     ap.add_argument("--identity")

@@ -17,16 +17,15 @@ never be mixed with vectors of another.
 
 from __future__ import annotations
 
-import hashlib
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
 from rmtui.engine.errors import UnavailableError, UsageError
-from rmtui.engine.retrieval.service_state import DEFAULT_MODEL, resolve_model_path  # noqa: F401  (re-exported)
+from rmtui.engine.retrieval.modelhost.model_cache import model_identity
+from rmtui.engine.retrieval.modelhost.service_state import DEFAULT_MODEL, ModelInfo, resolve_model_path  # noqa: F401  (re-exported)
 
 EMBED_BATCH = 64
 MAX_CANDIDATES = 200
@@ -53,81 +52,6 @@ class DenseBackend(Protocol):
     def info(self) -> ModelInfo: ...
     def embed(self, texts: list[str], kind: str) -> np.ndarray: ...
     def rerank(self, query: str, documents: list[str]) -> list[int]: ...
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """The RightMemory ``/info`` document."""
-
-    embedding_model: str
-    reranker_model: str
-    dimensions: int
-    max_batch_size: int
-    max_candidates: int
-    reranker_is_cross_encoder: bool = False
-
-    def to_json(self) -> dict:
-        return {"version": 1, "embedding_model": self.embedding_model, "reranker_model": self.reranker_model,
-                "dimensions": self.dimensions, "max_batch_size": self.max_batch_size,
-                "max_candidates": self.max_candidates, "cross_encoder": self.reranker_is_cross_encoder}
-
-
-def model_identity(path: Path, adapter: str) -> str:
-    """``<model name>@<digest>``: files, adapter and library version.
-
-    Hashing the weights costs ~0.1 s, paid by every service start; so the answer is kept in a
-    small memo beside the ONNX exports, keyed by the files' signatures (size, mtime, ctime,
-    inode: any rewrite or replacement of a file changes them, and the files are hashed again).
-    """
-    from rmtui.engine.retrieval import onnx_model
-
-    path = Path(path)
-    files = _identity_files(path)
-    try:
-        import importlib.metadata as md
-
-        st_major = md.version("sentence-transformers").split(".")[0]
-    except Exception:  # pragma: no cover - metadata always present in an install
-        st_major = ""
-    key = f"{path.resolve()}\0{adapter}\0{st_major}"
-    try:
-        sig = [[rel, *onnx_model.file_signature(f)] for rel, f in files]
-    except OSError:
-        sig = None
-    if sig is not None:
-        known = onnx_model.memo_get("identities", key, sig)
-        if known is not None:
-            return known
-    h = hashlib.sha256(f"{adapter}\0".encode())
-    h.update(st_major.encode())
-    for rel, f in files:
-        h.update(rel.encode() + b"\0" + str(f.stat().st_size).encode() + b"\0")
-        fh = hashlib.sha256()
-        with f.open("rb") as src:
-            for block in iter(lambda: src.read(1 << 20), b""):
-                fh.update(block)
-        h.update(fh.digest())
-    identity = f"{_model_name(path)}@{h.hexdigest()[:16]}"
-    if sig is not None:
-        onnx_model.memo_put("identities", key, sig, identity)
-    return identity
-
-
-def _identity_files(path: Path) -> list[tuple[str, Path]]:
-    out = []
-    for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        rel = f.relative_to(path).as_posix()
-        if rel.lower().startswith("readme") or "/." in f"/{rel}":
-            continue
-        out.append((rel, f))
-    return out
-
-
-def _model_name(path: Path) -> str:
-    """A readable name: the folder's, or its parent's for a generic ``model`` folder."""
-    if path.name.lower() in ("model", "models", "snapshot") and path.parent.name:
-        return path.parent.name.replace("gt_", "").replace("_", "-")
-    return path.name
 
 
 def _torch_threads() -> None:
@@ -168,7 +92,7 @@ class SentenceEmbedder:
 
     def encode_tokens(self, texts: list[str], kind: str) -> tuple[np.ndarray, list[np.ndarray]]:
         """As ``OnnxEmbedder.encode_tokens``: vectors and token states (special tokens left out)."""
-        from rmtui.engine.retrieval.onnx_model import unit_rows
+        from rmtui.engine.retrieval.modelhost.onnx_model import unit_rows
 
         if kind not in ("query", "passage"):
             raise ValueError("kind must be 'query' or 'passage'")
@@ -198,7 +122,7 @@ def load_embedder(path: Path, backend: str = "auto", device: str = "cpu") -> Emb
         raise UsageError(f"embedding.backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     if backend == "torch" or (backend == "auto" and device != "cpu"):
         return SentenceEmbedder(path, device)
-    from rmtui.engine.retrieval import onnx_model
+    from rmtui.engine.retrieval.modelhost import onnx_model
 
     identity = model_identity(Path(path), SentenceEmbedder.adapter)
     try:

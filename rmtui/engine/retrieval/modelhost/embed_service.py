@@ -15,7 +15,7 @@ Why a service: loading torch and a model costs seconds, and a CLI process per ag
 would pay it every time. ``retrieve`` therefore talks to a configured service, or starts a
 local one on demand (``embed_client.ensure_local_service``: detached, one per model and
 user, guarded by lock files) that exits after ``embedding.idle_timeout_seconds`` without
-requests. Only :func:`serve` loads a model (through :mod:`rmtui.engine.retrieval.embeddings`).
+requests. Only :func:`serve` loads a model (through :mod:`rmtui.engine.retrieval.modelhost.embeddings`).
 
 HTTP is uvicorn (h11, asyncio) under a small ASGI app: connections cost no thread; at
 most :data:`MAX_CONNECTIONS` are served at once (more get 503), a connection that sends no
@@ -44,7 +44,7 @@ import numpy as np
 from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import try_lock
-from rmtui.engine.retrieval.embed_client import (  # noqa: F401  (re-exported: one import for both sides)
+from rmtui.engine.retrieval.modelhost.embed_client import (  # noqa: F401  (re-exported: one import for both sides)
     MAX_BODY_BYTES,
     MAX_TEXT_CHARS,
     TOKEN_ENV,
@@ -56,8 +56,8 @@ from rmtui.engine.retrieval.embed_client import (  # noqa: F401  (re-exported: o
     service_dir,
     stop_local_service,
 )
-from rmtui.engine.retrieval.embeddings import ModelInfo
-from rmtui.engine.retrieval.service_state import RETRIEVE_ROUTE, TOKENS_ROUTE
+from rmtui.engine.retrieval.modelhost.embeddings import ModelInfo
+from rmtui.engine.retrieval.modelhost.service_state import RETRIEVE_ROUTE, TOKENS_ROUTE
 
 #: Text one /embed or /rerank request may carry in all (a full batch of the longest texts).
 MAX_REQUEST_CHARS = 64 * MAX_TEXT_CHARS
@@ -551,7 +551,7 @@ def serve(*, host: str, port: int, model: str | None, model_path: str | None, re
         if alive_fd is None:
             raise ConflictError(f"another embedding service already runs for {state_dir}")
         launch_done(state_dir)
-    from rmtui.engine.retrieval.embeddings import InProcessBackend  # the model: ONNX Runtime or torch
+    from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend  # the model: ONNX Runtime or torch
 
     models = InProcessBackend(model, model_path, reranker_path, backend=backend)
     models.warm_up()

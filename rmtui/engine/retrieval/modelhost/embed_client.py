@@ -2,7 +2,7 @@
 service launcher.
 
 Kept apart from the server (``embed_service``) so that a CLI call never imports the
-server's stack. HTTP itself is :mod:`rmtui.engine.retrieval.service_http`, the one client
+server's stack. HTTP itself is :mod:`rmtui.engine.retrieval.modelhost.service_http`, the one client
 shared with the warm retrieve route. See ``embed_service`` for the API.
 """
 
@@ -19,12 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmtui.engine import progress
-from rmtui.engine.errors import ConflictError
+from rmtui.engine.display import remote_text
+from rmtui.engine.errors import ConflictError, EngineError, UnavailableError, UsageError
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock, try_lock
-from rmtui.engine.retrieval.embeddings import ModelInfo
-from rmtui.engine.retrieval.service_http import MAX_RESPONSE_BYTES, JsonHttpClient, ServiceError  # noqa: F401  (re-exported)
-from rmtui.engine.retrieval.service_state import read_state, service_dir  # noqa: F401  (re-exported)
+from rmtui.engine.retrieval.modelhost.service_http import MAX_RESPONSE_BYTES, JsonHttpClient, ServiceError  # noqa: F401  (re-exported)
+from rmtui.engine.retrieval.modelhost.service_state import (
+    RETRIEVE_ROUTE,
+    ModelInfo,
+    read_state,
+    resolve_model_path,
+    service_dir,
+)
 
 MAX_TEXT_CHARS = 131072
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -55,7 +61,7 @@ class ServiceClient:
         status, data = self.http.request(method, route, payload)
         if status != 200:
             detail = data.get("detail") if isinstance(data, dict) else None
-            msg = f"embedding service rejected {route}: HTTP {status}" + (f": {str(detail)[:300]}" if detail else "")
+            msg = f"embedding service rejected {route}: HTTP {status}" + (f": {remote_text(detail)}" if detail else "")
             if status == 409:
                 raise ConflictError(msg, details={"status": 409})
             raise ServiceError(msg, status=status)
@@ -101,7 +107,7 @@ class ServiceClient:
 
         import numpy as np
 
-        from rmtui.engine.retrieval.service_state import TOKENS_ROUTE
+        from rmtui.engine.retrieval.modelhost.service_state import TOKENS_ROUTE
         from rmtui.engine.retrieval.tokens import dequantize
 
         if self._no_tokens:
@@ -327,3 +333,65 @@ def stop_local_service(state_dir: Path, timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int | None,
+                      include_returned: bool, include_pending: bool = True, timeout: float = 120.0) -> dict | None:
+    """Ask an already-running local warm service to run the retrieval; None when there is none.
+
+    The service runs the very same engine ``retrieve`` (same locks, same delivery history);
+    a short-lived CLI then pays neither numpy nor the corpus load. Anything unusual (a
+    configured remote service, the agent backend, no service yet) answers None, and the
+    caller retrieves in its own process, starting the service as usual.
+    ``include_pending`` is sent only when false (the route's default is true), so a service
+    that does not know the field still serves the default; one that refuses it answers 422,
+    and the caller then retrieves in its own process.
+    """
+    from rmtui.engine.memory.config import embedding_service
+
+    if (cfg.get("retrieve.backend") != "embedding" or embedding_service(cfg) is not None
+            or not cfg.get("embedding.local_service")):
+        return None
+    try:
+        model = resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path"))
+    except (UsageError, UnavailableError):
+        return None
+    st = read_state(service_dir(model, cfg.get("embedding.reranker_path")))
+    if st is None or not st.get("token"):
+        _launch_early(root_path, cfg, model)
+        return None
+    client = JsonHttpClient(st["url"], st["token"], timeout=timeout)
+    body: dict = {"root": str(root_path), "session": session, "need": need, "top": top,
+                  "include_returned": include_returned}
+    if not include_pending:
+        body["include_pending"] = False
+    try:
+        status, answer = client.request("POST", RETRIEVE_ROUTE, body)
+    except (UnavailableError, UsageError):
+        _launch_early(root_path, cfg, model)  # a stale state file: the service is gone
+        return None
+    finally:
+        client.close()
+    if status != 200:
+        return None  # an older service without the route, or a stale state file
+    return answer if isinstance(answer, dict) and "ok" in answer else None
+
+
+def _launch_early(root_path: Path, cfg, model: Path) -> None:
+    """No warm service: start one now, so that it loads its model while this CLI call loads
+    the corpus, instead of after it (a restart then costs about one service start, issue 16).
+
+    Only for a root whose vectors are cached already (a restart after the idle exit): a new or
+    empty root may not need the model at all, and its first call starts the service as before.
+    """
+    try:
+        if not any((root_path / ".runtime" / "cache" / "vectors").glob("*.bin")):
+            return
+    except OSError:
+        return
+    try:
+        start_local_service(model, cfg.get("embedding.reranker_path"),
+                            idle_timeout=float(cfg.get("embedding.idle_timeout_seconds")),
+                            backend=str(cfg.get("embedding.backend")))
+    except (OSError, EngineError):
+        pass  # the call goes on in this process and starts the service itself, reporting any failure

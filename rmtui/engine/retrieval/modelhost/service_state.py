@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from rmtui.engine.errors import UnavailableError, UsageError
@@ -61,7 +62,7 @@ def code_stamp() -> str:
     global _CODE_STAMP
     if _CODE_STAMP is None:
         digest = hashlib.sha256()
-        engine = Path(__file__).resolve().parent.parent
+        engine = Path(__file__).resolve().parents[2]
         for folder, dirs, files in os.walk(engine):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             for name in sorted(f for f in files if f.endswith(".py")):
@@ -86,67 +87,18 @@ RETRIEVE_ROUTE = "/rmtui/retrieve"
 TOKENS_ROUTE = "/rmtui/tokens"
 
 
-def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int | None,
-                      include_returned: bool, include_pending: bool = True, timeout: float = 120.0) -> dict | None:
-    """Ask an already-running local warm service to run the retrieval; None when there is none.
+@dataclass(frozen=True)
+class ModelInfo:
+    """The RightMemory ``/info`` document."""
 
-    The service runs the very same engine ``retrieve`` (same locks, same delivery history);
-    a short-lived CLI then pays neither numpy nor the corpus load. Anything unusual (a
-    configured remote service, the agent backend, no service yet) answers None, and the
-    caller retrieves in its own process, starting the service as usual.
-    ``include_pending`` is sent only when false (the route's default is true), so a service
-    that does not know the field still serves the default; one that refuses it answers 422,
-    and the caller then retrieves in its own process.
-    """
-    from rmtui.engine.memory.config import embedding_service
-    from rmtui.engine.retrieval.service_http import JsonHttpClient
+    embedding_model: str
+    reranker_model: str
+    dimensions: int
+    max_batch_size: int
+    max_candidates: int
+    reranker_is_cross_encoder: bool = False
 
-    if (cfg.get("retrieve.backend") != "embedding" or embedding_service(cfg) is not None
-            or not cfg.get("embedding.local_service")):
-        return None
-    try:
-        model = resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path"))
-    except (UsageError, UnavailableError):
-        return None
-    st = read_state(service_dir(model, cfg.get("embedding.reranker_path")))
-    if st is None or not st.get("token"):
-        _launch_early(root_path, cfg, model)
-        return None
-    client = JsonHttpClient(st["url"], st["token"], timeout=timeout)
-    body: dict = {"root": str(root_path), "session": session, "need": need, "top": top,
-                  "include_returned": include_returned}
-    if not include_pending:
-        body["include_pending"] = False
-    try:
-        status, answer = client.request("POST", RETRIEVE_ROUTE, body)
-    except (UnavailableError, UsageError):
-        _launch_early(root_path, cfg, model)  # a stale state file: the service is gone
-        return None
-    finally:
-        client.close()
-    if status != 200:
-        return None  # an older service without the route, or a stale state file
-    return answer if isinstance(answer, dict) and "ok" in answer else None
-
-
-def _launch_early(root_path: Path, cfg, model: Path) -> None:
-    """No warm service: start one now, so that it loads its model while this CLI call loads
-    the corpus, instead of after it (a restart then costs about one service start, issue 16).
-
-    Only for a root whose vectors are cached already (a restart after the idle exit): a new or
-    empty root may not need the model at all, and its first call starts the service as before.
-    """
-    try:
-        if not any((root_path / ".runtime" / "cache" / "vectors").glob("*.bin")):
-            return
-    except OSError:
-        return
-    from rmtui.engine.errors import EngineError
-    from rmtui.engine.retrieval.embed_client import start_local_service
-
-    try:
-        start_local_service(model, cfg.get("embedding.reranker_path"),
-                            idle_timeout=float(cfg.get("embedding.idle_timeout_seconds")),
-                            backend=str(cfg.get("embedding.backend")))
-    except (OSError, EngineError):
-        pass  # the call goes on in this process and starts the service itself, reporting any failure
+    def to_json(self) -> dict:
+        return {"version": 1, "embedding_model": self.embedding_model, "reranker_model": self.reranker_model,
+                "dimensions": self.dimensions, "max_batch_size": self.max_batch_size,
+                "max_candidates": self.max_candidates, "cross_encoder": self.reranker_is_cross_encoder}

@@ -1,0 +1,422 @@
+"""The schemas of a root's two configuration files and their default texts, and the checking
+of a parsed file against its schema (docs/architecture.md, "The memory root").
+
+``rightmemory.toml`` holds exactly the original's schema (COMPAT.md section 2); ``rmtui.toml``
+the settings only rmtui has. Every key is a :class:`Key` (types, default, rules); a key
+neither file knows is refused with the nearest known key.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import tomlkit
+from tomlkit.exceptions import TOMLKitError
+
+from rmtui.engine.errors import UsageError
+from rmtui.engine.memory.role_table import ROLES
+
+CONFIG_FILE = "rightmemory.toml"  # the original's schema, tracked
+LOCAL_FILE = "rmtui.toml"         # rmtui-only settings, never tracked or synced
+
+#: Role tables the original accepts (``[<role>.model]`` xor ``[<role>.agent_cli]``).
+ORIGINAL_ROLES = ("dreamer", "historian", "insight", "pruner", "retrieve", "reviewer", "shared-view-builder",
+                  "sync-reconciler", "update")
+#: A non-retrieve role without an executor of its own uses the first of these that has one,
+#: else the top-level ``[agent_cli] provider`` (the original's MODEL_FALLBACK_ROLES).
+EXECUTOR_FALLBACK_ORDER = ("update", "dreamer", "insight", "reviewer", "pruner", "sync-reconciler", "historian",
+                           "shared-view-builder")
+AGENT_CLI_PROVIDERS = ("claude", "codex")
+#: Bearer key of an embedding service when ``[retrieve.embedding]`` does not hold one.
+EMBEDDING_API_KEY_ENV = "RIGHTMEMORY_EMBEDDING_API_KEY"
+
+#: Keys of rightmemory.toml that rmtui accepts but has no feature for (``status`` lists those a
+#: file sets). Glob-like: ``x.*`` is everything under ``x``. Remove an entry when a feature
+#: starts reading the key. Executor tables of roles rmtui does not run (dreamer, reviewer,
+#: shared-view-builder) are listed by ``ignored_keys`` unless a role inherits them.
+IGNORED_ORIGINAL_KEYS = (
+    "review.*",                      # transcript review (reviewer) is not part of rmtui
+    "dreamer.watch.*",               # no Dreamer cycle
+    # the Insight watcher reads trigger_points and update_candidate_points; the daemon's
+    # poll paces it, and transcript review (review_session_points) is not part of rmtui
+    "insight.watch.check_interval_seconds", "insight.watch.review_session_points",
+    "update.async.trigger_candidates",
+    "sync.*",                        # no sync yet
+)
+
+
+@dataclass(frozen=True)
+class Key:
+    """One schema entry: accepted Python types, default and the rules its value obeys."""
+
+    types: tuple[type, ...]
+    default: Any = None
+    choices: tuple[Any, ...] | None = None
+    minimum: float | None = None
+    free_table: bool = False   # a table whose keys are not checked (e.g. model kwargs)
+    positive: bool = False     # strictly above zero
+    finite: bool = False       # no inf / nan
+    nonempty: bool = False     # a string with something besides blanks
+    fold: bool = False         # choices compared after strip().lower() (as the original does)
+    check: Callable[[Any], str | None] | None = None  # a further rule; answers the problem or None
+    items: dict[str, Any] | None = None  # an array of tables, each checked against this schema
+
+
+def _pos_int(default: int | None = None) -> Key:
+    return Key((int,), default, minimum=1)
+
+
+def _pos_num(default: float | None = None) -> Key:
+    return Key((int, float), default, positive=True, finite=True)
+
+
+def _text() -> Key:
+    return Key((str,), nonempty=True)
+
+
+def _check_url(value: str) -> str | None:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "must be an http(s) URL"
+    if parts.username is not None or parts.password is not None:
+        return "must not carry user information (put the key in api_key or RIGHTMEMORY_EMBEDDING_API_KEY)"
+    try:
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        return "has an invalid port"
+    return None
+
+
+def _original_role() -> dict[str, Any]:
+    return {
+        "model": {"model_id": _text(), "api_base": _text(), "api_key": _text(),
+                  "kwargs": Key((dict,), free_table=True)},
+        "agent_cli": {"provider": Key((str,), choices=AGENT_CLI_PROVIDERS), "model": _text()},
+    }
+
+
+def _watch(trigger: float) -> dict[str, Key]:
+    return {"trigger_points": _pos_num(trigger), "update_candidate_points": _pos_num(1.0),
+            "check_interval_seconds": _pos_int(3000),
+            "review_session_points": _pos_num()}  # accepted by the original, ignored
+
+
+def _original_schema() -> dict[str, Any]:
+    s: dict[str, Any] = {role: _original_role() for role in ORIGINAL_ROLES}
+    s["agent_cli"] = {"provider": Key((str,), choices=AGENT_CLI_PROVIDERS)}
+    s["retrieve"].update({
+        "max_output_chars": _pos_int(100000),
+        "backend": Key((str,), choices=("embedding",)),
+        "embedding": {"url": Key((str,), check=_check_url), "candidate_count": _pos_int(40),
+                      "result_count": _pos_int(10), "timeout_seconds": _pos_num(60.0), "api_key": _text()},
+    })
+    s["update"]["async"] = {"target_batch_candidates": _pos_int(15), "max_wait_seconds": _pos_int(86400),
+                            "trigger_candidates": _pos_int()}
+    s["dreamer"]["watch"] = _watch(50.0)
+    s["insight"]["watch"] = _watch(150.0)
+    s["pruner"].update({"generation_commits": _pos_int(70), "revival_grace_checkpoints": _pos_int(2)})
+    s["review"] = {"idle_seconds": _pos_int(21600), "since_days": _pos_int(3), "batch_size": _pos_int(3),
+                   "sources": Key((list,), items={"kind": Key((str,), choices=("codex", "claude"), fold=True),
+                                                  "path": _text()})}
+    s["debug"] = {"trace": Key((bool,), False)}
+    s["sync"] = {"enabled": Key((bool,), False), "stale_pull_after_hours": _pos_int(24)}
+    return s
+
+
+def _executor_knobs() -> dict[str, Any]:
+    return {
+        "model": {"api_key_env": _text(), "max_requests": Key((int,), 40, minimum=1),
+                  "tool_retries": Key((int,), 3, minimum=0), "timeout_seconds": Key((int, float), 300, minimum=1)},
+        "agent_cli": {"command": Key((str,))},
+    }
+
+
+def _local_schema() -> dict[str, Any]:
+    s: dict[str, Any] = {}
+    for role in ROLES:
+        s[role] = _executor_knobs()
+        if role not in ORIGINAL_ROLES:  # a role only rmtui has keeps its whole executor here
+            s[role]["model"].update({"model_id": _text(), "api_base": _text(), "kwargs": Key((dict,), free_table=True)})
+            s[role]["agent_cli"].update({"provider": Key((str,), choices=AGENT_CLI_PROVIDERS), "model": _text()})
+    s["update"].update({
+        "approval": Key((str,), "auto", choices=("auto", "required")),
+        "max_evidence_bytes": Key((int,), 65536, minimum=1),
+        "max_attempts": Key((int,), 3, minimum=1),
+        "retry_backoff_seconds": Key((int, float), 30, minimum=0),
+        "async": {"debounce_seconds": Key((int, float), 3600, minimum=0)},
+    })
+    s["retrieve"].update({
+        "backend": Key((str,), "embedding", choices=("embedding", "agent")),
+        "top_k": Key((int,), 8, minimum=1),
+        "min_score": Key((int, float), 0.0),
+        "fallback_to_agent": Key((bool,), True),
+        "max_selection_attempts": Key((int,), 3, minimum=1),
+        "min_similarity": Key((int, float), 0.25),
+        "lexical_weight": Key((int, float), 0.4, minimum=0),
+        "neighbour_weight": Key((int, float), 0.1, minimum=0),
+        # the learned second stage (retrieval/stage2.py) re-orders the best candidates
+        "learned_rerank": Key((bool,), True),
+    })
+    s["embedding"] = {
+        "model": Key((str,), "all-MiniLM-L6-v2"),
+        "model_path": Key((str,)),
+        "reranker_path": Key((str,)),
+        # "auto": ONNX Runtime when the model has (or can be given) an ONNX export, else torch
+        "backend": Key((str,), "auto", choices=("auto", "onnx", "torch")),
+        "rerank_top": Key((int,), 30, minimum=1),
+        "service_url": Key((str,), check=_check_url),
+        "service_token_env": Key((str,)),
+        "local_service": Key((bool,), True),
+        "idle_timeout_seconds": Key((int, float), 900, minimum=1),
+        "dense_budget_seconds": Key((int, float), 10, minimum=0),
+        "fallback_lexical": Key((bool,), True),
+    }
+    s["assistant"] = {"lease_seconds": Key((int, float), 3600, minimum=1)}
+    s["sync"] = {"push_after_landing": Key((bool,), True), "fetch_timeout_seconds": Key((int, float), 30, minimum=1),
+                 "lease_seconds": Key((int, float), 21600, minimum=1)}
+    return s
+
+
+ORIGINAL_SCHEMA = _original_schema()
+LOCAL_SCHEMA = _local_schema()
+SCHEMAS = {CONFIG_FILE: ORIGINAL_SCHEMA, LOCAL_FILE: LOCAL_SCHEMA}
+
+DEFAULT_TEXT = """\
+# rightmemory.toml: configuration of this memory root, shared with RightMemory (which reads
+# this file too and refuses any key it does not know). Settings only rmtui has live in
+# rmtui.toml beside it, which Git does not track.
+
+[update.async]
+# An Update batch forms when this many candidates are queued ...
+target_batch_candidates = 15
+# ... and never later than this many seconds after the oldest candidate arrived.
+max_wait_seconds = 86400
+
+# The model that runs Update, e.g. "anthropic:claude-sonnet-4-5" or "openai:gpt-5". A role
+# without [<role>.model] or [<role>.agent_cli] uses the first configured one (update first).
+# [update.model]
+# model_id = "anthropic:claude-sonnet-4-5"
+# api_base = "http://127.0.0.1:8080"   # any compatible endpoint
+# API keys come from ANTHROPIC_API_KEY / OPENAI_API_KEY (or api_key_env in rmtui.toml); an
+# api_key here would be committed with the root.
+#
+# Or a coding-agent CLI, for one role or (top level [agent_cli]) for all:
+# [update.agent_cli]
+# provider = "claude"   # or "codex"
+
+[retrieve]
+# Rendered output above this size is an error, never a silent truncation.
+max_output_chars = 100000
+# A remote RightMemory embedding service (without it rmtui runs a local one):
+# backend = "embedding"
+# [retrieve.embedding]
+# url = "http://127.0.0.1:8766"
+# candidate_count = 40   # ranked candidates reranked by the service's reranker ...
+# result_count = 10      # ... of which retrieve returns this many
+
+[debug]
+# Record role traces under .runtime/.
+trace = false
+"""
+
+LOCAL_DEFAULT_TEXT = """\
+# rmtui.toml: settings only rmtui has, for this root. Git does not track this file and it is
+# never synced; the settings shared with RightMemory are in rightmemory.toml. No secrets here
+# either: API keys come from environment variables.
+
+[update]
+# "auto" queues evidence for Update at once; "required" holds it in an inbox until a
+# person approves it (rmtui --headless evidence approve UID, or the workbench).
+approval = "auto"
+# Largest evidence text accepted by submit, in bytes.
+max_evidence_bytes = 65536
+
+[update.async]
+# Besides [update.async] in rightmemory.toml, a batch forms this long after a session's last submit.
+debounce_seconds = 3600
+
+[retrieve]
+# "embedding" (default, no API key needed) or "agent" (a model selects the memory).
+backend = "embedding"
+# How many ranked items retrieve returns ([retrieve.embedding] result_count when that is set).
+top_k = 8
+
+[embedding]
+# Sentence-transformers model name (the bundled one by default) or a local path.
+model = "all-MiniLM-L6-v2"
+# model_path = "/models/my-embedder"
+# reranker_path = "/models/my-cross-encoder"
+# What runs the embedding model: "auto" (ONNX Runtime from a one-time export when the model
+# allows it: starts without torch), "onnx" (only that) or "torch" (sentence-transformers).
+# backend = "auto"
+"""
+
+
+# -- schema lookups ----------------------------------------------------------------------------
+
+def schema_node(schema: dict[str, Any], parts: list[str] | tuple[str, ...]) -> Any:
+    node: Any = schema
+    for part in parts:
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _all_keys(schema: dict[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for name, spec in schema.items():
+        dotted = f"{prefix}{name}"
+        if isinstance(spec, dict):
+            out += _all_keys(spec, dotted + ".")
+        else:
+            out.append(dotted)
+    return out
+
+
+def nearest_key(dotted: str, siblings: list[str] | None = None) -> str | None:
+    """The known key most like ``dotted``: among its siblings first, then anywhere."""
+    import difflib
+
+    everywhere = sorted(set(_all_keys(ORIGINAL_SCHEMA)) | set(_all_keys(LOCAL_SCHEMA)))
+    for pool, cutoff in ((siblings or [], 0.6), (everywhere, 0.6), (siblings or everywhere, 0.0)):
+        found = difflib.get_close_matches(dotted, pool, n=1, cutoff=cutoff)
+        if found:
+            return found[0]
+    return None
+
+
+def unknown_key(label: str, dotted: str, siblings: list[str] | None = None) -> UsageError:
+    near = nearest_key(dotted, siblings)
+    hint = f" (nearest known key: {near!r})" if near else ""
+    prefix = f"{label}: " if label else ""
+    return UsageError(f"{prefix}unknown key {dotted!r}{hint}", details={"key": dotted, "nearest": near,
+                                                                        **({"file": label} if label else {})})
+
+
+def key_file(dotted: str) -> str:
+    """Which file ``set`` writes ``dotted`` to (rmtui.toml wins for a key both know)."""
+    parts = dotted.split(".")
+    if isinstance(schema_node(LOCAL_SCHEMA, parts), Key):
+        return LOCAL_FILE
+    if isinstance(schema_node(ORIGINAL_SCHEMA, parts), Key):
+        return CONFIG_FILE
+    if schema_node(LOCAL_SCHEMA, parts) is not None or schema_node(ORIGINAL_SCHEMA, parts) is not None:
+        raise UsageError(f"{dotted!r} is a table, not a value")
+    raise unknown_key("", dotted)
+
+
+def specs(dotted: str) -> tuple[Key | None, Key | None]:
+    parts = dotted.split(".")
+    o, loc = schema_node(ORIGINAL_SCHEMA, parts), schema_node(LOCAL_SCHEMA, parts)
+    if o is None and loc is None:
+        raise unknown_key("", dotted)
+    o = o if isinstance(o, Key) else None
+    loc = loc if isinstance(loc, Key) else None
+    if o is None and loc is None:
+        raise UsageError(f"{dotted!r} is a table, not a value")
+    return o, loc
+
+
+# -- validation --------------------------------------------------------------------------------
+
+def _walk(doc: Any, schema: dict[str, Any], prefix: str, label: str, other: dict[str, Any] | None,
+          other_name: str) -> None:
+    for key, value in doc.items():
+        dotted = f"{prefix}{key}"
+        spec = schema.get(key)
+        if spec is None:
+            if other is not None and schema_node(other, dotted.split(".")) is not None:
+                raise UsageError(f"{label}: {dotted!r} belongs in {other_name}, not here",
+                                 details={"key": dotted, "file": label})
+            raise unknown_key(label, dotted, [f"{prefix}{k}" for k in schema])
+        if isinstance(spec, dict):
+            if not isinstance(value, dict):
+                raise UsageError(f"{label}: {dotted!r} must be a table")
+            _walk(value, spec, dotted + ".", label, other, other_name)
+            continue
+        check_value(dotted, spec, value, label)
+
+
+def check_value(dotted: str, spec: Key, value: Any, label: str = CONFIG_FILE) -> None:
+    plain = value.unwrap() if hasattr(value, "unwrap") else value
+    ok = isinstance(plain, spec.types) and not (isinstance(plain, bool) and bool not in spec.types)
+    if not ok:
+        names = " or ".join(t.__name__ for t in spec.types).replace("dict", "table").replace("list", "array")
+        raise UsageError(f"{label}: {dotted!r} must be {names}, got {type(plain).__name__}")
+    if spec.items is not None:
+        for i, entry in enumerate(plain):
+            if not isinstance(entry, dict):
+                raise UsageError(f"{label}: {dotted}[{i}] must be a table")
+            for k, v in entry.items():
+                sub = spec.items.get(k)
+                if sub is None:
+                    raise unknown_key(label, f"{dotted}.{k}", [f"{dotted}.{s}" for s in spec.items])
+                check_value(f"{dotted}[{i}].{k}", sub, v, label)
+            missing = [k for k in spec.items if k not in entry]
+            if missing:
+                raise UsageError(f"{label}: {dotted}[{i}] needs {missing[0]!r}")
+        return
+    shown = plain.strip().lower() if spec.fold and isinstance(plain, str) else plain
+    if spec.choices is not None and shown not in spec.choices:
+        raise UsageError(f"{label}: {dotted!r} must be one of {', '.join(map(repr, spec.choices))}")
+    if spec.nonempty and not plain.strip():
+        raise UsageError(f"{label}: {dotted!r} must be a non-empty string")
+    if spec.finite and not math.isfinite(plain):
+        raise UsageError(f"{label}: {dotted!r} must be a finite number")
+    if spec.positive and plain <= 0:
+        raise UsageError(f"{label}: {dotted!r} must be above 0")
+    if spec.minimum is not None and plain < spec.minimum:
+        raise UsageError(f"{label}: {dotted!r} must be at least {spec.minimum}")
+    if spec.check is not None:
+        problem = spec.check(plain)
+        if problem:
+            raise UsageError(f"{label}: {dotted!r} {problem}")
+
+
+def _original_rules(data: dict[str, Any], label: str) -> None:
+    """The original's rules that span keys (COMPAT.md section 2)."""
+    for role in ORIGINAL_ROLES:
+        model = (data.get(role) or {}).get("model")
+        if model is None:
+            continue
+        if "model_id" not in model:
+            raise UsageError(f"{label}: [{role}.model] needs model_id", details={"key": f"{role}.model.model_id"})
+        clash = sorted({"model_id", "api_base", "api_key"} & set(model.get("kwargs") or {}))
+        if clash:
+            raise UsageError(f"{label}: [{role}.model.kwargs] must not redefine {', '.join(clash)}")
+    retrieve = data.get("retrieve") or {}
+    backend, emb = retrieve.get("backend"), retrieve.get("embedding")
+    if emb is not None and backend != "embedding":
+        raise UsageError(f'{label}: [retrieve.embedding] needs backend = "embedding" in [retrieve]')
+    if backend == "embedding":
+        if "model" in retrieve:
+            raise UsageError(f'{label}: [retrieve] backend = "embedding" cannot be combined with [retrieve.model]')
+        if emb is None or "url" not in emb:
+            raise UsageError(f'{label}: [retrieve] backend = "embedding" needs [retrieve.embedding] url',
+                             details={"key": "retrieve.embedding.url"})
+        candidates = emb.get("candidate_count", 40)
+        if emb.get("result_count", 10) > candidates:
+            raise UsageError(f"{label}: 'retrieve.embedding.result_count' must not exceed candidate_count ({candidates})")
+
+
+def validate_doc(doc: Any, file: str, label: str) -> dict[str, Any]:
+    """Check one parsed file against its schema; answer its plain data."""
+    schema, other_name = SCHEMAS[file], (LOCAL_FILE if file == CONFIG_FILE else CONFIG_FILE)
+    _walk(doc, schema, "", label, SCHEMAS[other_name] if file == LOCAL_FILE else None, other_name)
+    data = doc.unwrap() if hasattr(doc, "unwrap") else dict(doc)
+    if file == CONFIG_FILE:
+        _original_rules(data, label)
+    return data
+
+
+def parse_toml(text: str, label: str) -> tomlkit.TOMLDocument:
+    try:
+        return tomlkit.parse(text)
+    except TOMLKitError as exc:
+        raise UsageError(f"{label}: malformed TOML: {exc}") from exc

@@ -1,0 +1,184 @@
+"""The Pursuit editor's store (docs/architecture.md, "Pursuit editor"): ``show``, ``apply``,
+``undo``, ``redo`` and ``discard`` against an expected revision, under the editor lock, and the
+``checkpoint`` that lands every pending edit as one commit through the supervisor.
+
+The editor's *view* is the active head's semantic files overlaid with the journal's files at
+its cursor (``journal``); nothing is written to the active root until a checkpoint. The
+operations themselves are in ``edits``, the checkpoint's trailers and signature in
+``trailers``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from rmtui.engine.errors import EngineError, OperationFailed
+from rmtui.engine.gitutil import IDENTITY
+from rmtui.engine.memory.role_table import MEMORY_GRAPH, PURSUIT, matches
+from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.pursuit.edits import apply_op, descendants, graph_of, pursuit_parent
+from rmtui.engine.pursuit.journal import Session, check_session, drop_journal, editor_lock, save_record, session_hash
+from rmtui.engine.pursuit.trailers import sign_checkpoint
+
+WRITER = "pursuit-editor"
+KIND = "pursuit"
+
+
+def _body(graph: Any, item: Any) -> str:
+    """What ``edit_body`` replaces: the lines under the heading up to its first child heading
+    (an ``F#`` heading's whole backing file), so a front can show and prefill it."""
+    if item.heading_kind == "F#" and item.backing_file:
+        backing = graph.files.get(item.backing_file)
+        return "\n".join(backing.lines).strip("\n") if backing is not None else ""
+    first_child = min((c.line for c in item.children if c.kind == "heading" and c.file == item.file),
+                      default=item.end_line + 1)
+    return "\n".join(graph.files[item.file].lines[item.line:first_child - 1]).strip("\n")
+
+
+def _tree(graph: Any) -> list[dict]:
+    referrers: dict[str, list[str]] = {}  # id -> Memory items with an edge to it
+    for other in graph.ordered:
+        if other.domain == "memory":
+            for e in other.edges:
+                referrers.setdefault(e.target, []).append(other.id or f"{other.file}:{other.line}")
+    out = []
+    for item in graph.ordered:
+        if item.domain != "pursuit" or item.kind != "heading" or not item.id:
+            continue
+        parent = pursuit_parent(item)
+        out.append({"id": item.id, "title": item.title, "level": item.level, "kind": item.heading_kind or "#",
+                    "file": item.file, "line": item.line, "parent_id": parent.id if parent else None,
+                    "children": [c.id for c in item.children if c.kind == "heading" and c.id],
+                    "nodes": [c.id for c in item.children if c.kind == "node"],
+                    "edges": [f"{e.type}:{e.target}" for e in item.edges],
+                    "backing_file": item.backing_file, "focused": item.id in graph.focus,
+                    "body": _body(graph, item), "memory_refs": referrers.get(item.id, []),
+                    # what a delete would drop in Memory: edges to the item and everything under it
+                    "delete_drops": [f"{r} → {i.id}" for i in [item, *descendants(item)] if i.id
+                                     for r in referrers.get(i.id, [])]})
+    return out
+
+
+def _state(s: Session, graph: Any = None) -> dict:
+    graph = graph if graph is not None else graph_of(s.root, s.view)
+    rec = s.record
+    pending = sorted(p for p in set(s.view) | set(s.head_files) if s.view.get(p) != s.head_files.get(p))
+    return {"revision": s.revision, "head": s.head, "base_head": rec["base_head"],
+            "cursor": rec["cursor"], "actions": [a["description"] for a in rec["actions"]],
+            "pending_edits": rec["cursor"], "changed_files": pending,
+            "can_undo": rec["cursor"] > 0, "can_redo": rec["cursor"] < len(rec["actions"]),
+            "owner": rec.get("owner"), "conflicts": s.conflicts, "focus": list(graph.focus),
+            "pursuits": _tree(graph), "last_description": rec.get("last_description")}
+
+
+def show(root: MemoryRoot) -> dict:
+    """The editor's view: revision, the Pursuit tree with Focus order, pending edits."""
+    with editor_lock(root):
+        return _state(Session(root))
+
+
+def apply(root: MemoryRoot, op: dict, *, expected_revision: str | None, session: str | None = None) -> dict:
+    """Apply one operation against ``expected_revision`` (None: whatever is current)."""
+    session = check_session(session)
+    with editor_lock(root):
+        s = Session(root)
+        s.check(expected_revision, session)
+        before = dict(s.view)
+        new, description, selected = apply_op(root, before, op)
+        for name in set(before) | set(new):
+            if before.get(name) != new.get(name) and not (matches(name, PURSUIT) or (
+                    op.get("type") == "delete" and matches(name, MEMORY_GRAPH))):
+                raise OperationFailed(f"the Pursuit editor may not change {name}")
+        changed = new != before
+        if changed:
+            s.record_action(op, before, new, description=description, selected_id=selected, session=session)
+        out = _state(s)
+        out.update(changed=changed, selected_id=selected, description=description or None)
+        return out
+
+
+def undo(root: MemoryRoot, *, expected_revision: str | None = None, session: str | None = None) -> dict:
+    return _step(root, -1, expected_revision, session)
+
+
+def redo(root: MemoryRoot, *, expected_revision: str | None = None, session: str | None = None) -> dict:
+    return _step(root, +1, expected_revision, session)
+
+
+def _step(root: MemoryRoot, direction: int, expected: str | None, session: str | None) -> dict:
+    session = check_session(session)
+    with editor_lock(root):
+        s = Session(root)
+        s.check(expected, session)
+        action = s.step(direction)
+        out = _state(s)
+        out.update(changed=True, selected_id=action.get("selected_id"),
+                   description=("undo: " if direction < 0 else "redo: ") + action["description"])
+        return out
+
+
+def discard(root: MemoryRoot) -> dict:
+    """Drop every pending edit (and a journal that cannot be trusted)."""
+    with editor_lock(root):
+        drop_journal(root)
+        return _state(Session(root))
+
+
+def checkpoint(root: MemoryRoot, *, expected_revision: str | None = None, session: str | None = None) -> dict:
+    """Land the pending edits as one commit through the supervisor; the journal then starts over."""
+    import subprocess
+
+    from rmtui.engine.writes.publication import COMMIT_SIGNERS
+    from rmtui.engine.writes.supervisor import Supervisor
+
+    COMMIT_SIGNERS[KIND] = sign_checkpoint
+    session = check_session(session)
+    with editor_lock(root):
+        s = Session(root)
+        s.check(expected_revision, session)
+        rec = s.record
+        changed = {p: t for p, t in s.view.items() if s.head_files.get(p) != t}
+        removed = [p for p in s.head_files if p not in s.view]
+        done = rec["actions"][: rec["cursor"]]
+        if not changed and not removed:
+            drop_journal(root)
+            out = _state(Session(root))
+            out.update(state="no_change", landed_commit=None)
+            return out
+        subject = done[0]["description"] if len(done) == 1 else "pursuit: edit map"
+        owner = rec.get("owner") or session_hash(session or "rmtui")
+        body = "\n".join(f"- {a['description']}" for a in done) if len(done) > 1 else ""
+        trailers = ("RightMemory-Pursuit-Editor: 1\n"
+                    f"RightMemory-Pursuit-Session: {owner}\n"
+                    "RightMemory-Pursuit-Action: batch\nRightMemory-Pursuit-Target: -\n"
+                    "RightMemory-Pursuit-ID-Remaps: []")  # the supervisor adds the operation and signs
+        message = subject + ("\n\n" + body if body else "") + "\n\n" + trailers
+        with Supervisor(root) as sup:
+            op = sup.begin(KIND, WRITER)
+            rec["publishing"] = op.id
+            save_record(root, rec)
+            try:
+                wt = Path(op.worktree)
+                for path, text in changed.items():
+                    (wt / path).write_text(text, encoding="utf-8", errors="surrogateescape")
+                for path in removed:
+                    (wt / path).unlink(missing_ok=True)
+                env = {**os.environ, **IDENTITY}
+                subprocess.run(["git", "add", "-A", "--", *changed, *removed], cwd=wt, check=True,
+                               capture_output=True, env=env)
+                subprocess.run(["git", "commit", "-q", "--no-verify", "-m", subject], cwd=wt, check=True,
+                               capture_output=True, env=env)
+                receipt = sup.finish(op, summary=f"{len(done)} Pursuit edit(s)", message=message)
+            except (EngineError, subprocess.CalledProcessError) as exc:
+                err = exc if isinstance(exc, EngineError) else OperationFailed(f"git failed: {exc.stderr!r}")
+                sup.fail(sup.store.get(op.id), f"{err.kind}: {err.message}")
+                rec["publishing"] = None
+                save_record(root, rec)
+                raise err from None
+        drop_journal(root)
+        out = _state(Session(root))
+        out.update(state=receipt.phase, landed_commit=receipt.landed_commit, operation_id=op.id,
+                   changed_paths=receipt.changed_paths, message=subject)
+        return out

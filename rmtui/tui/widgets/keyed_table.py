@@ -1,0 +1,62 @@
+"""The row-cursor table every workbench table builds on.
+
+Each table owns its bindings, so the footer shows the keys of the focused pane; an action
+that does not apply to the row under the cursor is disabled (dimmed in the footer), never
+an error after the fact. Actions only post messages: the screen does the engine call.
+"""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable
+
+
+class KeyedTable(DataTable):
+    """A row-cursor table that keeps the cursor on the same key across refreshes."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        self.rows_by_key: dict[str, object] = {}
+
+    @property
+    def current_key(self) -> str | None:
+        if self.row_count == 0:
+            return None
+        try:
+            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        except Exception:
+            return None
+
+    @property
+    def current(self):
+        key = self.current_key
+        return self.rows_by_key.get(key) if key is not None else None
+
+    def replace_rows(self, rows: list[tuple[str, object, tuple]]) -> None:
+        keep = self.current_key
+        keep_index = self.cursor_row
+        self._replacing = True
+        try:
+            self.clear()
+            self.rows_by_key = {}
+            for key, obj, cells in rows:
+                self.rows_by_key[key] = obj
+                self.add_row(*cells, key=key)
+            if keep is not None and keep in self.rows_by_key:
+                self.move_cursor(row=self.get_row_index(keep), animate=False)
+            elif self.row_count:
+                self.move_cursor(row=min(keep_index, self.row_count - 1), animate=False)
+        finally:
+            self._replacing = False
+        self.update_bindings()
+
+    def watch_cursor_coordinate(self, old, new) -> None:
+        super().watch_cursor_coordinate(old, new)
+        if not getattr(self, "_replacing", False):
+            self.update_bindings()
+
+    def update_bindings(self) -> None:
+        """Refresh the footer only when an action became (un)available: a refresh rebuilds it."""
+        state = tuple(bool(self.check_action(b.action.split("(")[0], ())) for b in self.BINDINGS)
+        if state != getattr(self, "_binding_state", None):
+            self._binding_state = state
+            self.refresh_bindings()

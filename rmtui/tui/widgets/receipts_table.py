@@ -1,0 +1,65 @@
+"""The main screen's table of receipts of finished operations: diffs and corrections of a landing."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import DataTable
+
+from rmtui.tui.widgets.keyed_table import KeyedTable
+from rmtui.tui.widgets.operations_table import OperationsTable
+from rmtui.tui.wording import clip, short_op
+
+
+class ReceiptsTable(KeyedTable):
+    """Receipts of finished operations, newest first."""
+
+    BINDINGS: ClassVar = [Binding("d", "diff", "Diff", id="receipts.diff"),
+                          Binding("c", "correct", "Correct landing", id="receipts.correct")]
+
+    class CorrectionRequested(Message):
+        """``c`` on a landed Update: send it back for correction (the main screen asks why)."""
+
+        def __init__(self, receipt) -> None:
+            super().__init__()
+            self.receipt = receipt
+
+    def on_mount(self) -> None:
+        self.add_column("operation", key="id")
+        self.add_column("phase", key="phase")
+        self.add_column("landed", key="landed", width=10)
+        self.add_column("changed", key="changed")
+
+    def set_receipts(self, receipts: list) -> None:
+        rows = []
+        for r in receipts:
+            changed = ", ".join(r.changed_paths) or (r.error or "-")
+            corr = getattr(r, "correction", None) or {}
+            if corr.get("status"):  # the last correction round; a question waits for an answer
+                changed = (f"asks: {corr.get('message')}" if corr["status"] == "needs_input"
+                           else f"correction {corr['status']} · {changed}")
+            rows.append((r.operation_id, r, (short_op(r.operation_id), r.phase, (r.landed_commit or "-")[:10],
+                                             clip(changed, 60))))
+        self.replace_rows(rows)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "diff":
+            return True if self.current is not None and self.current.landed_commit else None
+        if action == "correct":
+            r = self.current
+            return True if r is not None and r.phase == "committed" and r.kind in ("update", "assistant") else None
+        return True
+
+    def action_diff(self) -> None:
+        if self.current is not None and self.current.landed_commit:
+            self.post_message(OperationsTable.DiffRequested(self.current.operation_id))
+
+    def action_correct(self) -> None:
+        if self.check_action("correct", ()):
+            self.post_message(self.CorrectionRequested(self.current))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_diff()
