@@ -195,6 +195,7 @@ def test_original_root_works_end_to_end(cli, original_root, tmp_path):
     out = run("retrieve", "--json", "--session", "orig-1", "who owns the billing migrations").json()
     assert out["results"][0]["id"] == "billing-owner"
 
+    run("config", "set", "update.async.debounce_seconds", "0")  # sessions are ready at once (rmtui.toml)
     for i, session in enumerate(["s1", "s1", "s2"]):
         f = tmp_path / f"ev{i}.md"
         f.write_text(f"Evidence {i}: billing migrations are reviewed by Bob.\n")
@@ -235,6 +236,7 @@ def test_rmtui_root_passes_the_original_format_checker(cli, root, tmp_path):
     written = tomllib.loads((root.path / "rightmemory.toml").read_text())
     assert unknown_keys(written, ORIGINAL_KEYS) == []
     run("config", "set", "update.async.target_batch_candidates", "2")
+    run("config", "set", "update.async.debounce_seconds", "0")
     for i, session in enumerate(["a", "b"]):
         f = tmp_path / f"e{i}.md"
         f.write_text(f"Fact {i}: the staging DB moved to port 5433.\n")

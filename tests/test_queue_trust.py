@@ -206,6 +206,7 @@ def test_a_lease_centuries_away_does_not_stall_the_queue(two, upstream, tmp_path
     assert res.status == "synced" and "lease-expires_at" in res.message
     out = assistant.begin(b)
     assert out["claimed"] is True and sorted(out["candidate_uids"]) == uids, out
+    assert any("lease-expires_at" in n and "treated as expired" in n for n in out["set_aside"]), out
     body = git(upstream, "log", "--format=%B", "main", "--grep=recover invalid lease")
     assert f"update queue: recover invalid lease {batch}" in body and "Lease-Refused: lease-expires_at" in body
     assert snapshot(upstream, "main").lease.holder == device_id(b)
@@ -338,3 +339,20 @@ def test_any_queue_tree_is_snapshotted_without_crashing(tmp_path, blobs):
         assert exc.path in snap.invalid
     else:
         assert not snap.invalid
+
+
+def test_a_forged_file_name_cannot_withdraw_honest_evidence(two, upstream, tmp_path):
+    """Guards the quarantine itself: a hostile file name holding a newline and a fake
+    quarantine trailer is quarantined as one escaped line; the honest candidate it names is
+    neither removed nor withdrawn."""
+    a, b = two
+    honest = submit(a, "An honest fact.\n")
+    GitQueue(a).publish_pending()
+    evil = f"update_queue/candidates/x\nRightMemory-Queue-Quarantine: update_queue/candidates/{honest}.json rule\nz"
+    hp.forge(upstream.as_uri(), tmp_path, {evil: b"{}"})
+    out = assistant.begin(b)
+    assert out["claimed"] is False and any("queue-path" in n for n in out["set_aside"]), out
+    assert upstream_files(upstream, "update_queue") == [f"update_queue/candidates/{honest}.json"]
+    GitQueue(a).refresh()
+    with EvidenceQueue(a) as q:
+        assert q.get(honest).state == "queued"

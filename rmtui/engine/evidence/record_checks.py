@@ -48,7 +48,8 @@ class RecordRefused(UsageError):
     """A queue record that breaks a rule: ``path: rule: reason`` (exit 2)."""
 
     def __init__(self, path: str, rule: str, reason: str) -> None:
-        super().__init__(f"{path}: {rule}: {reason}", details={"files": [path], "rule": rule})
+        shown = path if path.isprintable() and path.isascii() else path.encode("unicode_escape").decode("ascii")
+        super().__init__(f"{shown}: {rule}: {reason}", details={"files": [shown], "rule": rule})
         self.path, self.rule, self.reason = path, rule, reason
 
 

@@ -187,7 +187,7 @@ def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
             [{"uid": e.uid, "session": e.session, "request": e.request, "submitted": _iso(e.created_at),
               "evidence": e.text} for e in candidates], indent=2, ensure_ascii=False) + "\n")
         atomic_write_text(d / "instructions.md", update_instructions(root, op))
-        return {"claimed": True, **task_view(root, op)}
+        return {"claimed": True, **task_view(root, op), **({"set_aside": queue.notes} if queue and queue.notes else {})}
 
 
 def update_instructions(root: MemoryRoot, op: Operation) -> str:

@@ -194,9 +194,10 @@ def config_warnings(cfg: Config) -> list[str]:
     if ((cfg.data.get("retrieve") or {}).get("embedding") or {}).get("api_key"):
         holders.append("[retrieve.embedding] api_key")
     if holders:
-        out.append(f"{CONFIG_FILE} holds an API key ({', '.join(holders)}); the file is tracked by Git, so the "
-                   "key is committed and travels with the root: prefer the provider's environment variable "
-                   "(or api_key_env in rmtui.toml, RIGHTMEMORY_EMBEDDING_API_KEY for the embedding service)")
+        out.append(f"{CONFIG_FILE} holds an API key ({', '.join(holders)}) in plain text; where the file is "
+                   "tracked by Git (an older root's), the key is committed and travels with the root: prefer the "
+                   "provider's environment variable (or api_key_env in rmtui.toml, RIGHTMEMORY_EMBEDDING_API_KEY "
+                   "for the embedding service)")
     return out
 
 

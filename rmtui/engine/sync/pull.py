@@ -90,7 +90,7 @@ def _finish(root: MemoryRoot, result: SyncResult, **stamps: str) -> SyncResult:
     for key, value in stamps.items():
         setattr(st, key, value)
     sync_state.save(root, st)
-    result.state = asdict(st)
+    result.state = st.to_json()
     return result
 
 
@@ -99,15 +99,15 @@ def status(root: MemoryRoot) -> SyncResult:
     up, off = _configured(root)
     st = sync_state.load(root)
     if off is not None:
-        off.state = asdict(st)
+        off.state = st.to_json()
         return off
     assert up is not None
     head = rev(root.path, "HEAD")
     tip = rev(root.path, up.ref)
     ahead, behind = counts(root.path, head or "", tip) if head else (0, 0)
-    result = SyncResult(st.last_status or "unknown", st.last_status_message or "not synced yet",
-                        list(st.last_status_files), ahead, behind, head, f"{up.remote}/{up.branch}", tip,
-                        state=asdict(st))
+    result = SyncResult(st.last_status or "unknown", st.last_message or "not synced yet",
+                        list(st.last_files), ahead, behind, head, f"{up.remote}/{up.branch}", tip,
+                        state=st.to_json())
     return result
 
 
@@ -380,14 +380,15 @@ def _check_queue_records(root: MemoryRoot, inc: Incoming) -> list[str]:
     kept = [p for p in queued if p.startswith(("update_records/", "update_queue/candidates/"))]
     try:
         snap = snapshot(root.path, inc.tip, limit=queue.limit, strict=True)
-        for rel, old, new in zip(kept, read_paths(root.path, base, kept), read_paths(root.path, inc.tip, kept),
-                                 strict=True):
+        versions = list(zip(kept, read_paths(root.path, base, kept), read_paths(root.path, inc.tip, kept), strict=True))
+        for rel, old, new in versions:  # what was written stays as it was, before anything new is read
             record = rel.startswith("update_records/")
             if old is not None and (new is not None or record) and new != old:
                 raise record_checks.RecordRefused(
                     rel, f"{'update_record' if record else 'candidate'}-immutable",
                     "a written record may never change" + (" or be removed" if record else ""))
-            if record and new is not None:
+        for rel, _old, new in versions:
+            if rel.startswith("update_records/") and new is not None:
                 record_checks.update_record_file(rel, new, limit=queue.limit)
     except record_checks.RecordRefused as exc:
         raise SyncRefused(f"incoming queue record refused: {exc.message}",

@@ -114,7 +114,8 @@ class TreeEdit:
 
     def remove(self, *rels: str) -> None:
         """Drop ``rels`` from the index in one Git call (absent ones are no-ops)."""
-        self._git("update-index", "--force-remove", "-z", "--stdin", input="".join(f"{r}\0" for r in rels).encode())
+        self._git("update-index", "--force-remove", "-z", "--stdin",
+                  input="".join(f"{r}\0" for r in rels).encode("utf-8", "surrogateescape"))
 
     def copy_from(self, commit: str, rel: str) -> None:
         """``rel`` as it is in ``commit`` (removed if it is not there)."""
@@ -134,6 +135,11 @@ class TreeEdit:
             env.update({"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date})
         self.head = self._git("commit-tree", tree, "-p", self.head, input=message.encode(), env=env)
         return self.head
+
+
+def _one_line(path: str) -> str:
+    """A path as one printable token in a trailer (a forged name cannot add trailer lines)."""
+    return path.encode("unicode_escape").decode("ascii").replace(" ", "\\x20")
 
 
 class QueueRace(ConflictError):
@@ -329,7 +335,7 @@ class GitQueue:
         notes = self.notes
         if snap.invalid:
             edit.remove(*snap.invalid)
-            lines = "".join(f"{QUARANTINE_TRAILER}: {p} {e.rule}\n" for p, e in sorted(snap.invalid.items()))
+            lines = "".join(f"{QUARANTINE_TRAILER}: {_one_line(p)} {e.rule}\n" for p, e in sorted(snap.invalid.items()))
             edit.commit(f"update queue: quarantine invalid records\n\n{lines}")
             notes += [f"quarantined {e.message}" for _p, e in sorted(snap.invalid.items())]
             snap = snap.without(set(snap.invalid))
@@ -406,9 +412,12 @@ class GitQueue:
                 if due:  # a failed batch whose backoff has passed goes first
                     batch_id, uids = due[0]["batch_id"], list(due[0]["candidate_uids"])
                 else:
+                    # as the original: a session with a failed batch is kept back whole
                     held = {u for r in snap.recoveries.values() for u in r["candidate_uids"]}
+                    held_sessions = {snap.candidates[u]["session_id"] for u in held if u in snap.candidates}
                     held |= set(lease.candidate_uids) if lease is not None else set()
-                    picked = choose(sorted(u for u in usable if u not in held))
+                    picked = choose(sorted(u for u in usable if u not in held
+                                           and snap.candidates.get(u, {}).get("session_id") not in held_sessions))
                     if picked is None:
                         result["lease"] = None
                         return edit.head != tip
@@ -416,8 +425,6 @@ class GitQueue:
             new = Lease(self.device, secrets.token_hex(16), tip, batch_id, tuple(sorted(uids)),
                         utc(now + timedelta(seconds=self.lease_seconds)))
             self._issue(new.token)
-            if lease is not None:
-                edit.remove(LEASE)
             edit.write(LEASE, records.record_bytes(new.record()))
             edit.commit(f"update queue: claim {batch_id}")
             result["lease"] = new

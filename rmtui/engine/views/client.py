@@ -96,7 +96,8 @@ class ProviderClient:
             raise ProviderError(f"provider at {self.base_url} has an untrusted certificate: {exc.verify_message}") \
                 from None
         except (OSError, http.client.HTTPException) as exc:
-            raise ProviderError(f"provider at {self.base_url} is unreachable: {exc}") from None
+            # a malformed answer's exception quotes the provider's bytes (a bad status line)
+            raise ProviderError(f"provider at {self.base_url} is unreachable: {remote_text(exc)}") from None
         finally:
             conn.close()
 

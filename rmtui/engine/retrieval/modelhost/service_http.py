@@ -13,6 +13,7 @@ import json
 import ssl
 from urllib.parse import urlsplit
 
+from rmtui.engine.display import remote_text
 from rmtui.engine.errors import UnavailableError, UsageError
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -85,7 +86,8 @@ class JsonHttpClient:
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
                 if attempt:
-                    raise ServiceError(f"embedding service at {self.url} is unavailable: {exc}") from exc
+                    # a malformed answer's exception quotes the service's bytes (a bad status line)
+                    raise ServiceError(f"embedding service at {self.url} is unavailable: {remote_text(exc)}") from exc
         if len(raw) > MAX_RESPONSE_BYTES:
             self.close()
             raise ServiceError("embedding service response is too large")
