@@ -106,12 +106,129 @@ def check_anchors(rel: str, text: str) -> list[str]:
     for n, line in enumerate(text.splitlines(), 1):
         if line.lstrip().startswith(("```", "~~~")):
             fence = not fence
-        if fence or not re.match(r"^#{1,6}\s", line):
+        if fence or not re.match(r"^ {0,3}#{1,6}\s", line):
             continue
         for m in ANCHOR.finditer(line):
             if not ID.match(m.group(2)):
                 out.append(f"{rel}:{n}: invalid heading id {m.group(0)!r}")
     return out
+
+
+# -- the graph as the original's newest (CommonMark) parser reads it ------------------------
+# Only top-level blocks count: a bullet indented to its list item's content is nested text, a line
+# indented four or more outside a list is code, a heading may be indented up to three spaces.
+# ``:::body`` ... ``:::`` (same colon count) is a heading's body; unclosed or stray is an error. A
+# list item under an F# heading (in its own file) or a terminal #### heading is an error, and so
+# is an empty element in an edge list.
+
+G_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+G_ANCHOR = re.compile(r"\{(F#|M#|S#|MF#|MQ#|#)([A-Za-z0-9_.-]+)\}(?:[ \t]*(?:→|->)[ \t]*\[([^\]]*)\])?$")
+G_ITEM = re.compile(r"^( {0,3})([-+*]|[0-9]{1,9}[.)])( +|$)")
+G_NODE = re.compile(r"^ {0,3}(?:[-+*]|[0-9]{1,9}[.)])[ \t]+`([A-Za-z0-9_.-]+)`.*[ \t](?:→|->)[ \t]*\[([^\]]*)\][ \t]*$")
+G_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+G_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+
+
+def _edge_problems(where: str, raw: str) -> tuple[list[str], list[str]]:
+    if not raw.strip():
+        return [], []
+    out, targets = [], []
+    for part in raw.split(","):
+        if not part.strip():
+            out.append(f"{where}: empty edge element in [{raw}]")
+        elif re.fullmatch(r"\s*[A-Za-z][A-Za-z0-9_-]*:\s*[A-Za-z0-9_.-]+\s*", part):
+            targets.append(part.split(":", 1)[1].strip())
+    return out, targets
+
+
+def graph_file_facts(rel: str, text: str) -> tuple[list[str], dict[str, str], list[tuple[str, str]]]:
+    """(violations, {id: "heading"|"node"}, [(where, edge target)]) of one graph file."""
+    out: list[str] = []
+    ids: dict[str, str] = {}
+    edges: list[tuple[str, str]] = []
+    fence = body = None
+    col = None  # content column of the open top-level list item
+    blank_before = False
+    headings: list[tuple[int, str | None]] = []  # (level, kind) of the open headings
+    for n, raw in enumerate(text.split("\n"), 1):
+        line = raw.rstrip("\r").expandtabs(4)
+        where = f"{rel}:{n}"
+        if fence:
+            m = G_FENCE.match(line)
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip().strip(fence[0]):
+                fence = None
+            continue
+        if body:
+            if line.rstrip() == body[0]:
+                body = None
+            continue
+        if not line.strip():
+            blank_before = True
+            continue
+        ind = len(line) - len(line.lstrip(" "))
+        if col is not None and ind >= col:
+            blank_before = False
+            continue
+        if col is not None and blank_before and not G_ITEM.match(line):
+            col = None
+        blank_before = False
+        if G_FENCE.match(line):
+            fence, col = G_FENCE.match(line).group(1), None
+            continue
+        if re.fullmatch(r":{3,}body[ \t]*", line):
+            body, col = (line.split("body")[0], n), None
+            continue
+        if re.fullmatch(r":{3,}[ \t]*", line):
+            out.append(f"{where}: stray {line.strip()} closes no :::body")
+            continue
+        h = G_HEADING.match(line)
+        if h:
+            col = None
+            level, rest = len(h.group(1)), re.sub(r"(?:^|[ \t]+)#+[ \t]*$", "", h.group(2) or "")
+            a = G_ANCHOR.search(rest)
+            kind = a.group(1) if a else None
+            if a:
+                ids[a.group(2)] = "heading"
+                probs, targets = _edge_problems(where, a.group(3) or "")
+                out += probs
+                edges += [(where, t) for t in targets]
+            while headings and headings[-1][0] >= level:
+                headings.pop()
+            headings.append((level, kind))
+            continue
+        item = G_ITEM.match(line) if not G_BREAK.match(line) else None
+        if item is None:
+            continue
+        sp = item.group(3)
+        col = item.end(2) + (len(sp) if 1 <= len(sp) <= 4 else 1)
+        if any(k == "F#" or (lv == 4 and k) for lv, k in headings):
+            out.append(f"{where}: list item under an F# or #### heading")
+            continue
+        node = G_NODE.match(line)
+        if node:
+            ids[node.group(1)] = "node"
+            probs, targets = _edge_problems(where, node.group(2))
+            out += probs
+            edges += [(where, t) for t in targets]
+    if body:
+        out.append(f"{rel}:{body[1]}: {body[0]}body is never closed")
+    return out, ids, edges
+
+
+def check_graph(files: dict[str, str]) -> tuple[list[str], set[str]]:
+    """Violations of the rules above over ``{name: text}`` (MEMORY.md / PURSUITS.md and their F#
+    files, which need no Focus or Pursuit-field handling here), and the ids the original registers;
+    an edge to an id it does not register dangles."""
+    out: list[str] = []
+    ids: dict[str, str] = {}
+    edges: list[tuple[str, str]] = []
+    for rel, text in sorted(files.items()):
+        v, i, e = graph_file_facts(rel, text)
+        out += v
+        ids.update(i)
+        edges += e
+    out += [f"{where}: edge to {t} dangles" for where, t in edges if t not in ids]
+    return out, set(ids)
 
 
 def trailer(root: Path, commit: str) -> str:
@@ -147,3 +264,159 @@ def check_root(root: Path) -> list[str]:
 
 def candidates_of(root: Path, batch_id: str) -> list[dict]:
     return json.loads((Path(root) / "update_records" / f"{batch_id}.json").read_text())["candidates"]
+
+
+# -- batch selection, as the original's queue claim picks candidates -------------------------
+
+def select_candidates(candidates: list[dict], recovered_uids: set[str], *, target: int, max_wait: float,
+                      now: datetime, debounce: float = 3600) -> list[str]:
+    """The uids the original puts in its next batch (recoveries due and expired leases aside):
+    sessions holding a failed batch's candidate are kept back whole; a session is ready
+    ``debounce`` after its last submit or when it alone reaches ``target``; ready sessions are
+    taken whole by (ready time, session id) until ``target``, or all of them once the first
+    waited ``max_wait`` more. ``[]``: no batch now."""
+    held = {c["session_id"] for c in candidates if c["uid"] in recovered_uids}
+    sessions: dict[str, list[dict]] = {}
+    for c in candidates:
+        if c["session_id"] not in held:
+            sessions.setdefault(c["session_id"], []).append(c)
+    ready = []
+    for sid, cs in sessions.items():
+        cs = sorted(cs, key=lambda c: (c["submitted_at"], c["uid"]))
+        at = max(datetime.fromisoformat(c["submitted_at"]) for c in cs).timestamp() + debounce
+        if at <= now.timestamp() or len(cs) >= target:
+            ready.append((at, sid, cs))
+    ready.sort(key=lambda t: (t[0], t[1]))
+    out: list[str] = []
+    for _at, _sid, cs in ready:
+        out += [c["uid"] for c in cs]
+        if len(out) >= target:
+            return out
+    if ready and ready[0][0] + max_wait <= now.timestamp():
+        return out
+    return []
+
+
+# -- shared views: registry entries, the Git share cache, share.toml, the view folder ------------
+
+ORIGINAL_TARGET_KEYS = {"kind", "path", "view_id", "base_url", "credential_id", "question_base_url",
+                        "question_credential_id", "version_id", "accepted_from_url", "git_url", "git_branch",
+                        "git_share_id"}
+PACKAGE_FILES = {"view.md", "recipe.toml", "rightmemory-shared-view.toml", "dist/MEMORY.md", "dist/manifest.toml"}
+
+
+def check_shared_views_registry(text: str) -> list[str]:
+    """``shared_views.toml`` as the original loads it: every connection has type and ref, a Git file
+    target names its share by git_url and git_share_id (the original pulls by those two)."""
+    import tomllib
+
+    out = []
+    for cid, entry in tomllib.loads(text).get("connections", {}).items():
+        if not ID.match(cid) or not isinstance(entry.get("type"), str) or not isinstance(entry.get("ref"), str):
+            out.append(f"connections.{cid}: needs an id, type and ref")
+            continue
+        target = entry.get("target", {})
+        unknown = set(target) - ORIGINAL_TARGET_KEYS
+        if unknown:
+            out.append(f"connections.{cid}.target: keys the original does not know: {sorted(unknown)}")
+        if target.get("kind") == "git-file":
+            if entry["type"] != "file":
+                out.append(f"connections.{cid}: a git-file target needs type file")
+            for key in ("git_url", "git_share_id"):
+                if not isinstance(target.get(key), str) or not target[key].strip():
+                    out.append(f"connections.{cid}.target: git-file without {key}")
+    return out
+
+
+def share_cache_path(root: Path, repo_url: str, branch: str | None) -> Path:
+    key = f"{repo_url.split('#', 1)[0].strip()}\0{(branch or '').strip()}"
+    return Path(root) / ".runtime" / "git_shares" / hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+
+
+def original_checkout(root: Path, repo_url: str, branch: str | None) -> Path:
+    """What the original runs on its share cache before it reads or publishes: clone it if absent,
+    else ``fetch --all --prune``; check the branch out; ``pull --ff-only``. A failure raises."""
+    path = share_cache_path(root, repo_url, branch)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        git(path.parent, "clone", *(["--branch", branch] if branch else []), repo_url, str(path))
+    else:
+        git(path, "fetch", "--all", "--prune")
+    if branch and subprocess.run(["git", "checkout", branch], cwd=path, capture_output=True).returncode != 0:
+        git(path, "checkout", "-B", branch, f"origin/{branch}")
+    if subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=path, capture_output=True).returncode == 0:
+        git(path, "pull", "--ff-only")
+    return path
+
+
+def read_git_share(root: Path, join_url: str) -> tuple[dict, Path]:
+    """The original's join: (share.toml, package folder) read from the working tree of its cache."""
+    import tomllib
+    from urllib.parse import parse_qs, urlsplit
+
+    frag = parse_qs(urlsplit(join_url).fragment)
+    repo, share = join_url.split("#", 1)[0], frag["share"][0]
+    branch = (frag.get("branch") or [None])[0]
+    clone = original_checkout(root, repo, branch)
+    meta = tomllib.loads((clone / "shares" / share / "share.toml").read_text(encoding="utf-8"))
+    package = clone / "shares" / share / meta["file"].get("path", "package")
+    missing = sorted(p for p in PACKAGE_FILES if not (package / p).is_file())
+    if missing:
+        raise AssertionError(f"Git share package misses {missing}")
+    return meta, package
+
+
+def check_share_toml(text: str) -> list[str]:
+    import tomllib
+
+    meta = tomllib.loads(text)
+    out = []
+    if meta.get("version") != 1 or meta.get("transport") != "git" or meta.get("parts") != ["file"]:
+        out.append("share.toml: version 1, transport git, parts [file]")
+    part = meta.get("file", {})
+    if part.get("title") != f"{meta.get('title')} Files":
+        out.append(f"share.toml: [file] title {part.get('title')!r} is not the share title + ' Files'")
+    if part.get("path") != "package" or part.get("manifest") != "package/dist/manifest.toml":
+        out.append("share.toml: [file] path package, manifest package/dist/manifest.toml")
+    return out
+
+
+def check_view_folder(root: Path, view_id: str) -> list[str]:
+    """A provider's view folder as the original keeps it: a tracked ``.gitignore`` of ``dist/``, the
+    build in ``shared_views/<view>/dist/``, and nothing of it showing in ``git status``."""
+    folder = Path(root) / "shared_views" / view_id
+    out = []
+    if git(root, "ls-files", f"shared_views/{view_id}/.gitignore").strip() != f"shared_views/{view_id}/.gitignore":
+        out.append(f"shared_views/{view_id}/.gitignore is not tracked")
+    elif (folder / ".gitignore").read_text(encoding="utf-8") != "dist/\n":
+        out.append(f"shared_views/{view_id}/.gitignore is not 'dist/'")
+    for name in ("MEMORY.md", "manifest.toml"):
+        if not (folder / "dist" / name).is_file():
+            out.append(f"shared_views/{view_id}/dist/{name} is missing")
+    if git(root, "status", "--porcelain", "--", f"shared_views/{view_id}").strip():
+        out.append(f"shared_views/{view_id}: the build shows in git status")
+    return out
+
+
+# -- .runtime/sync/state.json ----------------------------------------------------------------
+
+SYNC_SUCCESS = {"synced", "pushed"}
+SYNC_FAILURE_KEYS = {"last_failure_at", "last_failure_status", "last_failure_message", "last_failure_files"}
+
+
+def check_sync_state(data: dict) -> list[str]:
+    """The original's state file: last_status with last_message and last_files; the failure keys
+    all four after a failure, none after a success."""
+    out = []
+    if "last_status" in data:
+        if not isinstance(data.get("last_message"), str) or not isinstance(data.get("last_files"), list):
+            out.append("sync state: last_status without last_message / last_files")
+    for old in ("last_status_message", "last_status_files"):
+        if old in data:
+            out.append(f"sync state: {old} is not a key of the original (last_message / last_files)")
+    failure = SYNC_FAILURE_KEYS & set(data)
+    if data.get("last_status") in SYNC_SUCCESS and failure:
+        out.append(f"sync state: a success keeps failure keys {sorted(failure)}")
+    if failure and failure != SYNC_FAILURE_KEYS:
+        out.append(f"sync state: failure keys incomplete: {sorted(failure)}")
+    return out

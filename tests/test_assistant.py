@@ -32,6 +32,8 @@ def host(root, cli, tmp_path):
     """A memory root configured so three submissions make a batch; helpers to call the CLI."""
     r = str(root.path)
     assert cli("--headless", "config", "set", "--root", r, "update.async.target_batch_candidates", "3").code == 0
+    # sessions ready at once: the three submissions of two sessions make a batch (whole ready sessions)
+    assert cli("--headless", "config", "set", "--root", r, "update.async.debounce_seconds", "0").code == 0
 
     def call(*args, expect=0, input=None):
         res = cli("--headless", *args, "--root", r, input=input)

@@ -163,7 +163,7 @@ IGNORED = {
 #: ... and keys it does use.
 USED = {"update.model", "update.async.target_batch_candidates", "update.async.max_wait_seconds", "pruner.model",
         "retrieve.max_output_chars", "retrieve.backend", "retrieve.embedding", "agent_cli.provider", "debug.trace",
-        "historian.agent_cli", "sync-reconciler.agent_cli"}
+        "historian.agent_cli", "sync-reconciler.agent_cli", "sync.enabled"}
 
 
 def check_ignored(listed: list[str]) -> None:

@@ -196,9 +196,11 @@ def test_commands_inside_a_roots_work_tree_find_it_as_git_does(isolated_home, tm
     assert code == 2 and f"memory root {isolated_home / '.rightmemory'} is not a Git repository" in err  # profiles.toml
 
 
-def test_a_plain_git_repository_is_not_taken_for_a_root(tmp_path, cli):
+def test_a_code_project_with_a_memory_md_is_not_taken_for_a_root(tmp_path, cli):
     plain = tmp_path / "code"
     git(tmp_path, "init", "-q", str(plain))
+    (plain / "MEMORY.md").write_text("# Notes for the agent\n", encoding="utf-8")
+    (plain / ".gitignore").write_text("__pycache__/\n*.pyc\n", encoding="utf-8")
     other = init_root(tmp_path / "other").path
     assert _root_of_status(cli, plain, {"RIGHTMEMORY_ROOT": str(other)}) == (0, str(other))
     assert not (plain / ".runtime").exists()
@@ -286,3 +288,13 @@ def test_the_install_links_rmtui_into_local_bin_and_says_when_that_is_not_on_the
     r = _link(tmp_path, f"{bindir}:/usr/bin:/bin")
     assert r.returncode == 0 and "is not a link (left as it is)" in r.stdout
     assert (bindir / "rmtui").read_text(encoding="utf-8") == "#!/bin/sh\necho pipx\n"
+
+
+def test_status_no_longer_lists_sync_enabled_as_ignored(root, cli):
+    rp = str(root.path)
+    assert cli("--headless", "config", "set", "sync.enabled", "true", "--root", rp).code == 0
+    st = cli("--headless", "status", "--root", rp)
+    assert st.code == 0 and "sync.enabled" not in st.stdout and "ignored by rmtui" not in st.stdout
+    assert cli("--headless", "config", "set", "sync.stale_pull_after_hours", "8", "--root", rp).code == 0
+    st = cli("--headless", "status", "--root", rp, "--json").json()
+    assert st["config"]["ignored"] == ["sync.stale_pull_after_hours"]  # rmtui paces its own pull check

@@ -210,3 +210,19 @@ def test_outline_tool_and_demo_root_write_anchors_without_a_space(tmp_path):
             mem = tmp_path / "probe"
             _write(mem, {"MEMORY.md": f"{m.group(1).split(' → ')[0]}\n", "PURSUITS.md": "# Pursuits\n"})
             assert not [i for i in validate_root(mem).errors if i.rule.startswith("heading")], line
+
+
+def test_indented_headings_nested_bullets_and_body_fences_read_as_the_original(tmp_path):
+    memory = ("# Memory\n\n"
+              "   ## Build {#build}\n\n"  # up to three spaces: a heading
+              ":::body\nHow it is built.\n- `not-a-node` body text → []\n:::\n\n"
+              "- `hatch` hatchling → [cfg:build]\n"
+              "  - `nested` a nested bullet is text of `hatch` → []\n"
+              "    ## Not a heading {#nope}\n\n"
+              "    ## Code {#code}\n")  # after a blank line, still inside the list item
+    report = validate_root(_write(tmp_path / "r", {"MEMORY.md": memory, "PURSUITS.md": "# Pursuits\n"}))
+    assert report.ok and not report.issues, [str(i) for i in report.issues]
+    g = report.graph
+    assert set(g.items) == {"build", "hatch"}
+    assert (g.items["hatch"].line, g.items["hatch"].end_line) == (10, 12)
+    assert g.items["hatch"].heading_path()[-1] is g.items["build"]

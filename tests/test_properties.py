@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import tomlkit
+from compat_checker import check_graph
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +34,8 @@ SETTINGS = settings(max_examples=int(os.environ.get("RMTUI_HYPOTHESIS_EXAMPLES",
 FRAGMENTS = ["# Memory", "## ", "### ", "#### ", "#", "{#", "{F#", "{M#", "{S#", "{MF#", "{MQ#", "}", "`", "``",
              "- ", "* ", "1. ", "  ", "\t", "→ [", "-> [", "]", "rel:", "dep:", "sup:", ",", "```", "~~~",
              "**Next:**", "**State:**", "## Focus", "\n", "\n\n", "\r\n", "\r", "\ufeff", "\x00", "é", "e\u0301",
-             "a", "id-1", "x.y_z", "---", "***", "> ", "<!-- ", " -->", "|", "\\"]
+             "a", "id-1", "x.y_z", "---", "***", "> ", "<!-- ", " -->", "|", "\\", ":::body", ":::", "::::",
+             "   ", "    ", ", ,"]
 SAFE_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
 MARKDOWNISH = st.lists(st.one_of(st.sampled_from(FRAGMENTS), SAFE_TEXT), max_size=40).map("".join)
 FILE_TEXT = st.one_of(MARKDOWNISH, SAFE_TEXT)
@@ -114,6 +116,56 @@ def test_a_valid_root_parses_cleanly_and_renders_back_byte_identically(generated
     corpus = build_corpus(root)
     units = resolve_selection(corpus, {"ids": ids, "sources": [], "recent_candidates": []})
     assert render(corpus, units, max_chars=10**7).text == text
+
+
+# -- the validator agrees with the original's newest parser on what it accepts -----------------
+# Each mutation of a generated valid root is a case the two used to disagree on; the checker in
+# tests/compat_checker.py reads the graph as the original does, independently of the engine.
+
+def _nodes(text: str) -> list[int]:
+    return [i for i, line in enumerate(text.split("\n")) if line.startswith("- `")]
+
+
+def _mutate(text: str, how: str, pick: int) -> dict[str, str]:
+    lines = text.split("\n")
+    nodes = _nodes(text)
+    n = nodes[pick % len(nodes)]
+    if how == "empty-edge":  # `[dep:a, , dep:b]` / `[,]`: an empty element is an error
+        lines[n] = lines[n][:-1] + (",]" if lines[n].endswith("[]") else ", ]")
+    elif how == "indented-headings":  # 1-3 spaces before a heading: still a heading
+        lines = [(" " * (1 + k % 3) + ln) if ln.startswith("#") else ln for k, ln in enumerate(lines)]
+    elif how == "nested-bullet":  # indented to the item above: nested text, not a node
+        later = [i for i in nodes if i > 0 and lines[i - 1].startswith("- `")]
+        if later:
+            lines[later[pick % len(later)]] = "  " + lines[later[pick % len(later)]]
+    elif how == "code-bullet":  # four spaces after a blank line: indented code, not a node
+        lines[n] = "\n    " + lines[n]
+    elif how == "unclosed-body":
+        lines.insert(1, ":::body\nThe memory of this project.")
+    elif how == "closed-body":
+        lines.insert(1, "\n::::body\nThe memory of this project.\n- `body-bullet` is body text → []\n::::")
+    elif how == "stray-body-close":
+        lines.insert(1, "\nProse.\n:::")
+    elif how == "terminal-bullet":
+        lines.append("\n## Api {F#api}\n\n" + ("- a summary bullet" if pick % 2 else "1. a numbered line"))
+    return {"MEMORY.md": "\n".join(lines) + "\n", "MEMORY_api.md": "API.\n"}
+
+
+@SETTINGS
+@given(valid_memory(), st.sampled_from(["none", "empty-edge", "indented-headings", "nested-bullet", "code-bullet",
+                                        "unclosed-body", "closed-body", "stray-body-close", "terminal-bullet"]),
+       st.integers(0, 50))
+def test_the_validator_accepts_what_the_original_accepts_and_nothing_else(generated, how, pick):
+    files = _mutate(generated[0], how, pick)
+    root = _root_with({k: v.encode() for k, v in files.items()} | {"PURSUITS.md": b"# Pursuits\n"})
+    report = validate_root(root)
+    violations, ids = check_graph(files)
+    assert report.ok == (not violations), ([str(i) for i in report.errors], violations)
+    assert set(report.graph.items) == ids
+    expected = {"empty-edge": "edge-empty", "unclosed-body": "body-fence", "stray-body-close": "body-fence",
+                "terminal-bullet": "terminal-bullet"}.get(how)
+    if expected:
+        assert expected in {i.rule for i in report.errors}
 
 
 # -- the selection parser --------------------------------------------------------------------

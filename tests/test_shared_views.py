@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rmtui.engine.errors import UsageError
+from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.memory.config import set_config_value
 from rmtui.engine.memory.roots import MemoryRoot, init_root
 from rmtui.engine.retrieval.agent_retrieve import imported_outline
@@ -131,8 +131,10 @@ def test_build_renders_only_the_view_with_its_context(prov):
     info = validate_package(res.package, "platform")
     assert info.items == 6 and info.digest == res.info.digest
     # the recipe and view.md are tracked, committed by the supervisor
-    assert git(prov.path, "ls-files", "shared_views").split() == ["shared_views/platform/recipe.toml",
+    assert git(prov.path, "ls-files", "shared_views").split() == ["shared_views/platform/.gitignore",
+                                                                  "shared_views/platform/recipe.toml",
                                                                   "shared_views/platform/view.md"]
+    assert (prov.path / "shared_views/platform/dist/MEMORY.md").read_text() == memory  # where the original builds
     assert "RightMemory-Operation: shared-views-" in git(prov.path, "log", "-1", "--format=%B")
 
 
@@ -168,7 +170,7 @@ def test_git_share_end_to_end_with_retrieval(tmp_path, prov, shares, cli):
     out = consumer.connect_git(cons, pub["join_url"])
     assert out["pull"]["status"] == "pulled"
     memory = (cons.path / "MEMORY.md").read_text()
-    assert "### Platform {MF#platform}" in memory and "# Shared Views" in memory
+    assert "### Platform Files {MF#platform}" in memory and "# Shared Views" in memory
     conns = files.load_connections(cons.path)
     assert conns["platform"].kind == "git-file" and conns["platform"].view_id == "platform"
     assert (cons.path / ".runtime/shared_views/imports/platform/dist/MEMORY.md").is_file()
@@ -176,7 +178,7 @@ def test_git_share_end_to_end_with_retrieval(tmp_path, prov, shares, cli):
     res = retrieve(cons, "s1", "how do we deploy with helm")
     ids = [r["id"] for r in res.results]
     assert ids[0] == "MF#platform/deploy-k8s"
-    assert "### Platform {MF#platform}" in res.text  # the local heading is the context
+    assert "### Platform Files {MF#platform}" in res.text  # the local heading is the context
     assert "- `deploy-k8s` We deploy with Helm to the prod cluster → [dep:helm-ver]" in res.text
     own = retrieve(cons, "s2", "frontend vite build")
     assert own.results[0]["id"] == "fe-build"  # own memory beside the import
@@ -215,7 +217,7 @@ def test_connect_refuses_an_id_the_graph_already_uses(tmp_path, prov, shares):
     publish(prov, shares)
     cons = make_consumer(tmp_path)
     commit_files(cons, {"MEMORY.md": CONSUMER_MEMORY + "- `platform` our platform → []\n"})
-    with pytest.raises(Exception, match="already used in the graph"):
+    with pytest.raises(ConflictError, match="already used in the graph"):
         consumer.connect_git(cons, f"{shares}#share=platform")
     out = consumer.connect_git(cons, f"{shares}#share=platform", as_id="their-platform")
     assert out["pull"]["status"] == "pulled"
@@ -407,12 +409,12 @@ def test_qualified_selection_ids(tmp_path, prov, shares):
     consumer.connect_git(cons, f"{shares}#share=platform")
     corpus = load_corpus(cons.path)
     outline = imported_outline(corpus)  # what agent retrieval is told (its tools cannot read .runtime)
-    assert "- `MF#platform/deploy-k8s` [Shared Views / Platform / Memory / Platform] We deploy with Helm" in outline
+    assert "- `MF#platform/deploy-k8s` [Shared Views / Platform Files / Memory / Platform] We deploy with Helm" in outline
     sel = {"ids": ["MF#platform/deploy-k8s"], "sources": [{"source_id": "MF#platform/M#rb-notes",
                                                             "ranges": [{"start": 2, "end": 2}]}],
            "recent_candidates": []}
     text = render(corpus, resolve_selection(corpus, sel), max_chars=10000).text
-    assert "### Platform {MF#platform}" in text and "`deploy-k8s` We deploy with Helm" in text
+    assert "### Platform Files {MF#platform}" in text and "`deploy-k8s` We deploy with Helm" in text
     assert "expired certificate" in text
     whole = resolve_selection(corpus, {"ids": ["MF#platform"], "sources": [], "recent_candidates": []})
     assert {u.id for u in whole} >= {"MF#platform/deploy-k8s", "MF#platform/rb-restart"}

@@ -193,7 +193,7 @@ def test_driver_lands_a_batch_through_the_shared_queue(two, upstream, provider, 
                   call("git_add", paths=["MEMORY.md"]),
                   call("git_commit", message="update: staging port"),
                   Turn(text="Changed: staging-port."))
-    out = UpdateDriver(a, coordinator=GitQueue(a)).run_once()
+    out = UpdateDriver(a, coordinator=GitQueue(a)).run_once(now=time.time() + 3601)  # both sessions ready
     assert out["state"] == "committed", out
     batch = out["batch_id"]
     log = git(upstream, "log", "--format=%s%n%b%x1e", "main").split("\x1e")

@@ -268,9 +268,12 @@ def test_queue_waiting_names_what_queued_evidence_waits_for_and_what_moves_it(tm
     fd = try_lock(root.runtime / DAEMON_LOCK)  # a daemon runs
     try:
         w = queue_waiting(root, now=queued.created_at + 10)
-        assert w.state == "debounce" and w.until == queued.created_at + 3600
-        assert "waiting for the debounce until" in w.reason and w.move == "run_now"
-        assert queue_waiting(root, now=queued.created_at + 3601).state == "ready"
+        assert w.state == "debounce" and w.until == pytest.approx(queued.created_at + 3600, abs=0.01)
+        assert "a session is ready 3600 s after its last submit" in w.reason and w.move == "run_now"
+        # one session short of the target: ready sessions wait the max wait more (the original's rule)
+        w = queue_waiting(root, now=queued.created_at + 3601)
+        assert w.state == "debounce" and w.until == pytest.approx(queued.created_at + 3600 + 86400, abs=0.01)
+        assert queue_waiting(root, now=queued.created_at + 3601 + 86400).state == "ready"
     finally:
         os.close(fd)
 

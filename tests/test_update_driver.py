@@ -180,8 +180,10 @@ def test_readiness_rules_and_idle(provider, root):
     submit(root, "one finding")
     assert UpdateDriver(root).run_once()["state"] == "idle"  # 1 < target, debounce not passed
     submit(root, "another finding", session="s2")
+    # two sessions of one candidate each: neither is ready before its debounce (the original's rule)
+    assert UpdateDriver(root).run_once()["state"] == "idle"
     provider.push(Turn(text="nothing durable"))
-    out = UpdateDriver(root).run_once()
+    out = UpdateDriver(root).run_once(now=time.time() + 3601)
     assert out["state"] == "no_change" and len(out["receipt"]["candidate_uids"]) == 2
 
 

@@ -127,15 +127,40 @@ CASES = [
     ("edge-malformed", {"MEMORY.md": MEM + "\n- `a` x → [rel]\n" + NODE_B}, ("MEMORY.md", 3),
      {"MEMORY.md": MEM + "\n- `a` x → [rel:b]\n" + NODE_B}),
     ("edge-malformed", {"MEMORY.md": MEM + "\n- `a` x → [rel:b c]\n" + NODE_B}, ("MEMORY.md", 3),
-     {"MEMORY.md": MEM + "\n- `a` x → [rel:b,]\n" + NODE_B}),
+     {"MEMORY.md": MEM + "\n- `a` x → [rel:b]\n" + NODE_B}),
     ("edge-malformed", {"MEMORY.md": MEM + "\n- `a` x → [1rel:b]\n" + NODE_B}, ("MEMORY.md", 3),
      {"MEMORY.md": MEM + "\n- `a` x → [rel: b]\n" + NODE_B}),
+    ("edge-empty", {"MEMORY.md": MEM + "\n- `a` x → [rel:b,]\n" + NODE_B}, ("MEMORY.md", 3),
+     {"MEMORY.md": MEM + "\n- `a` x → [rel:b]\n" + NODE_B}),
+    ("edge-empty", {"MEMORY.md": MEM + "\n- `a` x → [dep:b, , rel:b]\n" + NODE_B}, ("MEMORY.md", 3),
+     {"MEMORY.md": MEM + "\n- `a` x → [dep:b, rel:b]\n" + NODE_B}),
+    ("edge-empty", {"MEMORY.md": "# M {#m}\n\n## T {#t} → [,dep:m]\n"}, ("MEMORY.md", 3),
+     {"MEMORY.md": "# M {#m}\n\n## T {#t} → [dep:m]\n"}),
+    ("terminal-bullet", {"MEMORY.md": MEM + "\n## A {F#a}\n\n- a summary bullet\n", "MEMORY_a.md": "x\n"},
+     ("MEMORY.md", 5),
+     {"MEMORY.md": MEM + "\n## A {F#a}\n\nA summary paragraph.\n", "MEMORY_a.md": "- a summary bullet\n"}),
+    ("terminal-bullet",
+     {"MEMORY.md": MEM + "\n### S {#s}\n\n#### R {M#r}\n\n1. a numbered step\n", "MEMORY_r.md": "x\n"},
+     ("MEMORY.md", 7),
+     {"MEMORY.md": MEM + "\n### S {#s}\n\n#### R {M#r}\n\nSteps live in the file.\n", "MEMORY_r.md": "1. x\n"}),
+    ("body-fence", {"MEMORY.md": MEM + "\n## A {#a}\n\n:::body\nThe body.\n"}, ("MEMORY.md", 5),
+     {"MEMORY.md": MEM + "\n## A {#a}\n\n:::body\nThe body.\n:::\n"}),
+    ("body-fence", {"MEMORY.md": MEM + "\n## A {#a}\n\n::::body\nThe body.\n:::\n"}, ("MEMORY.md", 5),
+     {"MEMORY.md": MEM + "\n## A {#a}\n\n::::body\nThe body.\n:::\nstill body\n::::\n"}),
+    ("body-fence", {"MEMORY.md": MEM + "\n## A {#a}\n\nProse.\n:::\n"}, ("MEMORY.md", 6),
+     {"MEMORY.md": MEM + "\n## A {#a}\n\nProse.\n\n    :::\n"}),
     ("edge-type", {"MEMORY.md": MEM + "\n- `a` x → [bogus:b]\n" + NODE_B}, ("MEMORY.md", 3),
      {"MEMORY.md": MEM + f"\n- `a` all fifteen types → [{ALL_EDGES}]\n" + NODE_B}),
     ("edge-duplicate", {"MEMORY.md": MEM + "\n- `a` x → [rel:b, rel:b]\n" + NODE_B}, ("MEMORY.md", 3),
      {"MEMORY.md": MEM + "\n- `a` x → [rel:b, dep:b]\n" + NODE_B}),
     ("edge-self", {"MEMORY.md": MEM + "\n- `a` x → [rel:a]\n"}, ("MEMORY.md", 3),
      {"MEMORY.md": MEM + "\n- `a` x → [rel:b]\n" + NODE_B}),
+    ("edge-dangling",  # a nested bullet belongs to its list item: it is no node
+     {"MEMORY.md": MEM + "\n- `a` x → [rel:n]\n  - `n` nested → []\n"}, ("MEMORY.md", 3),
+     {"MEMORY.md": MEM + "\n- `a` x → [rel:n]\n - `n` a sibling, one space in → []\n"}),
+    ("edge-dangling",  # nor a bullet indented as code
+     {"MEMORY.md": MEM + "\n- `a` x → [rel:n]\n\nProse.\n\n    - `n` code → []\n"}, ("MEMORY.md", 3),
+     {"MEMORY.md": MEM + "\n- `a` x → [rel:n]\n\nProse.\n\n   - `n` three spaces in → []\n"}),
     ("edge-dangling", {"MEMORY.md": MEM + "\n- `a` x → [rel:nowhere]\n"}, ("MEMORY.md", 3),
      {"MEMORY.md": MEM + "\n- `a` x → [rel:b]\n" + NODE_B}),
     ("edge-dangling", {"MEMORY.md": MEM + "\n## H {#h} → [doc:nowhere]\n"}, ("MEMORY.md", 3),
@@ -236,10 +261,10 @@ CASES = [
 
 EMITTED_RULES = {
     "missing-file", "symlink", "not-regular", "encoding", "heading-depth", "heading-anchor", "heading-edges",
-    "heading-kind", "kind-domain", "id-format", "duplicate-id", "node-edges", "edge-malformed", "edge-type",
+    "heading-kind", "kind-domain", "id-format", "duplicate-id", "node-edges", "edge-malformed", "edge-empty", "edge-type",
     "edge-duplicate", "edge-self", "edge-dangling", "edge-rel-ancestor", "h4-typed", "h4-parent", "h4-children",
     "backing-children", "backing-missing", "backing-duplicate", "backing-cycle", "focus-entry",
-    "focus-duplicate", "focus-unknown", "reserved-id", "corrections-format", "corrections-capacity",
+    "focus-duplicate", "focus-unknown", "reserved-id", "terminal-bullet", "body-fence", "corrections-format", "corrections-capacity",
     "collection-line-length", "collection-entry-length", "collection-capacity",
 }
 
@@ -254,8 +279,6 @@ WARNING_CASES = [
     ("heading-title", {"MEMORY.md": "# M\n\n##\n"}, ("MEMORY.md", 3), {"MEMORY.md": "# M\n\n## T\n"}),
     ("node-plain", {"MEMORY.md": MEM + "\n- `a` lacks its edge list\n"}, ("MEMORY.md", 3),
      {"MEMORY.md": MEM + "\n- `a` has an empty edge list → []\n"}),
-    ("edge-empty", {"MEMORY.md": MEM + "\n- `a` x → [rel:b,]\n" + NODE_B}, ("MEMORY.md", 3),
-     {"MEMORY.md": MEM + "\n- `a` x → [rel:b]\n" + NODE_B}),
     ("focus-edges", {"PURSUITS.md": PUR + "\n- `p` → []\n\n## P {#p}\n"}, ("PURSUITS.md", 5),
      {"PURSUITS.md": PUR + "\n- `p` the release\n\n## P {#p}\n"}),
     ("next-entry",
@@ -263,9 +286,6 @@ WARNING_CASES = [
      {"PURSUITS.md": PUR + "\n## P {#p}\n\n**State:** half done\n\n**Next:**\n- `do` run the tests\n"
       "- `ask` which release\n\n- `wait` for review\n- a plain bullet\n\n**Done when:** it ships\n\n"
       "**Status:** open\n"}),
-    ("terminal-bullet", {"MEMORY.md": MEM + "\n## A {F#a}\n\n- a summary bullet\n", "MEMORY_a.md": "x\n"},
-     ("MEMORY.md", 5),
-     {"MEMORY.md": MEM + "\n## A {F#a}\n\nA summary paragraph.\n", "MEMORY_a.md": "- a summary bullet\n"}),
 ]
 WARNING_RULES = {c[0] for c in WARNING_CASES}
 

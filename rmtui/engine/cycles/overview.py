@@ -81,18 +81,17 @@ def cycles_overview(root: MemoryRoot, now: float | None = None) -> list[CycleInf
 
 
 def _update(root: MemoryRoot, live: _Live, receipts: list[Any], now: float) -> CycleInfo:
-    from rmtui.engine.evidence.batching import select_batch
+    from rmtui.engine.evidence.batching import held_sessions, select_batch
     from rmtui.engine.evidence.queue import EvidenceQueue
     from rmtui.engine.roles.update_driver import BatchStore
 
     cfg = root.config()
     with BatchStore(root) as batches:
         held = batches.list("waiting_retry", "needs_manual_recovery")
-    held_uids = {u for b in held for u in b.uids}
     with EvidenceQueue(root) as q:
-        queued = [e for e in q.list(state="queued") if e.uid not in held_uids]
+        queued = q.list(state="queued")
         inbox = q.counts().get("inbox", 0)
-    ready = select_batch(queued, cfg, now=now) is not None
+    ready = select_batch(queued, cfg, now=now, held_sessions=held_sessions(held)) is not None
     stopped = [b for b in held if b.state == "needs_manual_recovery"]
     waiting = [b for b in held if b.state == "waiting_retry"]
     retry_due = any((b.next_attempt_at or 0) <= now for b in waiting)
@@ -162,7 +161,7 @@ def _sync(root: MemoryRoot, live: _Live) -> CycleInfo:
     detail = f"{res.status}: {res.message}"
     if res.upstream:
         detail += f" ({res.ahead} ahead, {res.behind} behind {res.upstream})"
-    outcome = {"state": st.get("last_status"), "message": st.get("last_status_message"),
+    outcome = {"state": st.get("last_status"), "message": st.get("last_message"),
                "last_pull_at": st.get("last_successful_pull_at"), "last_push_at": st.get("last_successful_push_at"),
                "last_failure_at": st.get("last_failure_at")} if st.get("last_status") else None
     return CycleInfo("sync", "running" if live.of("sync") else "idle", bool(res.behind) or repair, next_due, detail,

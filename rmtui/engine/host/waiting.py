@@ -15,7 +15,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from rmtui.engine.errors import EngineError
-from rmtui.engine.evidence.batching import select_batch
+from rmtui.engine.evidence.batching import held_sessions, plan_batch
 from rmtui.engine.evidence.queue import EvidenceQueue
 from rmtui.engine.memory.roots import MemoryRoot
 
@@ -144,18 +144,12 @@ def queue_waiting(root: MemoryRoot, *, now: float | None = None) -> QueueWaiting
         return out("no_runner", "no Update model is configured and no host task is open", "configure", CONFIGURE)
     if not _daemon_running(root):
         return out("no_driver", "an Update model is configured but no Update daemon runs", "run_now", RUN_NOW)
-    batch = select_batch(queued, cfg, now=now)
-    if batch is not None:
+    plan = plan_batch(queued, cfg, now=now, held_sessions=held_sessions(held))
+    if plan.batch is not None:
         return out("ready", "a batch is ready: the Update daemon takes it on its next pass", None, None)
+    target = cfg.get("update.async.target_batch_candidates")
     debounce = float(cfg.get("update.async.debounce_seconds"))
-    max_wait = float(cfg.get("update.async.max_wait_seconds"))
-    last_by_session: dict[str, float] = {}
-    for e in queued:
-        last_by_session[e.session] = max(last_by_session.get(e.session, 0.0), e.created_at)
-    settle = min(t + debounce for t in last_by_session.values())
-    overdue = queued[0].created_at + max_wait
-    if settle <= overdue:
-        reason = f"waiting for the debounce until {clock_time(settle)} (a session's last submit + {debounce:.0f} s)"
-    else:
-        reason = f"waiting until {clock_time(overdue)} (the oldest candidate's max wait)"
-    return out("debounce", reason, "run_now", RUN_NOW, until=min(settle, overdue))
+    reason = (f"waiting until {clock_time(plan.ready_at)}: a session is ready {debounce:.0f} s after its last "
+              f"submit, and ready sessions go as a batch once they hold {target} candidates or the first "
+              "has waited the max wait" if plan.ready_at is not None else "every queued session is held back")
+    return out("debounce", reason, "run_now", RUN_NOW, until=plan.ready_at)

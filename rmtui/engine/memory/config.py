@@ -194,9 +194,10 @@ def config_warnings(cfg: Config) -> list[str]:
     if ((cfg.data.get("retrieve") or {}).get("embedding") or {}).get("api_key"):
         holders.append("[retrieve.embedding] api_key")
     if holders:
-        out.append(f"{CONFIG_FILE} holds an API key ({', '.join(holders)}); the file is tracked by Git, so the "
-                   "key is committed and travels with the root: prefer the provider's environment variable "
-                   "(or api_key_env in rmtui.toml, RIGHTMEMORY_EMBEDDING_API_KEY for the embedding service)")
+        out.append(f"{CONFIG_FILE} holds an API key ({', '.join(holders)}) in plain text; where the file is "
+                   "tracked by Git (an older root's), the key is committed and travels with the root: prefer the "
+                   "provider's environment variable (or api_key_env in rmtui.toml, RIGHTMEMORY_EMBEDDING_API_KEY "
+                   "for the embedding service)")
     return out
 
 
@@ -249,7 +250,8 @@ def load_config(root: Path) -> Config:
                            "they apply from memory this time"]
                 NOTIFY(notices[0])
                 raws, cacheable = ((orig_text or "").encode(), (local_text or "").encode()), False
-    data = validate_doc(parse_toml(_decode(raws[0], path), str(path)), CONFIG_FILE, str(path)) if raws[0] is not None else {}
+    data = (validate_doc(parse_toml(_decode(raws[0], path), str(path)), CONFIG_FILE, str(path))
+            if raws[0] is not None else {})
     local = (validate_doc(parse_toml(_decode(raws[1], local_path), str(local_path)), LOCAL_FILE, str(local_path))
              if raws[1] is not None else {})
     if cacheable:

@@ -44,7 +44,8 @@ IGNORED_ORIGINAL_KEYS = (
     # poll paces it, and transcript review (review_session_points) is not part of rmtui
     "insight.watch.check_interval_seconds", "insight.watch.review_session_points",
     "update.async.trigger_candidates",
-    "sync.*",                        # no sync yet
+    # sync reads `enabled`; the pull check before a retrieval keeps its own pace (5 minutes)
+    "sync.stale_pull_after_hours",
 )
 
 

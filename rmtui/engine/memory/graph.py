@@ -42,7 +42,12 @@ _ARROW_OPEN_RE = re.compile(r"(?:→|->)\s*\[")
 _NODE_RE = re.compile(
     r"^(?P<indent>[ \t]*)(?:[-+*]|[0-9]{1,9}[.)])[ \t]+`(?!`)(?P<id>[^`]*)`(?!`)(?P<rest>(?:\s.*)?)$"
 )
-_TOP_BULLET_RE = re.compile(r"^ {0,3}(?:[-+*]|[0-9]{1,9}[.)])(?:[ \t]+|$)")
+# A list item's marker and the spaces after it: the item's content starts at the column after
+# them, and a later line indented that far belongs to the item (a nested bullet is no node).
+_ITEM_START_RE = re.compile(r"^( {0,3})([-+*]|[0-9]{1,9}[.)])( {1,4}(?! )| +|$)")
+# ``:::body`` ... ``:::`` (the same run of colons) marks a heading's body explicitly.
+_BODY_OPEN_RE = re.compile(r"^(:{3,})body[ \t]*$")
+_BODY_CLOSE_RE = re.compile(r"^(:{3,})[ \t]*$")
 _THEMATIC_BREAK_RE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 # RightMemory's Pursuit fields; a ``**Next:**`` block runs until the next field or heading.
@@ -252,8 +257,7 @@ def _edge_list(raw: str) -> tuple[list[Edge], list[tuple[str, str, str]]]:
         part = part.strip()
         if not part:
             # older RightMemory skipped a stray comma, the newest rejects it
-            problems.append(("edge-empty", f"empty edge in [{raw}] (RightMemory's newest parser rejects it)",
-                             WARNING))
+            problems.append(("edge-empty", f"empty edge element in [{raw}]", ERROR))
             continue
         typ, sep, target = part.partition(":")
         typ, target = typ.strip(), target.strip()
@@ -407,6 +411,9 @@ class _Parser:
         def terminal_rule(h: Item) -> str:
             return "backing-children" if h.heading_kind == "F#" and h.level != 4 else "h4-children"
 
+        list_col: int | None = None  # content column of the open top-level list item
+        after_blank = False
+        body_fence: tuple[str, int] | None = None  # (colons, line) of an open :::body
         for idx, line in enumerate(lines):
             lineno = idx + 1
             # fenced code is never graph
@@ -415,15 +422,48 @@ class _Parser:
                 if fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence) and not line.strip()[len(fm.group(1)):].strip():
                     fence = None
                 continue
+            if body_fence is not None:
+                bm = _BODY_CLOSE_RE.match(line)
+                if bm and bm.group(1) == body_fence[0]:
+                    body_fence = None
+                continue
             if fm:
                 fence = fm.group(1)
                 last_node = None
+                list_col = None
                 continue
+            blank = not line.strip()
+            flat = line.expandtabs(4)
+            indent = len(flat) - len(flat.lstrip(" "))
+            if not blank and list_col is not None:
+                if indent >= list_col:
+                    # nested content of the open list item: a bullet here is no node, a heading no heading
+                    if last_node is not None:
+                        last_node.end_line = lineno
+                    after_blank = False
+                    continue
+                if after_blank and not _ITEM_START_RE.match(flat):
+                    list_col = None  # a blank line and an unindented line close the list
+            after_blank = blank
+            if blank:
+                last_node = None
+                continue
+            if indent == 0 and line.startswith(":"):
+                bm = _BODY_OPEN_RE.match(line)
+                if bm:
+                    body_fence = (bm.group(1), lineno)
+                    last_node = None
+                    list_col = None
+                    continue
+                if _BODY_CLOSE_RE.match(line):
+                    self.err(name, lineno, "body-fence", f"{line.strip()} closes no open :::body fence")
+                    continue
 
-            hm = _HEADING_RE.match(line) if line.startswith("#") else None
+            hm = _HEADING_RE.match(flat[indent:]) if indent <= 3 and flat[indent:].startswith("#") else None
             if hm and (hm.group(2) is not None or line.strip("#").strip() == ""):
                 last_node = None
                 in_next = False
+                list_col = None
                 level = len(hm.group(1))
                 rest = hm.group(2) or ""
                 heading = self.parse_heading(name, lineno, level, rest, domain)
@@ -443,75 +483,77 @@ class _Parser:
                         backing_headings.append(heading)
                 continue
 
-            if not line.strip():
-                last_node = None
-                continue
-
             if domain == "pursuit":
                 field_m = _PURSUIT_FIELD_RE.match(line)
                 if field_m:
                     in_next = field_m.group(1).casefold() == "next"
                     last_node = None
+                    list_col = None
                     continue
 
-            nm = _NODE_RE.match(line)
-            if nm:
-                ident = nm.group("id")
-                rest = nm.group("rest")
+            item_m = _ITEM_START_RE.match(flat) if not _THEMATIC_BREAK_RE.match(flat) else None
+            if item_m is None:
+                # continuation of a node: indented lines directly below it
+                if last_node is not None and line[:1] in (" ", "\t"):
+                    last_node.end_line = lineno
+                    continue
                 last_node = None
-                if in_focus:
-                    self.focus_entry(name, lineno, ident, rest)
-                    continue
-                if in_next:
-                    if ident.strip() not in NEXT_VERBS:
-                        self.warn(name, lineno, "next-entry",
-                                  f"**Next:** entries start with `do`, `ask` or `wait`, not `{ident}`")
-                    continue
-                top = not nm.group("indent") or len(nm.group("indent").expandtabs(4)) <= 3
-                mask = _literal_mask(rest)
-                markers = list(_ARROW_OPEN_RE.finditer(mask))
-                if not markers:
-                    # no `→ [`: RightMemory reads a plain bullet, not a node
-                    th = terminal() if top else None
-                    if th is not None:
-                        self.err(name, lineno, terminal_rule(th),
-                                 f"`{th.id}` keeps no list items in its own file; "
-                                 + ("move it to the backing file" if th.heading_kind == "F#" else "it is terminal"))
-                    elif domain == "memory" and ID_RE.match(ident):
-                        self.warn(name, lineno, "node-plain",
-                                  f"`{ident}` has no edge list, so it is a plain bullet, not a node "
-                                  "(end it with → [] to make it a node)")
-                    continue
-                last = markers[-1]
-                tail = re.match(r"(.*)\]\s*$", rest[last.end():], re.S)
-                if not ID_RE.match(ident):
-                    self.err(name, lineno, "id-format", f"id {ident!r} must match [A-Za-z0-9_.-]+")
-                    continue
-                if tail is None or not rest[last.start() - 1: last.start()].isspace():
-                    self.err(name, lineno, "node-edges",
-                             f"node `{ident}` has a malformed edge list (end the line with → [type:target, ...])")
-                    continue
-                prose = rest[: last.start()].strip()
-                node = Item("node", ident, name, lineno, lineno, domain, prose)
-                self.check_id(node)
-                node.edges = self.item_edges(name, lineno, tail.group(1), ident)
-                attach(node)
-                last_node = node
                 continue
-
-            # continuation of a node: indented lines directly below it
-            if last_node is not None and line[:1] in (" ", "\t"):
-                last_node.end_line = lineno
-                continue
+            # a top-level list item; its content starts after the marker and 1-4 spaces
+            spaces = item_m.group(3)
+            list_col = item_m.end(2) + (len(spaces) if 1 <= len(spaces) <= 4 else 1)
             last_node = None
-            if (not in_focus and not in_next and _TOP_BULLET_RE.match(line)
-                    and not _THEMATIC_BREAK_RE.match(line)):
+            nm = _NODE_RE.match(line)
+            if nm is None:
+                th = terminal() if not in_focus and not in_next else None
+                if th is not None:
+                    self.err(name, lineno, "terminal-bullet",
+                             f"a list item under `{th.id}`: RightMemory rejects list items under an F# or "
+                             "#### heading (write prose, or move it to the backing file)")
+                continue
+            ident = nm.group("id")
+            rest = nm.group("rest")
+            if in_focus:
+                self.focus_entry(name, lineno, ident, rest)
+                continue
+            if in_next:
+                if ident.strip() not in NEXT_VERBS:
+                    self.warn(name, lineno, "next-entry",
+                              f"**Next:** entries start with `do`, `ask` or `wait`, not `{ident}`")
+                continue
+            mask = _literal_mask(rest)
+            markers = list(_ARROW_OPEN_RE.finditer(mask))
+            if not markers:
+                # no `→ [`: RightMemory reads a plain bullet, not a node
                 th = terminal()
                 if th is not None:
-                    self.warn(name, lineno, "terminal-bullet",
-                              f"a list item under `{th.id}`: RightMemory's newest parser rejects list items "
-                              "under an F# or #### heading (write prose, or move it to the backing file)")
+                    self.err(name, lineno, terminal_rule(th),
+                             f"`{th.id}` keeps no list items in its own file; "
+                             + ("move it to the backing file" if th.heading_kind == "F#" else "it is terminal"))
+                elif domain == "memory" and ID_RE.match(ident):
+                    self.warn(name, lineno, "node-plain",
+                              f"`{ident}` has no edge list, so it is a plain bullet, not a node "
+                              "(end it with → [] to make it a node)")
+                continue
+            last = markers[-1]
+            tail = re.match(r"(.*)\]\s*$", rest[last.end():], re.S)
+            if not ID_RE.match(ident):
+                self.err(name, lineno, "id-format", f"id {ident!r} must match [A-Za-z0-9_.-]+")
+                continue
+            if tail is None or not rest[last.start() - 1: last.start()].isspace():
+                self.err(name, lineno, "node-edges",
+                         f"node `{ident}` has a malformed edge list (end the line with → [type:target, ...])")
+                continue
+            prose = rest[: last.start()].strip()
+            node = Item("node", ident, name, lineno, lineno, domain, prose)
+            self.check_id(node)
+            node.edges = self.item_edges(name, lineno, tail.group(1), ident)
+            attach(node)
+            last_node = node
 
+        if body_fence is not None:
+            self.err(name, body_fence[1], "body-fence",
+                     f"{body_fence[0]}body is never closed (end the body with a line {body_fence[0]})")
         gf.items = file_items
         # end lines and blocks
         for i, h in enumerate(open_items):

@@ -35,7 +35,7 @@ QUEUE = ("update_queue/*", "update_queue/*/*")
 RECORDS = ("update_records/*.json",)
 CONFIGS = ("rightmemory.toml", "shared_views.toml")
 SHARED_VIEW_FILES = ("shared_views/*/view.md", "shared_views/*/recipe.toml", "shared_views/*/question.toml",
-                     "shared_views/*/retriever.md")
+                     "shared_views/*/retriever.md", "shared_views/*/.gitignore")
 
 
 @dataclass(frozen=True)

@@ -201,8 +201,17 @@ def remove_profile(name: str) -> dict:
 def is_work_tree(folder: Path) -> bool:
     """Whether ``folder`` is a memory root's own work tree: a Git repository (``.git`` a folder,
     so the supervisor's linked worktrees under ``.runtime/worktrees/`` do not count and the
-    search goes on up to the root that holds them) with a ``MEMORY.md``."""
-    return (folder / ".git").is_dir() and (folder / "MEMORY.md").is_file()
+    search goes on up to the root that holds them) with a ``MEMORY.md`` and the root's
+    allow-list ``.gitignore`` (``*``, then ``!MEMORY.md``), which both tools write: a code
+    project that happens to keep a MEMORY.md is not a memory root."""
+    if not ((folder / ".git").is_dir() and (folder / "MEMORY.md").is_file()):
+        return False
+    try:
+        with open(folder / ".gitignore", encoding="utf-8", errors="replace") as f:
+            lines = {line.strip() for line in f.read(65536).splitlines()}
+    except OSError:
+        return False
+    return "*" in lines and "!MEMORY.md" in lines
 
 
 def _nearest(start: Path) -> tuple[str, Path] | None:

@@ -191,7 +191,7 @@ class UpdateDriver:
     # -- one pass ------------------------------------------------------------------------
 
     def _run_once(self, *, force: bool, now: float | None) -> dict:
-        from rmtui.engine.evidence.batching import select_batch
+        from rmtui.engine.evidence.batching import held_sessions, select_batch
         from rmtui.engine.writes.supervisor import Supervisor
 
         cfg = self.root.config()  # reloaded for every batch
@@ -203,11 +203,10 @@ class UpdateDriver:
             q = EvidenceQueue(self.root)
             try:
                 self._settle_interrupted(sup, batches, now)
-                held = {u for b in batches.list("waiting_retry", "needs_manual_recovery") for u in b.uids}
+                held = held_sessions(batches.list("waiting_retry", "needs_manual_recovery"))
                 record = self._due_retry(batches, q, now)
                 if record is None:
-                    queued = [e for e in q.list(state="queued") if e.uid not in held]
-                    batch = select_batch(queued, cfg, now=now, force=force)
+                    batch = select_batch(q.list(state="queued"), cfg, now=now, force=force, held_sessions=held)
                     if batch is None:
                         return {"state": "idle", "evidence": q.counts(),
                                 "held_batches": len(batches.list("waiting_retry", "needs_manual_recovery"))}

@@ -90,7 +90,7 @@ def _finish(root: MemoryRoot, result: SyncResult, **stamps: str) -> SyncResult:
     for key, value in stamps.items():
         setattr(st, key, value)
     sync_state.save(root, st)
-    result.state = asdict(st)
+    result.state = st.to_json()
     return result
 
 
@@ -99,15 +99,15 @@ def status(root: MemoryRoot) -> SyncResult:
     up, off = _configured(root)
     st = sync_state.load(root)
     if off is not None:
-        off.state = asdict(st)
+        off.state = st.to_json()
         return off
     assert up is not None
     head = rev(root.path, "HEAD")
     tip = rev(root.path, up.ref)
     ahead, behind = counts(root.path, head or "", tip) if head else (0, 0)
-    result = SyncResult(st.last_status or "unknown", st.last_status_message or "not synced yet",
-                        list(st.last_status_files), ahead, behind, head, f"{up.remote}/{up.branch}", tip,
-                        state=asdict(st))
+    result = SyncResult(st.last_status or "unknown", st.last_message or "not synced yet",
+                        list(st.last_files), ahead, behind, head, f"{up.remote}/{up.branch}", tip,
+                        state=st.to_json())
     return result
 
 

@@ -119,7 +119,9 @@ def connect_git(root: MemoryRoot, url: str, *, as_id: str | None = None, relatio
     conn = files.Connection(cid, "file", f"rightmemory://mf/{view_id}", relationship,
                             maintainer=str(meta.get("provider_id")) if meta.get("provider_id") else None,
                             description=desc or None, accepted_from=ref.url,
-                            target={"kind": "git-file", "view_id": view_id, "accepted_from_url": ref.url})
+                            target={"kind": "git-file", "view_id": view_id, "git_url": ref.repo_url,
+                                    "git_share_id": ref.share_id, "accepted_from_url": ref.url}
+                            | ({"git_branch": ref.branch} if ref.branch else {}))
     body = (f"Read-only shared view `{view_id}` from the Git share {ref.url}"
             + (f" ({desc})" if desc else "") + ". Its items are imported, not edited here.")
     landed = _record(root, conn, title, body)
@@ -173,8 +175,12 @@ def _download(root: MemoryRoot, conn: files.Connection, candidate: Path, timeout
     elif kind == "git-file":
         from rmtui.engine.views import gitshare
 
-        gitshare.fetch_package(root, gitshare.parse_join_url(conn.target["accepted_from_url"]), candidate,
-                               timeout=timeout)
+        t = conn.target
+        ref = gitshare.ShareRef(t["git_url"], t["git_share_id"], t.get("git_branch"))
+        got = gitshare.fetch_package(root, ref, candidate, timeout=timeout)
+        if got["share"]["file"].get("view_id") != conn.view_id:
+            raise PackageRefused("view-id", f"the Git share carries view {got['share']['file'].get('view_id')!r}, "
+                                 f"not {conn.view_id!r}")
     elif kind == "revoked":
         raise UnavailableError("the provider revoked this view")
     else:

@@ -31,8 +31,9 @@ PROVIDER_DIR = "shared_views"
 VIEW_TYPES = ("file", "question")
 RELATIONSHIPS = ("human", "owned-agent", "team-space", "external")
 TARGET_KINDS = ("none", "http-file", "http-question", "revoked", "git-file")
-TARGET_KEYS = ("kind", "view_id", "base_url", "credential_id", "version_id", "accepted_from_url",
-               "question_base_url", "question_credential_id")
+# In the original's order; a Git file target names its share by git_url, git_branch, git_share_id.
+TARGET_KEYS = ("kind", "view_id", "base_url", "credential_id", "question_base_url", "question_credential_id",
+               "git_url", "git_branch", "git_share_id", "version_id", "accepted_from_url")
 CONNECTION_KEYS = ("type", "ref", "relationship", "maintainer", "description", "accepted_from", "target")
 
 
@@ -190,15 +191,35 @@ def parse_connections(text: str) -> dict[str, Connection]:
                                                                     and target.get("credential_id")):
             raise UsageError(f"{REGISTRY_FILE}: {where}.target of kind {target['kind']} needs base_url "
                              "and credential_id")
-        if target["kind"] == "git-file" and not target.get("accepted_from_url"):
-            raise UsageError(f"{REGISTRY_FILE}: {where}.target of kind git-file needs accepted_from_url")
-        for key in ("view_id", "credential_id", "question_credential_id"):
+        if target["kind"] == "git-file":
+            _git_target(target, where)
+        for key in ("view_id", "credential_id", "question_credential_id", "git_share_id"):
             if key in target:
                 check_view_id(target[key], f"{REGISTRY_FILE}: {where}.target.{key}")
         out[cid] = Connection(cid, vtype, ref, relationship, _optional(entry, "maintainer", where),
                               _optional(entry, "description", where), _optional(entry, "accepted_from", where),
                               target)
     return out
+
+
+def _git_target(target: dict, where: str) -> None:
+    """A Git file target names its share as the original does (git_url, git_share_id, optional
+    git_branch); an entry written by an earlier rmtui has only accepted_from_url, the join URL,
+    and gets the three keys from it."""
+    if not target.get("git_url") or not target.get("git_share_id"):
+        url = target.get("accepted_from_url")
+        if not url:
+            raise UsageError(f"{REGISTRY_FILE}: {where}.target of kind git-file needs git_url and git_share_id")
+        from rmtui.engine.views.gitshare import parse_join_url
+
+        ref = parse_join_url(url)
+        target.setdefault("git_url", ref.repo_url)
+        target.setdefault("git_share_id", ref.share_id)
+        if ref.branch:
+            target.setdefault("git_branch", ref.branch)
+    branch = target.get("git_branch")
+    if branch is not None and (branch.startswith("-") or ".." in branch or any(c.isspace() for c in branch)):
+        raise UsageError(f"{REGISTRY_FILE}: {where}.target.git_branch {branch!r} is not a branch name")
 
 
 def load_connections(root_path: Path) -> dict[str, Connection]:

@@ -8,17 +8,21 @@ Layout of the share repository, one folder per share::
     shares/<share-id>/package/       the version-2 package (view.md, recipe.toml, ..., dist/)
 
 Join URL: ``<repo>#share=<id>[&branch=<b>]``; no branch means the repository's default one.
-Each root keeps one bare cache per (repository, branch) at
-``.runtime/git_shares/<16 hex of sha256(url NUL branch)>``. Nothing is ever checked out:
-the consumer reads the package from Git objects (``ls-tree`` then ``cat-file``), so a
-symlink or submodule in the tree is refused for what it is, never followed; the provider
-builds its commit in a scratch index and pushes it (never forced).
+Each root keeps one working clone per (repository, branch) at
+``.runtime/git_shares/<16 hex of sha256(url NUL branch)>``, the original's share cache: a clone
+with ``origin`` and the branch checked out and tracking ``origin/<branch>``, so the original can
+``pull --ff-only`` in it and publish from it; rmtui leaves it at the remote's tip after every
+fetch and publish (a bare cache of an earlier rmtui is replaced by a clone). The consumer still
+reads the package from Git objects (``ls-tree`` then ``cat-file``), so a symlink or submodule in
+the tree is refused for what it is, never followed; the provider builds its commit in a scratch
+index and pushes it (never forced), then moves the checkout to it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import tomllib
 from dataclasses import dataclass
@@ -35,7 +39,7 @@ from rmtui.engine.views.package import PackageRefused, safe_name, walk_package, 
 GIT_TIMEOUT = 60.0
 SHARE_VERSION = 1
 PACKAGE_PATH = "package"
-REMOTE_PREFIX = "refs/remotes/share/"
+REMOTE_PREFIX = "refs/remotes/origin/"
 IDENTITY = {"GIT_AUTHOR_NAME": "rmtui", "GIT_AUTHOR_EMAIL": "rmtui@localhost",
             "GIT_COMMITTER_NAME": "rmtui", "GIT_COMMITTER_EMAIL": "rmtui@localhost"}
 _MISSING_REF = ("couldn't find remote ref", "could not find remote ref", "no such ref")
@@ -105,39 +109,75 @@ def _out(proc: subprocess.CompletedProcess) -> str:
     return proc.stdout.decode("utf-8", "surrogateescape").strip()
 
 
-def _cache(root: MemoryRoot, ref_url: str, branch: str | None) -> Path:
-    path = cache_path(root, ref_url, branch)
-    if not (path / "HEAD").is_file():
-        path.mkdir(parents=True, exist_ok=True)
-        _git(path, "init", "-q", "--bare")
+def _clone(root: MemoryRoot, repo_url: str, branch: str | None, timeout: float) -> Path:
+    """The share cache of (repository, branch): a working clone, made as the original makes it."""
+    path = cache_path(root, repo_url, branch)
+    if (path / ".git").is_dir():
+        return path
+    if path.exists() or path.is_symlink():  # an earlier rmtui's bare cache, or a clone cut short: ours
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    tmp = path.with_name(f".{path.name}.clone-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    url = _strip_fragment(repo_url)
+    try:
+        proc = _git(path.parent, "clone", "--quiet", *(["--branch", branch] if branch else []), "--", url, str(tmp),
+                    timeout=timeout, check=False)
+        if proc.returncode != 0 and branch:  # no such branch yet: clone the default, the branch comes later
+            shutil.rmtree(tmp, ignore_errors=True)
+            proc = _git(path.parent, "clone", "--quiet", "--", url, str(tmp), timeout=timeout, check=False)
+        if proc.returncode != 0:
+            err = proc.stderr.decode("utf-8", "replace").strip()
+            raise GitShareError(f"could not clone {url}: {remote_text(err.splitlines()[-1]) if err else proc.returncode}")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
     return path
 
 
-def _default_branch(cache: Path, repo_url: str, timeout: float) -> str | None:
-    proc = _git(cache, "ls-remote", "--symref", repo_url, "HEAD", timeout=timeout)
-    for line in _out(proc).splitlines():
-        if line.startswith("ref: refs/heads/") and line.endswith("\tHEAD"):
-            return line[len("ref: refs/heads/"):-len("\tHEAD")]
-    return None
+def _branch_of(clone: Path, branch: str | None) -> str:
+    """The branch named, else the remote's default (``origin/HEAD``), else the clone's own, else main."""
+    if branch:
+        return branch
+    for ref in ("refs/remotes/origin/HEAD", "HEAD"):
+        proc = _git(clone, "symbolic-ref", "--short", "-q", ref, check=False)
+        name = _out(proc)
+        if proc.returncode == 0 and name:
+            return name.removeprefix("origin/")
+    return "main"
 
 
-def _fetch(cache: Path, repo_url: str, branch: str, timeout: float) -> str | None:
-    """Fetch ``branch`` into the cache; its tip, or None when the repository has no such branch."""
-    proc = _git(cache, "fetch", "--quiet", "--no-tags", repo_url,
-                f"+refs/heads/{branch}:{REMOTE_PREFIX}{branch}", timeout=timeout, check=False)
-    if proc.returncode != 0:
-        err = proc.stderr.decode("utf-8", "replace").lower()
-        if any(m in err for m in _MISSING_REF):
-            return None
-        msg = err.strip().splitlines()[-1] if err.strip() else f"exit {proc.returncode}"
-        raise GitShareError(f"could not fetch {repo_url} ({branch}): {msg}")
-    return _out(_git(cache, "rev-parse", "--verify", f"{REMOTE_PREFIX}{branch}^{{commit}}"))
+def _settle(clone: Path, branch: str, tip: str | None) -> None:
+    """Check ``branch`` out at the remote's tip, tracking ``origin/<branch>`` (what ``pull --ff-only``
+    needs); with no tip yet (an empty repository), the branch is left unborn."""
+    if tip is None:
+        if _git(clone, "rev-parse", "--verify", "-q", "HEAD", check=False).returncode != 0:
+            _git(clone, "symbolic-ref", "HEAD", f"refs/heads/{branch}")
+        return
+    _git(clone, "checkout", "-q", "-f", "-B", branch, tip)
+    _git(clone, "branch", "-q", f"--set-upstream-to=origin/{branch}", branch)
 
 
 def _resolve(root: MemoryRoot, ref: ShareRef, timeout: float) -> tuple[Path, str, str | None]:
-    cache = _cache(root, ref.repo_url, ref.branch)
-    branch = ref.branch or _default_branch(cache, ref.repo_url, timeout) or "main"
-    return cache, branch, _fetch(cache, ref.repo_url, branch, timeout)
+    """Clone or fetch (``fetch --prune origin``), check the branch out at the remote's tip: (clone,
+    branch, tip), tip None when the repository has no such branch."""
+    clone = _clone(root, ref.repo_url, ref.branch, timeout)
+    proc = _git(clone, "fetch", "--quiet", "--prune", "origin", timeout=timeout, check=False)
+    if proc.returncode != 0:
+        err = proc.stderr.decode("utf-8", "replace").strip()
+        raise GitShareError(f"could not fetch {ref.repo_url}: "
+                            f"{remote_text(err.splitlines()[-1]) if err else proc.returncode}")
+    branch = _branch_of(clone, ref.branch)
+    got = _git(clone, "rev-parse", "--verify", "-q", f"{REMOTE_PREFIX}{branch}^{{commit}}", check=False)
+    tip = _out(got) if got.returncode == 0 else None
+    _settle(clone, branch, tip)
+    return clone, branch, tip
+
+
+def _locked(root: MemoryRoot, ref_url: str, branch: str | None):
+    path = cache_path(root, ref_url, branch)
+    return file_lock(path.with_name(path.name + ".lock"))
 
 
 # -- consumer ----------------------------------------------------------------------------------
@@ -171,7 +211,8 @@ def _share_meta(cache: Path, tip: str, share_id: str) -> dict:
 
 def describe(root: MemoryRoot, ref: ShareRef, *, timeout: float = GIT_TIMEOUT) -> dict:
     """What a join URL offers: the share's metadata (``share.toml``) at the branch's tip."""
-    cache, _branch, tip = _resolve(root, ref, timeout)
+    with _locked(root, ref.repo_url, ref.branch):
+        cache, _branch, tip = _resolve(root, ref, timeout)
     if tip is None:
         raise PackageRefused("missing-share", f"{ref.repo_url} has no branch {_branch!r}")
     return _share_meta(cache, tip, ref.share_id)
@@ -180,7 +221,8 @@ def describe(root: MemoryRoot, ref: ShareRef, *, timeout: float = GIT_TIMEOUT) -
 def fetch_package(root: MemoryRoot, ref: ShareRef, target: Path, *, timeout: float = GIT_TIMEOUT) -> dict:
     """Unpack the share's package at the branch's tip into the new folder ``target`` (checked entry
     by entry before writing; :func:`rmtui.engine.views.package.validate_package` comes after)."""
-    cache, branch, tip = _resolve(root, ref, timeout)
+    with _locked(root, ref.repo_url, ref.branch):
+        cache, branch, tip = _resolve(root, ref, timeout)
     if tip is None:
         raise PackageRefused("missing-share", f"{ref.repo_url} has no branch {branch!r}")
     meta = _share_meta(cache, tip, ref.share_id)
@@ -220,7 +262,9 @@ def _local_repo_path(repo_url: str) -> Path | None:
 def share_toml(share_id: str, view_id: str, title: str, description: str, provider_id: str) -> str:
     lines = files.toml_table({"version": SHARE_VERSION, "share_id": share_id, "title": title,
                               "provider_id": provider_id, "transport": "git", "parts": ["file"]})
-    lines += ["", "[file]", *files.toml_table({"view_id": view_id, "title": title, "description": description,
+    # the original titles the file part "<share title> Files"
+    lines += ["", "[file]", *files.toml_table({"view_id": view_id, "title": f"{title} Files",
+                                               "description": description,
                                                "path": PACKAGE_PATH,
                                                "manifest": f"{PACKAGE_PATH}/dist/manifest.toml"})]
     return "\n".join(lines) + "\n"
@@ -241,36 +285,33 @@ def publish(root: MemoryRoot, package: Path, *, repo_url: str, view_id: str, tit
         local.parent.mkdir(parents=True, exist_ok=True)
         _git(local.parent, "init", "-q", "--bare", "-b", branch or "main", str(local))
     listing = walk_package(Path(package))
-    cache = _cache(root, repo_url, branch)
-    with file_lock(Path(str(cache) + ".lock")):
-        chosen = branch or _default_branch(cache, repo_url, timeout) or "main"
+    ref = ShareRef(repo_url, share_id, branch)
+    with _locked(root, repo_url, branch):
         for attempt in (0, 1):
-            tip = _fetch(cache, repo_url, chosen, timeout)
-            commit, changed = _commit(cache, tip, share_id, view_id, title, description, provider_id, package,
+            clone, chosen, tip = _resolve(root, ref, timeout)
+            commit, changed = _commit(clone, tip, share_id, view_id, title, description, provider_id, package,
                                       [n for n, _ in listing])
-            if not changed:
-                return {"share_id": share_id, "branch": chosen, "commit": tip, "pushed": False, "changed": False,
-                        "join_url": join_url(repo_url, share_id, branch)}
-            if not push:
-                return {"share_id": share_id, "branch": chosen, "commit": commit, "pushed": False, "changed": True,
-                        "join_url": join_url(repo_url, share_id, branch)}
-            proc = _git(cache, "push", "--quiet", "--porcelain", repo_url, f"{commit}:refs/heads/{chosen}",
+            result = {"share_id": share_id, "branch": chosen, "commit": commit, "pushed": False, "changed": changed,
+                      "join_url": join_url(repo_url, share_id, branch)}
+            if not changed or not push:
+                return result
+            proc = _git(clone, "push", "--quiet", "--porcelain", "origin", f"{commit}:refs/heads/{chosen}",
                         timeout=timeout, check=False)
             if proc.returncode == 0:
-                _git(cache, "update-ref", f"{REMOTE_PREFIX}{chosen}", commit)
-                return {"share_id": share_id, "branch": chosen, "commit": commit, "pushed": True, "changed": True,
-                        "join_url": join_url(repo_url, share_id, branch)}
+                _git(clone, "update-ref", f"{REMOTE_PREFIX}{chosen}", commit)
+                _settle(clone, chosen, commit)
+                return result | {"pushed": True}
             err = (proc.stderr + proc.stdout).decode("utf-8", "replace").strip()
             if attempt or not any(w in err for w in ("rejected", "non-fast-forward", "fetch first")):
                 raise GitShareError(f"could not push the share to {repo_url} ({chosen}): "
-                                    f"{remote_text(err.splitlines()[-1]) if err else proc.returncode}; commit {commit[:12]} "
-                                    "is kept in the local cache; publish again to retry")
+                                    f"{remote_text(err.splitlines()[-1]) if err else proc.returncode}; nothing "
+                                    "was changed upstream; publish again to retry")
     raise GitShareError("unreachable")  # pragma: no cover
 
 
 def _commit(cache: Path, tip: str | None, share_id: str, view_id: str, title: str, description: str,
             provider_id: str, package: Path, names: list[str]) -> tuple[str, bool]:
-    index = cache / f"publish-{os.getpid()}.index"
+    index = cache / ".git" / f"rmtui-publish-{os.getpid()}.index"
     env = {**IDENTITY, "GIT_INDEX_FILE": str(index)}
     prefix = f"shares/{share_id}"
     try:
@@ -290,7 +331,8 @@ def _commit(cache: Path, tip: str | None, share_id: str, view_id: str, title: st
         if tip and tree == _out(_git(cache, "rev-parse", f"{tip}^{{tree}}")):
             return tip, False
         parents = ["-p", tip] if tip else []
-        commit = _out(_git(cache, "commit-tree", tree, *parents, "-m", f"share: publish {share_id}", env=env))
+        commit = _out(_git(cache, "commit-tree", tree, *parents, "-m", f"Publish RightMemory share {share_id}",
+                           env=env))
         return commit, True
     finally:
         index.unlink(missing_ok=True)

@@ -14,7 +14,9 @@ instructions the provider's retrieve role answers with; never sent anywhere).
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -194,7 +196,9 @@ def create_file_view(root: MemoryRoot, view_id: str, include: list[str], *, titl
 
     def edit(wt: Path) -> list[str]:
         base = f"{files.PROVIDER_DIR}/{view_id}"
-        return [files.write_text(wt, f"{base}/view.md", _view_md(recipe.title, body)),
+        # the original's view folder ignores its build output, dist/
+        return [files.write_text(wt, f"{base}/.gitignore", VIEW_GITIGNORE),
+                files.write_text(wt, f"{base}/view.md", _view_md(recipe.title, body)),
                 files.write_text(wt, f"{base}/recipe.toml", recipe.text())]
 
     landed = files.land(root, f"shared-view: define {view_id}", edit)
@@ -381,8 +385,26 @@ def meta_text(recipe: Recipe) -> str:
                                        "description": recipe.intent})) + "\n"
 
 
+VIEW_GITIGNORE = "dist/\n"
+
+
+def _mirror_dist(root: MemoryRoot, view_id: str, dist: Path) -> None:
+    """Put the validated ``dist/`` where the original renders it, ``shared_views/<view>/dist/``
+    (ignored by the folder's ``.gitignore`` and the root's allow-list), replaced whole."""
+    folder = files.view_dir(root.path, view_id)
+    if folder.is_symlink() or not folder.is_dir():
+        return
+    target = folder / DIST
+    tmp = folder / f".dist.tmp-{os.getpid()}"
+    remove_tree(tmp)
+    shutil.copytree(dist, tmp)
+    remove_tree(target)
+    os.replace(tmp, target)
+
+
 def build(root: MemoryRoot, view_id: str) -> BuildResult:
-    """Render, validate and promote the package of ``view_id`` into ``.runtime/shared_views/builds/``."""
+    """Render, validate and promote the package of ``view_id`` into ``.runtime/shared_views/builds/``;
+    its ``dist/`` also goes to ``shared_views/<view>/dist/``, where the original builds it."""
     files.check_view_id(view_id)
     recipe = load_recipe(root.path, view_id)
     if not recipe.approved:
@@ -413,6 +435,7 @@ def build(root: MemoryRoot, view_id: str) -> BuildResult:
         except BaseException:
             remove_tree(cand)
             raise
+        _mirror_dist(root, view_id, final / DIST)
     return BuildResult(view_id, final, info, rendered.warnings)
 
 

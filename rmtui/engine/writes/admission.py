@@ -126,11 +126,17 @@ def changed_paths(repo: git.Repo, a: str, b: str) -> list[str]:
     return sorted({c.path for c in commit_changes(repo, a, b)})
 
 
+#: The one .git* file a writer may touch: a provider view folder's ``.gitignore``, and only as
+#: the original writes it, ``dist/`` (docs/formats.md).
+VIEW_GITIGNORE_RE = re.compile(r"shared_views/[A-Za-z0-9_.-]+/\.gitignore")
+VIEW_GITIGNORE = b"dist/\n"
+
+
 def _check_path_shape(path: str, commit: str) -> None:
     parts = path.split("/")
     if path.startswith("/") or any(p in ("..", ".", "") for p in parts):
         raise AdmissionRefused("path", f"{path!r} is not a plain relative path", commit=commit, path=path)
-    if any(p.lower().startswith(".git") for p in parts):
+    if any(p.lower().startswith(".git") for p in parts) and not VIEW_GITIGNORE_RE.fullmatch(path):
         raise AdmissionRefused("git-path", f"{path!r} touches a .git* path", commit=commit, path=path)
 
 
@@ -245,6 +251,9 @@ def check_commits(repo: git.Repo, base: str, candidate: str, role: str) -> Admis
                                            f"role {role} may change {path} only to drop references to deleted items",
                                            commit=sha, path=path)
                 result.dropped_refs |= dropped
+            if (change.status != "D" and VIEW_GITIGNORE_RE.fullmatch(path)
+                    and _blob(repo, change.new_blob) != VIEW_GITIGNORE):
+                raise AdmissionRefused("view-gitignore", f"{path} may only hold 'dist/'", commit=sha, path=path)
             if change.status != "D" and path.endswith(".md"):
                 try:
                     _blob(repo, change.new_blob).decode("utf-8")

@@ -277,7 +277,8 @@ class Supervisor:
             head = self.head()
             cand = op.candidate_commit
             staged = self.publisher.staged(head)
-            if cand is not None and head == op.base_commit and staged and self.publisher.index_tree() == self.publisher.tree(cand):
+            if (cand is not None and head == op.base_commit and staged
+                    and self.publisher.index_tree() == self.publisher.tree(cand)):
                 # an older rmtui synced the work tree before its CAS and died in between: finish it
                 self.publisher.cas(ref, head, cand)
                 op.landed_commit = cand
