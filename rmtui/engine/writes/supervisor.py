@@ -37,6 +37,7 @@ from rmtui.engine.writes.admission import (
     AdmissionRefused,
     BranchMoved,
     DirtyActiveRoot,
+    FileLimits,
     StaleBase,
     changed_paths,
     check_clean,
@@ -194,7 +195,7 @@ class Supervisor:
             active = self.head()
             if active != base and self.publisher.is_ancestor(active, candidate):
                 base = self._rebased_base(base, candidate)
-            result = check_commits(self.repo, base, candidate, op.role)
+            result = check_commits(self.repo, base, candidate, op.role, limits=FileLimits.of(self.root.config()))
             tree = self.publisher.tree(candidate)
             if op.records_batch:  # the update record lands in the same commit (record-only if no change)
                 tree = self._with_update_record(tree, op)
