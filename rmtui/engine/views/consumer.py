@@ -25,6 +25,7 @@ from rmtui.engine.locks import file_lock, try_lock
 from rmtui.engine.memory.graph import load_graph
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.views import files
+from rmtui.engine.views.address import parse_join_url
 from rmtui.engine.views.package import (
     PackageRefused,
     candidate_beside,
@@ -109,7 +110,7 @@ def connect_git(root: MemoryRoot, url: str, *, as_id: str | None = None, relatio
     """Connect a Git share (``<repo>#share=<id>[&branch=<b>]``): its file view, by its view id."""
     from rmtui.engine.views import gitshare
 
-    ref = gitshare.parse_join_url(url)
+    ref = parse_join_url(url)
     meta = gitshare.describe(root, ref)
     part = meta["file"]
     view_id = part["view_id"]
