@@ -217,6 +217,39 @@ def test_sessions_do_not_mix_pending_edits(proot):
                          session="bob")["pending_edits"] == 1
 
 
+def test_another_sessions_edits_are_named_as_typed_and_discard_session_drops_only_its_own(proot, cli):
+    root = proot
+    pursuit.apply(root, {"type": "create", "title": "Mine"}, expected_revision=rev(root), session="alice@laptop")
+    st = pursuit.show(root)
+    # the journal keeps the original's hash; the typed session comes from rmtui's own state
+    assert st["owner"] != "alice@laptop" and len(st["owner"]) == 64 and st["owner_session"] == "alice@laptop"
+    journal = (root.runtime / "pursuit-editor" / "session.json").read_text()
+    assert "alice@laptop" not in journal
+    with pytest.raises(ConflictError, match="session 'alice@laptop' has pending Pursuit edits") as info:
+        pursuit.apply(root, {"type": "create", "title": "Yours"}, expected_revision=rev(root), session="bob")
+    assert "pursuit discard --session alice@laptop" in info.value.message
+    # discard --session of someone else: refused (exit 3), nothing dropped
+    out = cli("--headless", "pursuit", "discard", "--session", "bob", "--root", str(root.path))
+    assert out.code == 3 and "belong to session 'alice@laptop', not to session 'bob'" in out.stderr
+    assert pursuit.show(root)["pending_edits"] == 1
+    out = cli("--headless", "pursuit", "discard", "--session", "x\ny", "--root", str(root.path))
+    assert out.code == 2 and "session id" in out.stderr
+    out = cli("--headless", "pursuit", "discard", "--session", "alice@laptop", "--root", str(root.path), "--json")
+    assert out.code == 0, out.stderr
+    assert out.json()["pending_edits"] == 0 and pursuit.show(root)["pending_edits"] == 0
+
+
+def test_a_forged_session_name_is_not_shown(proot):
+    root = proot
+    pursuit.apply(root, {"type": "create", "title": "Mine"}, expected_revision=rev(root), session="carol")
+    owner = pursuit.show(root)["owner"]
+    names = root.runtime / "pursuit-editor" / "sessions.json"
+    names.write_text(json.dumps({owner: "mallory"}))  # a name whose hash is not the owner's
+    assert pursuit.show(root)["owner_session"] is None
+    names.write_text("{not json")
+    assert pursuit.show(root)["owner_session"] is None and pursuit.show(root)["pending_edits"] == 1
+
+
 def test_edit_body_and_move_keep_the_layout(proot):
     root = proot
     apply(root, type="edit_body", id="faster-builds", body="**State:** cached.\n\n**Next:**\n- `do` warm the cache\n")

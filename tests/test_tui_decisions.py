@@ -15,8 +15,10 @@ from test_tui_support import evidence_states, main_loaded, row_to, type_text, wa
 from rmtui.engine.evidence.queue import EvidenceQueue
 from rmtui.engine.host.demo import create_demo_root
 from rmtui.engine.memory.config import set_config_value
+from rmtui.engine.memory.roots import init_root
 from rmtui.tui.app import RmtuiApp
 from rmtui.tui.screens.dialogs import ConfirmScreen, PromptScreen
+from rmtui.tui.widgets.evidence_pane import EvidencePane
 from rmtui.tui.widgets.evidence_table import EvidenceTable
 from rmtui.tui.widgets.progress_line import ProgressLine
 
@@ -168,7 +170,14 @@ async def test_the_queue_header_says_why_queued_evidence_waits_and_u_runs_update
             text = header(app)
             assert "1 queued: no Update model is configured and no host task is open" in text
             assert "set [update.model] in rightmemory.toml" in text and "assistant update begin" in text
-            assert screen.check_action("run_update", ()) is False  # nothing U could do
+            # U cannot run Update yet: it says so in one line, with what would make it work
+            app.clear_notifications()
+            await pilot.press("U")
+            await wait_for(pilot, lambda: bool(app._notifications), what="what U says")
+            (note,) = list(app._notifications)
+            assert "\n" not in note.message
+            assert note.message.startswith("U cannot run Update: no Update model is configured")
+            assert "set [update.model] in rightmemory.toml" in note.message
             # a model configured (rightmemory.toml changes: the screen reloads on its own)
             set_config_value(demo.path, "update.model.model_id", "openai:fake-model")
             set_config_value(demo.path, "update.model.api_base", provider.base("openai"))
@@ -184,8 +193,8 @@ async def test_the_queue_header_says_why_queued_evidence_waits_and_u_runs_update
                           Turn(text="Skipped the only candidate: already known."))
             # the config commit may reload the screen once more after the header shows: press U
             # on the screen that is up once it offers the action
-            await wait_for(pilot, lambda: app.screen.check_action("run_update", ()) is True, timeout=10,
-                           what="U to be offered")
+            await wait_for(pilot, lambda: app.screen.query_one(EvidencePane).can_run_update, timeout=10,
+                           what="U to be able to run Update")
             screen = app.screen
             await pilot.press("e")  # the evidence pane focused again, whatever a reload focused
             assert app.focused is screen.query_one(EvidenceTable)
@@ -202,3 +211,17 @@ async def test_the_queue_header_says_why_queued_evidence_waits_and_u_runs_update
             await wait_for(pilot, lambda: "queued" not in header(app), what="the header to update")
     finally:
         provider.close()
+
+
+async def test_U_with_nothing_queued_says_so_and_how_evidence_gets_queued(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    root = init_root(tmp_path / "empty")
+    app = RmtuiApp(root)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: main_loaded(app), what="the main screen to load")
+        app.clear_notifications()
+        await pilot.press("U")
+        await wait_for(pilot, lambda: bool(app._notifications), what="what U says")
+        (note,) = list(app._notifications)
+        assert note.message == ("Nothing is queued for Update: evidence that agents submit and you approve "
+                                "is queued.")

@@ -192,16 +192,35 @@ async def test_filter_narrows_the_tree_and_escape_restores_it(demo):
     async with app.run_test(size=SIZE) as pilot:
         screen = await started(app, pilot)
         tree = screen.query_one(MemoryTree)
+        preview = screen.query_one(ItemPreview)
+
+        def on_cursor() -> bool:
+            node = tree.cursor_node
+            return node is not None and preview.current_key == node.data.key
+
+        # the preview shows an item first, then the filter moves the cursor elsewhere
+        await pilot.press("g")
+        await type_text(pilot, "ing-poll")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: preview.current_key == "ing-poll", what="ing-poll in the preview")
         await pilot.press("slash")
         await pilot.press(*"dedupe")
         await wait_for(pilot, lambda: tree.match_count == 1, what="the filter")
         assert tree.cursor_node.data.key == "ing-dedupe"
+        await wait_for(pilot, on_cursor, what="the preview to follow the cursor while filtering")
         shown = {n.data.key for n in tree._by_key.values()}
         assert "ing-poll" not in shown and "ingestion" in shown  # matches keep their headings
         assert "1 matches" in str(screen.query_one("#status").render())
         await pilot.press("escape")
         await wait_for(pilot, lambda: not tree.filter_text, what="the filter to clear")
         assert tree.node_for("domain:pursuit") is not None and tree.node_for("tidewater") is not None
+        await wait_for(pilot, on_cursor, what="the preview to stay on the cursor's item after escape")
+        # a filter that matches nothing leaves no stale item in the preview
+        await pilot.press("slash")
+        await pilot.press(*"zzqx")
+        await wait_for(pilot, lambda: tree.filter_text == "zzqx", what="the empty filter")
+        await wait_for(pilot, lambda: preview.current_key != "ing-dedupe" and on_cursor(),
+                       what="the preview to leave the filtered-out item")
 
 
 # -- diffs ---------------------------------------------------------------------------------

@@ -105,6 +105,10 @@ def notes(app) -> list[str]:
     return [n.message for n in app._notifications]
 
 
+def dialog_error(dialog) -> str:
+    return str(dialog.query_one(".dialog-error").render())
+
+
 def by_id(state, pid):
     return next(p for p in state["pursuits"] if p["id"] == pid)
 
@@ -311,16 +315,39 @@ async def test_move_under_another_parent_and_refusals_are_shown(proot):
         await pilot.press("enter")  # empty: last under the new parent
         await answered(pilot, screen, lambda st: by_id(st, "old-idea")["parent_id"] == "faster-builds", "the move")
         assert by_id(screen.state, "old-idea")["level"] == 3 and tree.highlighted_id == "old-idea"
-        # below ### is refused by the engine: a notice, nothing recorded
+        # each answer is checked as it is given: a parent that does not exist, or one under the
+        # Pursuit itself, is refused in the parent prompt, before the position is asked
         await cursor_to(pilot, tree, "faster-builds")
         await pilot.press("m")
         await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the parent prompt")
+        prompt = app.screen
+        await pilot.press("end", "ctrl+u")
+        await type_text(pilot, "no-such-pursuit")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "There is no Pursuit 'no-such-pursuit'" in dialog_error(prompt),
+                       what="the unknown parent refused")
+        assert app.screen is prompt and not app.screen.query("#pursuit-after")
+        await pilot.press("end", "ctrl+u")
         await type_text(pilot, "cache-deps")
         await pilot.press("enter")
+        await wait_for(pilot, lambda: "cannot move under itself" in dialog_error(prompt), what="the refusal")
+        assert app.screen is prompt and not app.screen.query("#pursuit-after")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen, what="the editor again")
+        assert screen.state["pending_edits"] == 1  # nothing was recorded
+        # a position that is not a sibling under the new parent is refused the same way
+        await cursor_to(pilot, tree, "old-idea")
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the parent prompt")
+        await pilot.press("enter")  # keeps faster-builds
         await wait_for(pilot, lambda: app.screen.query("#pursuit-after"), what="the position prompt")
+        position = app.screen
+        await type_text(pilot, "old-idea")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: any("cannot move under itself" in n for n in notes(app)), what="the refusal")
-        await answered(pilot, screen, lambda st: st["pending_edits"] == 1, "the reload")
+        await wait_for(pilot, lambda: "old-idea is not a Pursuit under faster-builds" in dialog_error(position),
+                       what="the position refused")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen, what="the editor again")
         # a move back to the top level: an empty parent
         await cursor_to(pilot, tree, "old-idea")
         await pilot.press("m")
@@ -367,3 +394,28 @@ async def test_a_damaged_journal_is_reported_and_x_discards_it(proot):
         await pilot.press("y")
         await answered(pilot, screen, lambda st: st["pending_edits"] == 0, "the discard")
         assert ids(screen.state) == ["faster-builds", "cache-deps", "old-idea"] and screen.load_error is None
+
+
+async def test_another_sessions_edits_show_whose_they_are_and_x_discards_them(proot):
+    root = proot
+    pursuit.apply(root, {"type": "create", "title": "Agent idea"}, expected_revision=pursuit.show(root)["revision"],
+                  session="claude-session-7f3a")
+    app = RmtuiApp(root, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_editor(app, pilot)
+        status = str(screen.query_one("#pursuit-status").render())
+        assert "1 pending edit by session 'claude-session-7f3a', not this workbench's: x discards them" in status
+        assert "can undo" not in status
+        # u, c and new edits do not apply (nothing offers them only to refuse with a hash)
+        for action in ("undo", "checkpoint", "create", "rename"):
+            assert screen.check_action(action, ()) is None, action
+        await pilot.press("u")
+        await pilot.pause(0.2)
+        assert not any("sha256" in n for n in notes(app))
+        await pilot.press("x")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the discard confirmation")
+        question = str(app.screen.query_one("#confirm-question").render())
+        assert "Drop 1 pending edit of session 'claude-session-7f3a'?" in question
+        await pilot.press("y")
+        await answered(pilot, screen, lambda st: st["pending_edits"] == 0, "the discard")
+        assert "agent-idea" not in ids(screen.state) and screen.check_action("create", ())

@@ -1,5 +1,6 @@
-"""A snapshot of the Pursuit editor (screen 5) on a frozen demo root: the Focus order first,
-the map, an F# Pursuit's body and one pending edit in the status line.
+"""Snapshots of the Pursuit editor (screen 5) on a frozen demo root: the Focus order first,
+the map, an F# Pursuit's body and one pending edit in the status line; each of its dialogs
+at 80x24.
 
 Update after an intended visual change with
 ``.venv/bin/python -m pytest tests/test_tui_pursuit_snapshots.py --snapshot-update``.
@@ -11,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_tui_support import FROZEN_TS, frozen_demo_root, main_loaded, wait_for
+from test_tui_support import FROZEN_TS, frozen_demo_root, main_loaded, type_text, wait_for
 
 from rmtui.engine.pursuit import journal as pursuit_journal
 from rmtui.tui.app import RmtuiApp
@@ -19,6 +20,7 @@ from rmtui.tui.screens.pursuit import PursuitScreen
 from rmtui.tui.widgets.pursuit_tree import PursuitTree
 
 SIZE = (140, 44)
+DIALOG_SIZE = (80, 24)
 
 
 @pytest.fixture
@@ -64,4 +66,58 @@ def test_edit_body_dialog(snap_compare, app):
         await wait_for(pilot, lambda: isinstance(app.screen, TextScreen), what="the body dialog")
         await pilot.pause(0.2)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
+
+
+async def _at_faster_ingestion(app, pilot) -> None:
+    await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
+    await pilot.press("5")
+    await wait_for(pilot, lambda: isinstance(app.screen, PursuitScreen) and app.screen.loaded,
+                   what="the Pursuit editor")
+    tree = app.screen.query_one(PursuitTree)
+    while tree.highlighted_id != "faster-ingestion":
+        await pilot.press("down")
+
+
+def test_move_dialog_refusing_a_parent_that_does_not_exist(snap_compare, app):
+    async def run_before(pilot) -> None:
+        from rmtui.tui.screens.dialogs import PromptScreen
+
+        await _at_faster_ingestion(app, pilot)
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the parent prompt")
+        await pilot.press("end", "ctrl+u")
+        await type_text(pilot, "no-such")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "no-such" in str(app.screen.query_one(".dialog-error").render()),
+                       what="the refusal")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
+
+
+def test_new_pursuit_parent_dialog(snap_compare, app):
+    async def run_before(pilot) -> None:
+        from rmtui.tui.screens.dialogs import PromptScreen
+
+        await _at_faster_ingestion(app, pilot)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the title prompt")
+        await type_text(pilot, "Ship the CLI")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: getattr(app.screen, "input_id", "") == "pursuit-parent", what="the parent prompt")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
+
+
+def test_delete_pursuit_dialog(snap_compare, app):
+    async def run_before(pilot) -> None:
+        from rmtui.tui.screens.dialogs import ConfirmScreen
+
+        await _at_faster_ingestion(app, pilot)
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the delete confirmation")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)

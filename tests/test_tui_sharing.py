@@ -120,7 +120,7 @@ async def test_an_unreachable_upstream_shows_offline(two, upstream, tmp_path):
         assert "P" in footer_keys(app)  # offline is retried: the keys stay
 
 
-async def test_with_sync_off_the_panel_says_how_to_enable_it_and_the_keys_are_disabled(tmp_path):
+async def test_with_sync_off_the_panel_says_how_to_enable_it_and_P_and_S_say_why_they_cannot(tmp_path):
     root = init_root(tmp_path / "solo")
     app = RmtuiApp(root)
     async with app.run_test(size=SIZE) as pilot:
@@ -129,10 +129,14 @@ async def test_with_sync_off_the_panel_says_how_to_enable_it_and_the_keys_are_di
         assert "[sync] enabled = true" in shown(screen, "#sync-status")
         assert "[sync] enabled key of rightmemory.toml" in shown(screen, "#sync-details")
         assert "config set sync.enabled true" in shown(screen, "#sync-details")
-        keys = footer_keys(app)
-        assert "P" not in keys and "S" not in keys
-        await pilot.press("P", "S")
-        await pilot.pause(0.3)
+        for key, verb in (("P", "pull"), ("S", "push")):
+            app.clear_notifications()
+            await pilot.press(key)
+            await wait_for(pilot, lambda: bool(app._notifications), what=f"what {key} says")
+            (note,) = list(app._notifications)
+            # one line: why it cannot, and the command that turns sync on
+            assert "\n" not in note.message and note.message.startswith(f"Sync is off, so there is nothing to {verb}")
+            assert "rmtui --headless config set sync.enabled true" in note.message
         assert screen.outcome is None and screen.syncing is None
         assert "No shared views are connected" in shown(screen, "#views-header")
 

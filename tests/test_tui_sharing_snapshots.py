@@ -160,4 +160,4 @@ def test_question_answer_dialog(snap_compare, viewer):
         await app.push_screen(AnswerScreen("how do we deploy?", result))
         await pilot.pause(0.2)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

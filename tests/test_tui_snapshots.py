@@ -1,5 +1,6 @@
 """Snapshots of every workbench screen and dialog on a frozen demo root (fixed sizes, dates,
-ids, ages): the main screen at three sizes and in each theme, the other screens, the dialogs.
+ids, ages): the main screen at three sizes and in each theme, the other screens, and every
+dialog at 80x24.
 
 Update after an intended visual change with
 ``.venv/bin/python -m pytest tests/test_tui_snapshots.py --snapshot-update``. The README's
@@ -26,6 +27,7 @@ from rmtui.tui.widgets.preview import ItemPreview
 SIZE = (140, 44)
 SIZES = {"80x24": (80, 24), "readme": (140, 42), "200x50": (200, 50)}
 THEMES = ("rmtui-dark", "rmtui-light", "rmtui-tidepool")
+DIALOG_SIZE = (80, 24)  # every dialog fits the smallest terminal the workbench supports
 
 
 @pytest.fixture
@@ -189,7 +191,7 @@ def test_help_screen(snap_compare, app):
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen")
         await settle(app, pilot)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
 
 
 def test_confirm_approve_all_dialog(snap_compare, app):
@@ -199,7 +201,7 @@ def test_confirm_approve_all_dialog(snap_compare, app):
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
         await settle(app, pilot)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
 
 
 def test_confirm_abort_with_changes_dialog(snap_compare, app):
@@ -218,7 +220,7 @@ def test_confirm_abort_with_changes_dialog(snap_compare, app):
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
         await settle(app, pilot)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
 
 
 def test_reject_reason_dialog(snap_compare, app):
@@ -229,7 +231,7 @@ def test_reject_reason_dialog(snap_compare, app):
         await pilot.press("enter")  # an empty reason is refused: the dialog says so
         await settle(app, pilot)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
 
 
 def test_evidence_dialog(snap_compare, app):
@@ -242,7 +244,7 @@ def test_evidence_dialog(snap_compare, app):
         await wait_for(pilot, lambda: isinstance(app.screen, EvidenceScreen), what="the evidence view")
         await settle(app, pilot)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
 
 
 def broken_last_commit(root, file, start, end, backing=None):
@@ -260,4 +262,26 @@ def test_error_dialog(snap_compare, app, monkeypatch):
         await wait_for(pilot, lambda: isinstance(app.screen, ErrorScreen), what="the error dialog")
         await settle(app, pilot)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
+
+
+def test_goto_dialog(snap_compare, app):
+    async def run_before(pilot) -> None:
+        await loaded(app, pilot)
+        await pilot.press("g")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the go-to prompt")
+        await type_text(pilot, "ing-")
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
+
+
+def test_confirm_reject_all_dialog(snap_compare, app):
+    async def run_before(pilot) -> None:
+        await loaded(app, pilot)
+        await pilot.press("e", "X")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
+

@@ -56,8 +56,9 @@ def register(sub, common) -> None:
         q.add_argument("--expected-revision", help="refuse unless the map is at this revision")
         q.add_argument("--session", help="who edits")
         q.set_defaults(handler=fn)
-    esub.add_parser("discard", parents=[common], help="drop every pending edit").set_defaults(
-        handler=cmd_pursuit_discard)
+    q = esub.add_parser("discard", parents=[common], help="drop every pending edit")
+    q.add_argument("--session", help="drop them only if they are this session's (refused, exit 3, otherwise)")
+    q.set_defaults(handler=cmd_pursuit_discard)
 
     update = _subcommands(sub, "update")
     if update is not None:
@@ -252,5 +253,6 @@ def cmd_pursuit_checkpoint(args) -> Result:
 def cmd_pursuit_discard(args) -> Result:
     from rmtui.engine import pursuit
 
-    st = pursuit.discard(root_of(args))
-    return Result(st, _pursuit_text(st, "pending edits dropped"))
+    st = pursuit.discard(root_of(args), session=args.session)
+    return Result(st, _pursuit_text(st, f"pending edits of {args.session!r} dropped" if args.session
+                                    else "pending edits dropped"))

@@ -29,8 +29,9 @@ from textual.worker import Worker, WorkerState
 from rmtui.engine.host.watch import ChangeSet
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.tui import readers
-from rmtui.tui.keys import key_rows
+from rmtui.tui.keys import key_rows, pane_order
 from rmtui.tui.messages import EngineFailed, RootChanged
+from rmtui.tui.screens.base import LiveScreen
 from rmtui.tui.screens.dialogs import ErrorScreen, HelpScreen
 from rmtui.tui.screens.main import MainScreen
 from rmtui.tui.themes import DEFAULT_THEME, load_themes
@@ -111,6 +112,7 @@ class RmtuiApp(App):
     def on_mount(self) -> None:
         self.sub_title = str(self.root.path)
         self.theme_changed_signal.subscribe(self, self._theme_changed)
+        self.app_resume_signal.subscribe(self, self._resumed)
         for problem in self._startup_problems:
             self.notify(problem, severity="warning", timeout=10)
         if self.live:
@@ -146,6 +148,15 @@ class RmtuiApp(App):
 
     def on_root_changed(self, message: RootChanged) -> None:
         self.root_changed.publish(message.changes)
+
+    def _resumed(self, _app: App) -> None:
+        """Back from a suspended ``$EDITOR`` (or ctrl+z): the terminal was another program's, so
+        repaint all of it, and re-read what the screen shows (the files changed meanwhile)."""
+        base = self.mode_screen(self.current_mode)
+        if isinstance(base, LiveScreen):
+            base.reload(set(base.WATCH_KINDS))
+        self.screen.refresh(repaint=True, layout=True)
+        self.call_after_refresh(self.refresh, repaint=True, layout=True)
 
     # -- themes --------------------------------------------------------------
     def _theme_changed(self, theme) -> None:
@@ -200,7 +211,8 @@ class RmtuiApp(App):
         screen = self.screen
         name = self.screen_name(screen)
         self.push_screen(HelpScreen(key_rows(self, screen, name), screen_name=name,
-                                    config_path=readers.display_path(self.user_config.path)))
+                                    config_path=readers.display_path(self.user_config.path),
+                                    panes=pane_order(screen)))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

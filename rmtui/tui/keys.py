@@ -71,3 +71,22 @@ def key_of(app, binding_id: str, default: str) -> str:
     """The key a binding has now (after the user's remaps), as the footer shows it."""
     key = getattr(app, "keymap_overrides", {}).get(binding_id, default).split(",")[0]
     return app.get_key_display(Binding(key, ""))
+
+
+def pane_order(screen: Screen) -> list[str]:
+    """The panes ``tab`` visits on ``screen``, in order, by the names their borders show
+    (a pane's counts after `` · `` left out); widgets outside a titled pane by their id."""
+    names: list[str] = []
+    for widget in screen.focus_chain:
+        node: DOMNode | None = widget
+        name = ""
+        while node is not None and node is not screen:
+            title = getattr(node, "border_title", None)
+            if title:
+                name = str(title).split(" · ")[0]
+                break
+            node = node.parent
+        name = name or (widget.id or type(widget).__name__).replace("-", " ")
+        if not names or names[-1] != name:
+            names.append(name)
+    return names

@@ -32,6 +32,7 @@ EXTRA_DEFAULTS = {
     "kind-badge": "secondary",
     "uncertain": "warning",
     "pane-border": ("panel-lighten-2", "panel-darken-2"),  # (dark theme, light theme)
+    "pane-focus": "accent",  # the border and title of the pane that has focus
 }
 
 

@@ -3,7 +3,8 @@ journal until a checkpoint lands them as one commit. Not a cycle: nothing here r
 schedule or asks a model; a person (through a front) or a host drives every step.
 
 ``journal`` holds the pending edits and the view, ``edits`` the operations, ``trailers`` the
-checkpoint commit's trailers and signature, ``store`` the API re-exported here.
+checkpoint commit's trailers and signature, ``sessions`` the typed session behind the
+journal's hashed owner, ``store`` the API re-exported here.
 """
 
 from __future__ import annotations

@@ -301,8 +301,12 @@ class Session:
                                    details={"revision": self.revision, "expected": expected})
         owner = self.record.get("owner")
         if session is not None and owner and owner != session_hash(session) and self.record["cursor"]:
-            raise SessionConflict(f"another session (sha256 {owner[:12]}) has pending Pursuit edits; it must "
-                                  "checkpoint or discard them first", details={"owner": owner})
+            from rmtui.engine.pursuit.sessions import describe, name_of  # sessions imports this module
+
+            name = name_of(self.root, owner)
+            drop = f"`pursuit discard --session {name}`" if name else "`pursuit discard`"
+            raise SessionConflict(f"{describe(self.root, owner)} has pending Pursuit edits; it must checkpoint them, "
+                                  f"or {drop} drops them", details={"owner": owner, "owner_session": name})
 
     def record_action(self, op: dict, before_view: dict[str, str], after_view: dict[str, str], *,
                       description: str, selected_id: str | None, session: str | None) -> None:

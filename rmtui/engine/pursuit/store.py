@@ -20,7 +20,16 @@ from rmtui.engine.gitutil import IDENTITY
 from rmtui.engine.memory.role_table import MEMORY_GRAPH, PURSUIT, matches
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.pursuit.edits import apply_op, descendants, graph_of, pursuit_parent
-from rmtui.engine.pursuit.journal import Session, check_session, drop_journal, editor_lock, save_record, session_hash
+from rmtui.engine.pursuit.journal import (
+    Session,
+    SessionConflict,
+    check_session,
+    drop_journal,
+    editor_lock,
+    save_record,
+    session_hash,
+)
+from rmtui.engine.pursuit.sessions import describe, name_of, remember
 from rmtui.engine.pursuit.trailers import sign_checkpoint
 
 WRITER = "pursuit-editor"
@@ -70,7 +79,8 @@ def _state(s: Session, graph: Any = None) -> dict:
             "cursor": rec["cursor"], "actions": [a["description"] for a in rec["actions"]],
             "pending_edits": rec["cursor"], "changed_files": pending,
             "can_undo": rec["cursor"] > 0, "can_redo": rec["cursor"] < len(rec["actions"]),
-            "owner": rec.get("owner"), "conflicts": s.conflicts, "focus": list(graph.focus),
+            "owner": rec.get("owner"), "owner_session": name_of(s.root, rec.get("owner")),
+            "conflicts": s.conflicts, "focus": list(graph.focus),
             "pursuits": _tree(graph), "last_description": rec.get("last_description")}
 
 
@@ -95,6 +105,8 @@ def apply(root: MemoryRoot, op: dict, *, expected_revision: str | None, session:
         changed = new != before
         if changed:
             s.record_action(op, before, new, description=description, selected_id=selected, session=session)
+            if session:
+                remember(root, session)
         out = _state(s)
         out.update(changed=changed, selected_id=selected, description=description or None)
         return out
@@ -120,9 +132,18 @@ def _step(root: MemoryRoot, direction: int, expected: str | None, session: str |
         return out
 
 
-def discard(root: MemoryRoot) -> dict:
-    """Drop every pending edit (and a journal that cannot be trusted)."""
+def discard(root: MemoryRoot, *, session: str | None = None) -> dict:
+    """Drop every pending edit (and a journal that cannot be trusted); with ``session``, only
+    when the pending edits are that session's (else refused, exit 3, nothing dropped)."""
+    session = check_session(session)
     with editor_lock(root):
+        if session is not None:
+            rec = Session(root).record
+            owner = rec.get("owner")
+            if rec["cursor"] and owner and owner != session_hash(session):
+                raise SessionConflict(f"the pending Pursuit edits belong to {describe(root, owner)}, not to session "
+                                      f"{session!r}; nothing was dropped",
+                                      details={"owner": owner, "owner_session": name_of(root, owner)})
         drop_journal(root)
         return _state(Session(root))
 

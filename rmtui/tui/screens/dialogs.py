@@ -5,6 +5,7 @@ shows a worker's unexpected error."""
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -16,24 +17,31 @@ from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Button, Input, Label, Static, TextArea
 
+from rmtui.engine.display import printable  # evidence text is shown, never obeyed
 from rmtui.tui.readers import display_path
-from rmtui.tui.wording import timestamp
+from rmtui.tui.wording import clip, timestamp
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[3]  # the folder holding the rmtui package
 
 
 class PromptScreen(ModalScreen[str | None]):
     """Ask for one line of text; empty answers are refused with ``empty_error``, or with
-    ``allow_empty`` answered as ``""`` (a meaningful blank, e.g. "no parent"; escape is None)."""
+    ``allow_empty`` answered as ``""`` (a meaningful blank, e.g. "no parent"; escape is None).
+
+    ``check`` validates the answer as it is given: it returns why the answer cannot be used
+    (shown under the box, which stays open) or None, so a wrong answer is refused before any
+    next question is asked.
+    """
 
     CSS_PATH = Path(__file__).parent / "dialogs.tcss"
     BINDINGS: ClassVar = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
 
     def __init__(self, title: str, prompt: str, *, placeholder: str = "", empty_error: str = "",
                  suggestions: list[str] | None = None, value: str = "", input_id: str = "prompt-input",
-                 allow_empty: bool = False) -> None:
+                 allow_empty: bool = False, check: Callable[[str], str | None] | None = None) -> None:
         super().__init__()
         self.allow_empty = allow_empty
+        self.check = check
         self.title_text = title
         self.prompt = prompt
         self.placeholder = placeholder
@@ -45,7 +53,8 @@ class PromptScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog") as box:
             box.border_title = self.title_text
-            yield Label(self.prompt)
+            box.border_subtitle = "enter answers · escape cancels"
+            yield Label(self.prompt, classes="dialog-prompt")
             yield Input(value=self.value, placeholder=self.placeholder, id=self.input_id,
                         suggester=SuggestFromList(self.suggestions, case_sensitive=False) if self.suggestions else None)
             yield Static("", classes="dialog-error")
@@ -55,6 +64,10 @@ class PromptScreen(ModalScreen[str | None]):
         value = event.value.strip()
         if not value and self.empty_error:
             self.query_one(".dialog-error", Static).update(self.empty_error)
+            return
+        problem = self.check(value) if self.check is not None else None
+        if problem:
+            self.query_one(".dialog-error", Static).update(Text(problem))
             return
         self.dismiss(value if value or self.allow_empty else None)
 
@@ -85,7 +98,7 @@ class TextScreen(ModalScreen[str | None]):
         with Vertical(classes="dialog text-dialog") as box:
             box.border_title = self.title_text
             box.border_subtitle = "ctrl+s saves · escape cancels"
-            yield Label(self.prompt)
+            yield Label(self.prompt, classes="dialog-prompt")
             yield TextArea(self.value, id=self.text_id, soft_wrap=True, show_line_numbers=False)
 
     def on_mount(self) -> None:
@@ -157,9 +170,16 @@ class EvidenceScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         e = self.evidence
         with Vertical(classes="dialog evidence-dialog") as box:
-            box.border_title = f"Evidence {e.uid}"
+            box.border_title = f"Evidence: {clip(printable(e.first_line), 60)}"
+            keys = ["escape closes"]
+            if self.check_action("approve", ()):
+                keys.append("a approves")
+            if self.check_action("reject", ()):
+                keys.append("x rejects")
+            box.border_subtitle = " · ".join(keys)
             meta = Text()
-            for label, value in (("state", e.state + (f" ({e.reason})" if e.reason else "")), ("session", e.session),
+            for label, value in (("state", e.state + (f" ({e.reason})" if e.reason else "")), ("uid", e.uid),
+                                 ("session", e.session),
                                  ("request", e.request or "-"), ("submitted", timestamp(e.created_at)),
                                  ("bytes", str(len(e.text.encode()))), ("sha256", e.sha256[:16])):
                 meta.append(f"{label:>9} ", style="bold")
@@ -239,11 +259,13 @@ class HelpScreen(ModalScreen[None]):
     CSS_PATH = Path(__file__).parent / "dialogs.tcss"
     BINDINGS: ClassVar = [Binding("escape,question_mark,q", "close", "Close", id="help.close")]
 
-    def __init__(self, rows: list, *, screen_name: str = "", config_path: str = "") -> None:
+    def __init__(self, rows: list, *, screen_name: str = "", config_path: str = "",
+                 panes: list[str] | None = None) -> None:
         super().__init__()
         self.rows = rows
         self.screen_name = screen_name
         self.config_path = config_path
+        self.panes = panes or []  # the panes tab visits, in order
 
     def compose(self) -> ComposeResult:
         from rich.table import Table
@@ -272,6 +294,10 @@ class HelpScreen(ModalScreen[None]):
         with Vertical(classes="dialog help-dialog") as box:
             box.border_title = f"Keys · {self.screen_name}" if self.screen_name else "Keys"
             box.border_subtitle = "escape closes"
+            if len(self.panes) > 1:
+                yield Static(Text.assemble(("tab", "bold"), " moves between the panes: ", " → ".join(self.panes),
+                                           " (shift+tab back); the pane with the heavy border has focus."),
+                             id="help-panes")
             with VerticalScroll(id="help-keys"):
                 yield Static(table, id="help-table")
             remap = "Remap a key by its binding id"

@@ -39,6 +39,7 @@ COMPACT_WIDTH = 110
 COMPACT_HEIGHT = 34
 SLOTS = ("preview", "operations", "receipts")
 BREADCRUMB_STEPS = 4
+AGE_TICK = 1.0  # seconds between refreshes of the age cells (only cells whose text changed are redrawn)
 
 
 class MainScreen(LiveScreen):
@@ -93,7 +94,7 @@ class MainScreen(LiveScreen):
         self.query_one("#operations").border_title = "Operations & tasks"
         self.query_one("#receipts").border_title = "Receipts"
         self.query_one("#graph", MemoryTree).focus()
-        self.set_interval(30, self._refresh_ages)
+        self.set_interval(AGE_TICK, self._refresh_ages)
 
     # -- loading -------------------------------------------------------------
     def reload(self, kinds: set[str]) -> None:
@@ -210,7 +211,16 @@ class MainScreen(LiveScreen):
     def _highlighted(self, event: Tree.NodeHighlighted) -> None:
         # The preview follows the cursor after a short pause, so holding a key or typing a
         # filter moves the tree at full speed without re-rendering the preview each step.
-        self._pending_entry = event.node.data
+        self._follow(event.node.data)
+
+    def _follow_cursor(self) -> None:
+        """After the tree was rebuilt (a filter typed or cleared): the preview follows the
+        cursor even when the cursor's line number stayed (Textual then reports no move)."""
+        node = self.query_one(MemoryTree).cursor_node
+        self._follow(node.data if node is not None else None)
+
+    def _follow(self, entry: Entry | None) -> None:
+        self._pending_entry = entry
         if self._preview_timer is None:
             self._preview_timer = self.set_timer(PREVIEW_DELAY, self._flush_preview)
         else:
@@ -332,12 +342,14 @@ class MainScreen(LiveScreen):
         box.add_class("-hidden")
         self.query_one(MemoryTree).apply_filter("")
         self._update_status()
+        self.call_after_refresh(self._follow_cursor)
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
         tree = self.query_one(MemoryTree)
         tree.apply_filter(event.value)
         self._update_status()
+        self.call_after_refresh(self._follow_cursor)
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
@@ -352,8 +364,8 @@ class MainScreen(LiveScreen):
             return True if self.query_one(MemoryTree).filter_text or self.query_one("#filter").has_focus else None
         if action == "undo":
             return self.query_one(EvidencePane).can_undo
-        if action == "run_update":  # shown only when it would move queued evidence (a model is configured)
-            return self.query_one(EvidencePane).can_run_update
+        if action == "run_update":  # always offered: when it cannot run, U says why and what would make it work
+            return True
         if action == "next_pane":
             return self.compact  # only the compact layout hides panes
         if action == "focus":

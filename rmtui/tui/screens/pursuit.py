@@ -6,7 +6,10 @@ last showed, so an edit made behind its back (the CLI, another workbench, a land
 refused as stale: the screen says so, reloads, and nothing is lost. Edits stay pending in the
 engine's journal (undo and redo survive a restart) until ``c`` lands them as one commit
 through the supervisor. The screen reloads on changes to the graph files, the head and the
-journal (``watch.EDITOR``).
+journal (``watch.EDITOR``). Pending edits of another session (an agent through the CLI) are
+shown as that session's, by the name it typed, and ``x`` offers to discard them; until then
+only ``x`` applies. Each answer of a dialog is checked as it is given (a parent that does not
+exist is refused before the next question).
 """
 
 from __future__ import annotations
@@ -25,8 +28,10 @@ from textual.message import Message
 from textual.widgets import Footer, Header, Markdown, Static, Tree
 from textual.worker import Worker, get_current_worker
 
+from rmtui.engine.display import printable
 from rmtui.engine.errors import EngineError
 from rmtui.engine.host import watch
+from rmtui.engine.pursuit.journal import session_hash
 from rmtui.tui.screens.base import LiveScreen, error_text
 from rmtui.tui.screens.dialogs import ConfirmScreen, PromptScreen, TextScreen
 from rmtui.tui.widgets.pursuit_tree import PursuitTree
@@ -35,6 +40,16 @@ from rmtui.tui.wording import count
 #: who edits: the local person, as the headless CLI without ``--session`` (pending edits of
 #: another session are refused until it checkpoints or discards them)
 SESSION = "rmtui"
+
+
+def foreign_owner(state: dict) -> str | None:
+    """Whose pending edits the journal holds when they are not this workbench's: the session as
+    it was typed (or its hash, for a session rmtui never saw); None when they are ours."""
+    owner = state.get("owner")
+    if not state.get("cursor") or not owner or owner == session_hash(SESSION):
+        return None
+    name = state.get("owner_session")
+    return repr(printable(name)) if name else f"with sha256 {owner[:12]} (not one rmtui has seen)"
 
 
 @dataclass
@@ -74,6 +89,14 @@ def status_text(state: dict) -> Text:
     text.append(state["revision"][:12])
     pending = state["pending_edits"]
     text.append(" · ")
+    other = foreign_owner(state)
+    if other is not None:
+        text.append(f"{count(pending, 'pending edit')} by session {other}", style="bold")
+        name = state.get("owner_session")
+        cli = f"rmtui --headless pursuit discard --session {name}" if name else "rmtui --headless pursuit discard"
+        text.append(f", not this workbench's: x discards them (or `{printable(cli)}`); new edits, undo and "
+                    "checkpoint wait until that session checkpoints or they are discarded")
+        return text
     if pending:
         text.append(f"{count(pending, 'pending edit')}", style="bold")
         if state["changed_files"]:
@@ -265,8 +288,8 @@ class PursuitScreen(LiveScreen):
         if action not in ("create", "rename", "move", "delete", "edit_body", "toggle_focus", "undo", "redo",
                           "checkpoint"):
             return True
-        if self.busy or st is None:
-            return None
+        if self.busy or st is None or foreign_owner(st) is not None:
+            return None  # another session's pending edits: only x (discard) applies
         if action == "create":
             return True
         if action == "undo":
@@ -338,10 +361,10 @@ class PursuitScreen(LiveScreen):
         def got_title(title: str | None) -> None:
             if not title:
                 return
-            after = f" (right after {here['id']} if it keeps this parent)" if here is not None else ""
+            after = f" It goes right after {here['title']} if it keeps this parent." if here is not None else ""
             self.app.push_screen(PromptScreen(
-                "New Pursuit", f"Parent Pursuit id, empty for the top level{after}:", value=default_parent,
-                suggestions=suggestions, allow_empty=True, input_id="pursuit-parent"),
+                f"New Pursuit: {title}", f"Parent Pursuit id, empty for the top level.{after}", value=default_parent,
+                suggestions=suggestions, allow_empty=True, input_id="pursuit-parent", check=self._parent_problem),
                 lambda parent: got_parent(title, parent))
 
         self.app.push_screen(PromptScreen("New Pursuit", "Title (the id is made from it):",
@@ -356,7 +379,8 @@ class PursuitScreen(LiveScreen):
             if title:
                 self.apply({"type": "rename", "id": p["id"], "title": title})
 
-        self.app.push_screen(PromptScreen(f"Rename {p['id']}", "New title (the id stays):", value=p["title"],
+        self.app.push_screen(PromptScreen(f"Rename {p['title']}", f"New title (the id {p['id']} stays):",
+                                          value=p["title"],
                                           empty_error="A Pursuit needs a title.", input_id="pursuit-title"), done)
 
     def action_move(self) -> None:
@@ -374,14 +398,40 @@ class PursuitScreen(LiveScreen):
                 return
             siblings = [q["id"] for q in (self.state or {}).get("pursuits", [])
                         if (q["parent_id"] or "") == parent and q["id"] != p["id"]]
+
+            def after_problem(after: str) -> str | None:
+                if after and after not in siblings:
+                    under = f"under {parent}" if parent else "at the top level"
+                    return (f"{after} is not a Pursuit {under}; "
+                            + (f"one of: {', '.join(siblings[:6])}" if siblings else "leave it empty (last)") + ".")
+                return None
+
+            under = self._title_of(parent) if parent else "the top level"
             self.app.push_screen(PromptScreen(
-                f"Move {p['id']}", f"After which Pursuit {'under ' + parent if parent else 'at the top level'}? "
-                "Empty: last.", suggestions=siblings, allow_empty=True, input_id="pursuit-after"),
+                f"Move {p['title']}", f"After which Pursuit under {under}? Empty: last.", suggestions=siblings,
+                allow_empty=True, input_id="pursuit-after", check=after_problem),
                 lambda after: placed(parent, after))
 
         self.app.push_screen(PromptScreen(
-            f"Move {p['id']}", "New parent Pursuit id, empty for the top level:",
-            value=p["parent_id"] or "", suggestions=suggestions, allow_empty=True, input_id="pursuit-parent"), done)
+            f"Move {p['title']}", "New parent Pursuit id, empty for the top level:",
+            value=p["parent_id"] or "", suggestions=suggestions, allow_empty=True, input_id="pursuit-parent",
+            check=lambda parent: self._parent_problem(parent, moving=p["id"])), done)
+
+    def _title_of(self, pid: str) -> str:
+        p = self._pursuit(pid)
+        return f"{p['title']} ({pid})" if p is not None else pid
+
+    def _parent_problem(self, parent: str, *, moving: str | None = None) -> str | None:
+        """Why ``parent`` cannot be the parent (of the Pursuit ``moving``, when moving one)."""
+        if not parent or self.state is None:
+            return None
+        by_id = {q["id"]: q for q in self.state["pursuits"]}
+        if parent not in by_id:
+            return f"There is no Pursuit {parent!r}: give an existing id (tab completes) or leave it empty."
+        if moving is not None and (parent == moving or parent in descendants(by_id, moving)):
+            return f"{parent} is {'the Pursuit itself' if parent == moving else 'under it'}: a Pursuit cannot move "\
+                   "under itself."
+        return None
 
     def action_edit_body(self) -> None:
         p = self.current
@@ -394,7 +444,7 @@ class PursuitScreen(LiveScreen):
                 self.apply({"type": "edit_body", "id": p["id"], "body": body})
 
         self.app.push_screen(TextScreen(
-            f"Body of {p['id']}", f"Markdown under the heading{where}; headings and nodes stay as they are:",
+            f"Body of {p['title']}", f"Markdown under the heading{where}; headings and nodes stay as they are:",
             value=p.get("body", ""), text_id="pursuit-body-text"), done)
 
     def action_toggle_focus(self) -> None:
@@ -439,7 +489,9 @@ class PursuitScreen(LiveScreen):
 
     def action_discard(self) -> None:
         pending = (self.state or {}).get("cursor", 0)
-        what = f"Drop {count(pending, 'pending edit')}?" if pending else "Drop the Pursuit editor's journal?"
+        other = foreign_owner(self.state or {})
+        what = f"Drop {count(pending, 'pending edit')}" if pending else "Drop the Pursuit editor's journal"
+        what += f" of session {other}?" if other is not None else "?"
 
         def done(yes: bool | None) -> None:
             if yes:

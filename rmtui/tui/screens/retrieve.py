@@ -5,6 +5,11 @@ change what a real session receives next; the session field only chooses whose d
 history decides what counts as already returned. ``escape`` leaves a text box, after which
 the screen keys (1-4, ?) work again; the first retrieval shows what the engine is doing
 (starting the embedding model, embedding passages) on a progress line.
+
+The results are listed in the order the agent receives them (``#``); the table says what
+ordered them: the score, or the learned second stage re-ordering the best candidates (whose
+``score`` stays the first stage's). The results sit above the agent's text, each at the full
+width, so no column is cut off.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Input, Label, Static, Switch
 
 from rmtui.engine.errors import EngineError
@@ -26,6 +31,14 @@ from rmtui.tui.widgets.progress_line import ProgressLine
 from rmtui.tui.wording import count, score_text
 
 DEFAULT_SESSION = "workbench-playground"
+
+
+def order_note(results: list[dict]) -> str:
+    """What orders the list: its scores, or the second stage (scores out of order)."""
+    scores = [float(r.get("score") or 0) for r in results]
+    if all(a >= b for a, b in zip(scores, scores[1:], strict=False)):
+        return "# = order received, by score"
+    return "# = order received: the learned second stage re-orders the best; score is the first stage's"
 
 
 class RetrieveScreen(WorkbenchScreen):
@@ -50,7 +63,7 @@ class RetrieveScreen(WorkbenchScreen):
             yield Label("include returned", id="returned-label")
             yield Switch(value=False, id="include-returned")
         yield Static("Type a need and press enter.", id="retrieve-status")
-        with Horizontal(id="retrieve-body"):
+        with Vertical(id="retrieve-body"):
             yield DataTable(cursor_type="row", id="results")
             with VerticalScroll(id="agent-text-box"):
                 yield Static("", id="agent-text")
@@ -143,6 +156,7 @@ class RetrieveScreen(WorkbenchScreen):
             self.query_one("#agent-text", Static).update("")
             return
         self.query_one("#retrieve-status", Static).update(message.status)
+        table.border_subtitle = order_note(message.results) if message.results else ""
         for i, r in enumerate(message.results, 1):
             lines = f"{r.get('file')}:{r.get('start_line')}-{r.get('end_line')}"
             table.add_row(str(i), score_text(float(r.get("score") or 0)), r.get("id") or r.get("key"), r.get("kind", ""),

@@ -3,7 +3,7 @@
 The sync panel shows what ``sync status`` knows without the network (status, last pull and
 push, ahead/behind as of the last fetch, the Git-backed queue's lease, a repair memory waits
 for); ``P`` pulls and ``S`` pushes ("send") through the engine, in a worker. With sync off
-the panel says how to turn it on and the two keys are disabled. The views panel lists the
+the panel says how to turn it on, and the two keys say why they cannot act. The views panel lists the
 shared-view connections with their freshness: ``p`` pulls the file view under the cursor,
 ``r`` every file view, ``a`` asks the question view under it (``?`` stays the help key); an
 answer is shown in a read-only dialog and never written to memory.
@@ -27,6 +27,7 @@ from rmtui.engine.display import printable
 from rmtui.engine.errors import EngineError
 from rmtui.engine.host import watch
 from rmtui.tui import readers
+from rmtui.tui.keys import key_of
 from rmtui.tui.messages import (
     EngineFailed,
     SharedQuestionAnswered,
@@ -211,8 +212,8 @@ class SharingScreen(LiveScreen):
         pane = self.query_one("#sync-pane")
         pane.border_title = f"Sync · {ov.upstream}" if ov.upstream else "Sync"
         if ov.active:
-            pane.border_subtitle = (f"{self.key_of('sharing.pull', 'P')} pull · "
-                                    f"{self.key_of('sharing.push', 'S')} push")
+            pane.border_subtitle = (f"{key_of(self.app, 'sharing.pull', 'P')} pull · "
+                                    f"{key_of(self.app, 'sharing.push', 'S')} push")
         else:
             pane.border_subtitle = "off" if ov.status == "disabled" else "no upstream"
 
@@ -232,10 +233,10 @@ class SharingScreen(LiveScreen):
                           "REPO_URL#share=VIEW (or an HTTP URL with --token-env NAME).")
         elif stale:
             header.update(f"{count(len(stale), 'view')} not fresh: {', '.join(stale[:4])}. "
-                          f"{self.key_of('views.pull', 'p')} pulls the one under the cursor, "
-                          f"{self.key_of('views.pull_all', 'r')} all.")
+                          f"{key_of(self.app, 'views.pull', 'p')} pulls the one under the cursor, "
+                          f"{key_of(self.app, 'views.pull_all', 'r')} all.")
         else:
-            header.update(f"All fresh. {self.key_of('views.ask', 'a')} asks a question view; "
+            header.update(f"All fresh. {key_of(self.app, 'views.ask', 'a')} asks a question view; "
                           "answers are shown, never stored.")
 
     def _refresh_times(self) -> None:
@@ -243,22 +244,27 @@ class SharingScreen(LiveScreen):
         if self.views:
             self.query_one(SharedViewsTable).set_views(self.views)
 
-    def key_of(self, binding_id: str, default: str) -> str:
-        """The key a binding has now (after the user's remaps), as the footer shows it."""
-        key = self.app.keymap_overrides.get(binding_id, default).split(",")[0]
-        return self.app.get_key_display(Binding(key, ""))
-
     # -- sync: pull and push -------------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "sync":  # hidden while sync is off or has no upstream (the panel says why)
-            ov = self.overview
-            if ov is None or not ov.active:
-                return False
-            return True if self.syncing is None else None
-        return True
+    def why_no_sync(self, what: str) -> str | None:
+        """One line: why ``P``/``S`` cannot pull or push now and what would make it work
+        (None: it can)."""
+        ov = self.overview
+        verb = "pull" if what == "pull" else "push"
+        if self.syncing is not None:
+            return f"A {self.syncing} is running: {verb} when it has finished."
+        if ov is None:
+            return f"The sync state is still being read: {verb} in a moment."
+        if ov.status == "disabled":
+            return f"Sync is off, so there is nothing to {verb}. {ENABLE_HINT}"
+        if not ov.active:
+            return (f"Sync cannot {verb}: the branch has no upstream. "
+                    "Set one with git branch --set-upstream-to <remote>/<branch>.")
+        return None
 
     def action_sync(self, what: str) -> None:
-        if not self.check_action("sync", ()):
+        why = self.why_no_sync(what)
+        if why is not None:
+            self.notify(why, title="Pull" if what == "pull" else "Push", severity="warning", timeout=10, markup=False)
             return
         self.syncing = what
         self.refresh_bindings()

@@ -22,6 +22,7 @@ from textual.message import Message
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from rmtui.engine.display import printable  # evidence text is shown, never obeyed
 from rmtui.engine.errors import EngineError
 from rmtui.tui import readers
 from rmtui.tui.keys import key_of
@@ -30,7 +31,7 @@ from rmtui.tui.screens.base import error_text
 from rmtui.tui.screens.dialogs import ConfirmScreen, EvidenceScreen, PromptScreen
 from rmtui.tui.widgets.evidence_table import EvidenceTable
 from rmtui.tui.widgets.progress_line import ProgressLine
-from rmtui.tui.wording import count
+from rmtui.tui.wording import clip, count
 
 if TYPE_CHECKING:
     from rmtui.engine.host.waiting import QueueWaiting
@@ -100,8 +101,7 @@ class EvidencePane(Vertical):
         self.refresh_bindings()
 
     def refresh_ages(self) -> None:
-        if self.evidence:
-            self.query_one(EvidenceTable).set_evidence(self.evidence)
+        self.query_one(EvidenceTable).refresh_ages()
         if self.waiting is not None and self.waiting.until is not None and self.app.clock() >= self.waiting.until:
             self.post_message(self.Reload(("queue",)))  # the wait it named is over: say what it waits for now
 
@@ -172,10 +172,15 @@ class EvidencePane(Vertical):
             if reason:
                 self.reject(uids, reason)
 
-        what = uids[0][:8] if len(uids) == 1 else f"each of the {count(len(uids), 'piece')} of evidence"
-        self.app.push_screen(PromptScreen("Reject evidence", f"Why is {what} rejected? (kept with this reason)",
-                                          placeholder="reason", empty_error="A rejection needs a reason.",
-                                          input_id="reject-reason"), done)
+        if len(uids) == 1:
+            ev = next((e for e in self.evidence if e.uid == uids[0]), None)
+            what = f"“{clip(printable(ev.first_line), 48)}”" if ev is not None else "this evidence"
+            prompt = f"Why is {what} rejected? It leaves the inbox and is kept with this reason."
+        else:
+            prompt = (f"Why are these {count(len(uids), 'piece')} of evidence rejected? They leave the inbox and "
+                      "each is kept with this reason.")
+        self.app.push_screen(PromptScreen("Reject evidence", prompt, placeholder="reason",
+                                          empty_error="A rejection needs a reason.", input_id="reject-reason"), done)
 
     def approve(self, uids: list[str]) -> None:
         self.query_one(EvidenceTable).expect_decision(uids)
@@ -264,9 +269,25 @@ class EvidencePane(Vertical):
         w = self.waiting
         return (not self.updating) if w is not None and w.move in ("run_now", "retry") else False
 
+    def why_no_update(self) -> str:
+        """One line: why U cannot run Update now, and what would make it work."""
+        if self.updating:
+            return "Update is already running: its progress line is at the bottom."
+        w = self.waiting
+        if w is None:
+            if self.counts.get("inbox"):
+                return (f"Nothing is queued for Update: approve evidence first "
+                        f"({key_of(self.app, 'evidence.approve', 'a')} in the evidence pane).")
+            return "Nothing is queued for Update: evidence that agents submit and you approve is queued."
+        key = key_of(self.app, "main.run_update", "U")
+        if w.move == "configure":
+            return f"{key} cannot run Update: {w.reason}. To move it: {w.command}."
+        return f"{key} cannot run Update now: {w.reason}." + (f" Next: `{w.command}`." if w.command else "")
+
     def run_update(self) -> None:
         w = self.waiting
         if w is None or w.move not in ("run_now", "retry") or self.updating:
+            self.notify(self.why_no_update(), title="Update now", severity="warning", timeout=10, markup=False)
             return
         self.updating = True
         self.refresh_bindings()
@@ -333,12 +354,14 @@ class EvidencePane(Vertical):
         """Ask what is wrong with a landed Update (or answer its question) and rework it."""
         r = receipt
         asked = (r.correction or {}) if r.correction and r.correction.get("status") == "needs_input" else {}
-        prompt = (f"It asks: {asked['message']}\nYour answer:" if asked
-                  else f"What is wrong with {r.operation_id[:28]}? (the update-correction role reworks it)")
+        changed = ", ".join(r.changed_paths[:3]) + (" …" if len(r.changed_paths) > 3 else "")
+        what = f"the Update that landed {(r.landed_commit or '')[:10]}" + (f" (changed {changed})" if changed else "")
+        prompt = (f"The correction of {what} asks: {printable(asked['message'])}\nYour answer:" if asked
+                  else f"What is wrong with {what}? The update-correction role reworks it.")
 
         def done(comment: str | None) -> None:
             if comment:
-                self.notify(f"correcting {r.operation_id[:28]} …")
+                self.notify(f"correcting {what} …")
                 self._correct(r.operation_id, comment)
 
         self.app.push_screen(PromptScreen("Correct a landing", prompt, placeholder="comment",

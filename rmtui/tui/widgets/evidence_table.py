@@ -132,6 +132,16 @@ class EvidenceTable(KeyedTable):
         self.replace_rows(rows)
         self._place_cursor()
 
+    def refresh_ages(self) -> None:
+        """Rewrite the age cells whose text changed (a timer calls this: ages move on their own)."""
+        now = self.clock()
+        for e in self.evidence:
+            if e.uid not in self.rows_by_key:
+                continue
+            text = age(now - e.created_at)
+            if self.get_cell(e.uid, "age") != text:
+                self.update_cell(e.uid, "age", text)
+
     def _machine_column(self, show: bool) -> None:
         """Add or drop the machine column (the columns are rebuilt: it sits after the state)."""
         if show == self.machine_column:
