@@ -224,8 +224,10 @@ class Session:
                 self.view.pop(path, None)
                 continue
             head = self.head_files.get(path)
-            unchanged = head is not None and sha(head.encode("utf-8", "surrogateescape")) == digest
-            self.view[path] = head if unchanged else (get_blob(root, digest) or "")
+            if head is not None and sha(head.encode("utf-8", "surrogateescape")) == digest:
+                self.view[path] = head
+            else:
+                self.view[path] = get_blob(root, digest) or ""
 
     def _fresh(self, old: dict | None) -> dict:
         """A new record as the original begins one: files and base_files map every semantic file
