@@ -121,6 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = getattr(args, "handler", None)
     tui_only = getattr(args, "tui_only", False)
     if handler is None or tui_only:
+        if args.headless and tui_only:
+            again = shlex.join(["rmtui", *(a for a in argv if a != "--headless")])
+            sys.stderr.write(f"rmtui: `{args.command}` opens the workbench: run `{again}`\n")
+            return 2
         if args.headless:
             parser.error("--headless needs a command")
         return _run_tui(args)

@@ -38,8 +38,7 @@ done_step
 step "The rmtui command on your PATH (a link to .venv/bin/rmtui)"
 scripts/link-command.sh
 done_step
-printf '\nInstalled: .venv/bin/rmtui, on the PATH as %s/rmtui (run the tests with .venv/bin/python -m pytest)\n' \
-  "${RMTUI_BIN_DIR:-$HOME/.local/bin}"
+printf '\nInstalled: .venv/bin/rmtui, and the rmtui command as said above (run the tests with .venv/bin/python -m pytest)\n'
 if [ "${1:-}" != "--no-run" ]; then
   step "rmtui demo: a demo root opened in the workbench (press ? for keys, q to quit)"
   exec .venv/bin/rmtui demo

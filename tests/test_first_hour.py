@@ -213,6 +213,8 @@ def test_a_headless_command_without_headless_says_what_to_run_in_one_line(root, 
     assert r.code == 2 and r.stdout == ""
     assert r.stderr == f"rmtui: `status` is a headless command: run `rmtui --headless status --root {root.path}`\n"
     assert cli("--headless", "status", "--root", str(root.path)).code == 0  # and that command works
+    r = cli("--headless", "demo", "--path", str(root.path))  # the other way round
+    assert r.code == 2 and r.stderr == f"rmtui: `demo` opens the workbench: run `rmtui demo --path {root.path}`\n"
 
 
 def _subcommands(parser, path=()):
@@ -263,8 +265,9 @@ def test_a_cold_retrieve_says_what_it_waits_for_and_a_warm_one_says_nothing(root
 # -- the rmtui command on the PATH (scripts/link-command.sh, run by scripts/install.sh) ----------
 
 def _link(home: Path, path: str) -> subprocess.CompletedProcess:
+    """scripts/link-command.sh for the venv running these tests (install.sh passes none: .venv)."""
     script = Path(__file__).resolve().parents[1] / "scripts" / "link-command.sh"
-    return subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
+    return subprocess.run(["bash", str(script), sys.prefix], capture_output=True, text=True, timeout=60,
                           env={"HOME": str(home), "PATH": path})
 
 
@@ -272,7 +275,7 @@ def test_the_install_links_rmtui_into_local_bin_and_says_when_that_is_not_on_the
     bindir = tmp_path / ".local" / "bin"
     r = _link(tmp_path, "/usr/bin:/bin")
     assert r.returncode == 0, r.stderr
-    venv_rmtui = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "rmtui"
+    venv_rmtui = Path(sys.prefix) / "bin" / "rmtui"
     assert (bindir / "rmtui").is_symlink() and (bindir / "rmtui").resolve() == venv_rmtui.resolve()
     assert f"the rmtui command: {bindir}/rmtui" in r.stdout
     assert f"{bindir} is not on your PATH" in r.stdout

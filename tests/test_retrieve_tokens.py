@@ -15,6 +15,7 @@ from rmtui.engine.retrieval import stage2
 from rmtui.engine.retrieval.corpus import load_corpus
 from rmtui.engine.retrieval.modelhost.embed_client import ServiceClient, ServiceError
 from rmtui.engine.retrieval.modelhost.service_state import TOKENS_ROUTE
+from rmtui.engine.retrieval.ranking import dense_text
 from rmtui.engine.retrieval.retrieve import dense_index, first_stage, params_from_config, search
 from rmtui.engine.retrieval.tokens import TokenStore, quantize
 from tests.retrieve_kit import PEOPLE, TOKEN, write_small_root
@@ -120,7 +121,8 @@ def test_token_states_are_stored_once_and_a_change_appends_one_record(root, plai
     assert corpus.entries[out.ranked[0].index].id == "bob-role"
     after = data.read_bytes()
     assert after[:len(before)] == before
-    tokens = plain_backend.embed_tokens(["Bob owns the invoicing service and its database migrations"], "passage")[1]
+    changed = next(i for i, e in enumerate(corpus.entries) if e.id == "bob-role")
+    tokens = plain_backend.embed_tokens([dense_text(corpus, changed, params)], "passage")[1]
     assert len(after) - len(before) == tokens[0].shape[0] * 384
     assert TokenStore.open(cache, identity).missing(dense_index(corpus, params, cache).keys) == []
 

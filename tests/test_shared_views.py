@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rmtui.engine.errors import UsageError
+from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.memory.config import set_config_value
 from rmtui.engine.memory.roots import MemoryRoot, init_root
 from rmtui.engine.retrieval.agent_retrieve import imported_outline
@@ -217,7 +217,7 @@ def test_connect_refuses_an_id_the_graph_already_uses(tmp_path, prov, shares):
     publish(prov, shares)
     cons = make_consumer(tmp_path)
     commit_files(cons, {"MEMORY.md": CONSUMER_MEMORY + "- `platform` our platform → []\n"})
-    with pytest.raises(Exception, match="already used in the graph"):
+    with pytest.raises(ConflictError, match="already used in the graph"):
         consumer.connect_git(cons, f"{shares}#share=platform")
     out = consumer.connect_git(cons, f"{shares}#share=platform", as_id="their-platform")
     assert out["pull"]["status"] == "pulled"

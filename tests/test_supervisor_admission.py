@@ -21,6 +21,7 @@ from supervisor_kit import (
     write,
 )
 
+from rmtui.engine.memory.config import set_config_value
 from rmtui.engine.writes.admission import AdmissionRefused, StaleBase
 from rmtui.engine.writes.publication import pin_ref
 from rmtui.engine.writes.supervisor import Supervisor
@@ -155,7 +156,32 @@ def test_a_lone_nfd_name_is_admitted(sup):
 def test_non_utf8_markdown_is_refused(sup):
     op = sup.begin("update", "update")
     commit(op.worktree, {"MEMORY.md": MEMORY.encode() + b"- `x` caf\xe9 latin-1 \xff \xe2\x86\x92 []\n"})
-    assert refuse(sup, op, "encoding").details["path"] == "MEMORY.md"
+    assert refuse(sup, op, "not-text").details["path"] == "MEMORY.md"
+
+
+def test_a_nul_byte_is_not_text(sup):
+    op = sup.begin("maintenance", "maintenance")
+    commit(op.worktree, {"MEMORY_bin.md": b"# Bin\n\x00\x01\x02\n"})
+    assert refuse(sup, op, "not-text").details["path"] == "MEMORY_bin.md"
+
+
+def test_an_oversized_memory_file_is_refused_by_size_before_it_is_read(sup):
+    """A memory file over ``limits.max_memory_file_bytes`` (4 MiB by default) is refused by
+    its size, even when an intermediate commit brings it and a later one removes it."""
+    op = sup.begin("maintenance", "maintenance")
+    commit(op.worktree, {"MEMORY_big.md": b"# Big\n" + b"x" * (4 * 1024 * 1024)}, "big")
+    git(op.worktree, "rm", "-q", "MEMORY_big.md")
+    git(op.worktree, "commit", "-qm", "gone again")
+    exc = refuse(sup, op, "file-too-large")
+    assert exc.details["path"] == "MEMORY_big.md" and "limits.max_memory_file_bytes" in str(exc)
+
+
+def test_the_size_limits_come_from_rmtui_toml(sup):
+    set_config_value(sup.root.path, "limits.max_insight_log_bytes", 100)
+    op = sup.begin("insight", "insight")
+    commit(op.worktree, {"insight_logs/2026-01-01-big.md": "# Log\n\n" + "a finding. " * 20})
+    exc = refuse(sup, op, "file-too-large")
+    assert "limits.max_insight_log_bytes" in str(exc) and "the limit is 100" in str(exc)
 
 
 def test_dirty_worktree_is_refused_uncommitted_and_untracked(sup):

@@ -29,11 +29,13 @@ def printable(text: str) -> str:
     return _UNSAFE_RE.sub(_escape, text)
 
 
-#: Everything a remote party's text may not bring into one line of ours: every C0 control
-#: (ESC, and line breaks too: a message is one line), DEL, C1 controls, bidi controls, the
-#: Unicode line and paragraph separators, and lone surrogates.
-_REMOTE_UNSAFE_RE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
-                               "\u2066-\u2069\ud800-\udfff]")
+#: The characters a terminal or a text view obeys rather than shows, as a regex class: every
+#: C0 control (ESC, and line breaks too), DEL, C1 controls (a lone CSI U+009B acts as ESC [;
+#: NEL is a newline), the bidi marks, embeddings, overrides and isolates, and the Unicode line
+#: and paragraph separators. Remote text escapes them; an identifier may hold none of them.
+CONTROL_CLASS = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+#: Everything a remote party's text may not bring into one line of ours: those, and lone surrogates.
+_REMOTE_UNSAFE_RE = re.compile(f"[{CONTROL_CLASS}\ud800-\udfff]")
 #: How much of a remote party's text a message quotes.
 REMOTE_TEXT_CHARS = 300
 

@@ -191,7 +191,7 @@ def _begin_correction(root: MemoryRoot, sup: Any, lease: dict[str, Any], receipt
 def _begin_sync(root: MemoryRoot, sup: Any, lease: dict[str, Any], force: bool) -> HostTask | dict[str, Any]:
     """Stage the pending repair (the last fetched upstream merged into the head) in a worktree
     of the task's own; idle when sync is off or the merge needs no repair."""
-    from rmtui.engine.sync import repair
+    from rmtui.engine.sync import incoming, repair
     from rmtui.engine.sync.pull import SyncResult, examine, fresh_worktree, stage, sync_lock
     from rmtui.engine.sync.remote import upstream_of
     from rmtui.engine.writes import worktrees
@@ -212,7 +212,7 @@ def _begin_sync(root: MemoryRoot, sup: Any, lease: dict[str, Any], force: bool) 
         wt = worktrees.worktrees_dir(root) / task_id
         fresh_worktree(root, wt, inc.head)
         try:
-            _, conflicts, problems = stage(wt, inc)
+            _, conflicts, problems = stage(wt, inc, incoming.limits_of(root))
             if problems:
                 repair.restage(wt, inc.head, inc.tip, conflicts)
         except BaseException:
@@ -284,16 +284,18 @@ def _complete_correction(root: MemoryRoot, sup: Any, op: Any, saved: dict[str, A
 
 
 def complete_sync(root: MemoryRoot, worktree: str, saved: dict[str, Any], *, summary: str) -> dict[str, Any]:
-    """Judge the host's repair as the role's is judged (one merge commit of head and upstream,
-    synchronized paths only, a valid tree), then publish it as a pull would."""
-    from rmtui.engine.sync import repair
+    """Judge the host's repair as the role's is judged (one merge commit of head and upstream
+    passing the incoming rules and the supervisor's admission of its tree), then publish it
+    as a pull would."""
+    from rmtui.engine.sync import incoming, repair
     from rmtui.engine.sync.pull import Incoming, publish_repaired
 
     inc = Incoming.from_json(saved["incoming"])
     outcome = repair.check_repair(Path(worktree), head=inc.head, tip=inc.tip, label=inc.label,
-                                  conflicts=saved["conflicts"], problems=saved["problems"], summary=summary)
+                                  conflicts=saved["conflicts"], problems=saved["problems"], summary=summary,
+                                  limits=incoming.limits_of(root))
     if outcome.commit is None:
-        raise OperationFailed(outcome.message, details={"problems": outcome.problems[:40]})
+        raise OperationFailed(outcome.message, details={"problems": outcome.problems[:40], "rule": outcome.rule})
     return publish_repaired(root, inc, outcome.commit, outcome.to_json()).to_json()
 
 

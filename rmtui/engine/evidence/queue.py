@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from rmtui.engine import store
+from rmtui.engine.display import CONTROL_CLASS
 from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.evidence import records
 from rmtui.engine.memory.roots import MemoryRoot
@@ -27,11 +28,9 @@ STATES = ("inbox", "queued", "claimed", "consumed", "rejected")
 #: Retrieval shows it apart from memory, as pending.
 PENDING_STATES = ("inbox", "queued", "claimed")
 _PENDING_SQL = "state IN ('inbox', 'queued', 'claimed')"
-#: What an identifier must not hold: path separators, C0 controls (ESC, newlines, tab), DEL,
-#: C1 controls (a lone CSI U+009B drives a terminal as ESC [ does; NEL is a newline), and the
-#: characters that reorder or split text as shown: bidi marks, embeddings, overrides and
-#: isolates, and the Unicode line and paragraph separators.
-_BAD_ID_CHARS = re.compile("[/\\\\\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+#: What an identifier must not hold: path separators and the control characters of
+#: :data:`rmtui.engine.display.CONTROL_CLASS` (ESC, newlines, C1, bidi controls).
+_BAD_ID_CHARS = re.compile(f"[/\\\\{CONTROL_CLASS}]")
 MAX_ID_LEN = 200
 
 

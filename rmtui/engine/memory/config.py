@@ -250,7 +250,8 @@ def load_config(root: Path) -> Config:
                            "they apply from memory this time"]
                 NOTIFY(notices[0])
                 raws, cacheable = ((orig_text or "").encode(), (local_text or "").encode()), False
-    data = validate_doc(parse_toml(_decode(raws[0], path), str(path)), CONFIG_FILE, str(path)) if raws[0] is not None else {}
+    data = (validate_doc(parse_toml(_decode(raws[0], path), str(path)), CONFIG_FILE, str(path))
+            if raws[0] is not None else {})
     local = (validate_doc(parse_toml(_decode(raws[1], local_path), str(local_path)), LOCAL_FILE, str(local_path))
              if raws[1] is not None else {})
     if cacheable:

@@ -137,6 +137,11 @@ def _executor_knobs() -> dict[str, Any]:
     }
 
 
+#: Default file size bounds of ``[limits]`` (writes/admission.py holds the rule).
+DEFAULT_MAX_MEMORY_FILE_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_INSIGHT_LOG_BYTES = 1024 * 1024
+
+
 def _local_schema() -> dict[str, Any]:
     s: dict[str, Any] = {}
     for role in ROLES:
@@ -180,6 +185,9 @@ def _local_schema() -> dict[str, Any]:
     s["assistant"] = {"lease_seconds": Key((int, float), 3600, minimum=1)}
     s["sync"] = {"push_after_landing": Key((bool,), True), "fetch_timeout_seconds": Key((int, float), 30, minimum=1),
                  "lease_seconds": Key((int, float), 21600, minimum=1)}
+    # the largest file a commit may bring, local or pulled (docs/sync.md, "What a commit may bring")
+    s["limits"] = {"max_memory_file_bytes": Key((int,), DEFAULT_MAX_MEMORY_FILE_BYTES, minimum=1),
+                   "max_insight_log_bytes": Key((int,), DEFAULT_MAX_INSIGHT_LOG_BYTES, minimum=1)}
     return s
 
 

@@ -204,8 +204,8 @@ def is_work_tree(folder: Path) -> bool:
     search goes on up to the root that holds them) with a ``MEMORY.md`` and the root's
     allow-list ``.gitignore`` (``*``, then ``!MEMORY.md``), which both tools write: a code
     project that happens to keep a MEMORY.md is not a memory root."""
-    if not ((folder / ".git").is_dir() and (folder / "MEMORY.md").is_file()):
-        return False
+    if not ((folder / ".git").is_dir() and (folder / "MEMORY.md").is_file() and (folder / ".gitignore").is_file()):
+        return False  # (a regular file: a FIFO there would block the read below)
     try:
         with open(folder / ".gitignore", encoding="utf-8", errors="replace") as f:
             lines = {line.strip() for line in f.read(65536).splitlines()}

@@ -57,13 +57,13 @@ def parse_op(text: str) -> dict:
 
 def check_op(op: Any) -> dict:
     """What every front's operation must be before the editor reads it: an object of text keys
-    whose values are text, a boolean, an integer or null (no nesting), every text valid
+    whose values are text, a boolean, a number or null (no nesting), every text valid
     Unicode (a JSON ``\\ud800`` escape is not)."""
     if not isinstance(op, dict):
         raise InvalidOperation(f"an operation is an object whose type is one of {', '.join(OPS)}")
     for key, value in op.items():
         check_text(key, "an operation's field name")
-        if value is not None and not isinstance(value, (str, bool, int)):
+        if value is not None and not isinstance(value, (str, bool, int, float)):
             raise InvalidOperation(f"operation field {key[:40]!r} must be text, a boolean, a number or null, "
                                    "not a nested value")
         if isinstance(value, str):

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # the parser is imported only when the corpus must be rebuilt
     from rmtui.engine.memory.graph import Graph, Item
     from rmtui.engine.memory.roots import MemoryRoot
 
-CACHE_VERSION = 4  # 4: imported shared views (MF#) join the corpus
+CACHE_VERSION = 5  # 5: bare grouping headings do not end a run of neighbours
 PASSAGE_CHARS = 1500
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _EDGE_TAIL_RE = re.compile(r"\s*(?:→|->)\s*\[[^\]]*\]\s*$")
@@ -335,7 +335,17 @@ def build_corpus(root: Path, graph: Graph | None = None, *, imports: bool = True
             got = scope[id(parent)] = (anc, " / ".join(headings[i].title for i in anc))
         return got
 
+    # Neighbours are the nodes of one run: the same parent, where a bare grouping heading (a
+    # title with no text of its own: a speaker, a date, a sub-topic label) does not start a
+    # run of its own, so the notes on either side of it stay each other's neighbours.
     by_parent: dict[int, list[int]] = {}
+    bare: set[int] = set()
+
+    def run_of(parent: Item | None) -> int:
+        while parent is not None and id(parent) in bare:
+            parent = parent.parent
+        return id(parent) if parent is not None else -1
+
     for rank, item in enumerate(order):
         lines = texts.get(item.file, [])
         anc, context = scope_of(item.parent)
@@ -356,13 +366,14 @@ def build_corpus(root: Path, graph: Graph | None = None, *, imports: bool = True
                 own.pop()
             body = [lines[n - 1].strip() for n in own[1:] if lines[n - 1].strip()]
             if not body and item.heading_kind not in ("S#", "M#"):
+                if item.heading_kind not in ("F#", "MF#", "MQ#"):
+                    bare.add(id(item))
                 continue  # a bare grouping heading is context, not a result
             title = heading_title(lines[item.line - 1]) if lines else item.title
             text = "\n".join([title, *body])
             entry = Entry(key_for(item), item.id, "heading", item.file, item.line, own[-1] if own else item.line,
                           item.hash, rank, text, own, anc, context)
-        parent_key = id(item.parent) if item.parent is not None else -1
-        by_parent.setdefault(parent_key, []).append(len(entries))
+        by_parent.setdefault(run_of(item.parent), []).append(len(entries))
         entries.append(entry)
         if item.kind == "heading" and item.backing_file and item.backing_file in graph.files \
                 and not graph.files[item.backing_file].graph:

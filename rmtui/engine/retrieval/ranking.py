@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rmtui.engine.retrieval.corpus import Corpus, Entry, slug_words, split_passages
+from rmtui.engine.retrieval.subjects import heading_label, lead_label
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -175,6 +176,8 @@ def dense_text(corpus: Corpus, index: int, params: RankParams) -> str:
         body = "\n".join([*before, body, *after])
     if params.context_in_dense and entry.context:
         return f"{entry.context}: {body}"
+    if not lead_label(entry) and (label := heading_label(corpus, entry)):
+        return f"{label}: {body}"  # the subject only its heading names (subjects.py)
     return body
 
 

@@ -15,21 +15,29 @@ beside its question and the two are close; in a list of unrelated facts a match 
 spill onto the fact after it (measured: R@10 +0.002, held out +0.007, and "who owns billing"
 no longer ranks the note after Bob's above it).
 
-Two features beyond scores (each measured on ``bench/locomo.py`` R@10, held out too):
+Features beyond scores (each measured on the development sets, see below):
 - ``lead``: a word of the need in a node's lead label, the few words before a colon at its
   start (``Staging DB: moved to 5433``, ``Ana: we chose postgres``; not headings, not a
-  colon inside a sentence or in ``**State:**`` markup). Notes are written as
-  "subject: what about it", and an entry *about* what the need names beats one that only
-  mentions it (+0.016).
+  colon inside a sentence or in ``**State:**`` markup). An entry *about* what the need names
+  beats one that only mentions it.
+- ``subject``: the same question asked of the node's subject wherever the note puts it: the
+  lead label, a short label in parentheses at its end, or the short heading it sits under
+  (``subjects.py``). Real notes rarely start with a label; without this the stage rewarded
+  one way of writing notes over the others.
+- ``context_cover``: the IDF-weighted share of the need's words in the node's ancestor heading
+  titles -- what a group of notes is about, whichever way each note is written.
 - ``maxsim``: late interaction -- each token state of the need matched to its closest token
   state of the entry's best passage, averaged (ColBERT's MaxSim over the embedding model's own
   token states, kept as int8 in ``tokens.TokenStore``). It sees which word matches which,
-  where one pooled vector per passage blurs them (+0.009). Only a model host that can return
-  token states gives it (ours do; a foreign embedding service does not): without them the
-  weights fitted without the feature are used.
+  where one pooled vector per passage blurs them. Only a model host that can return token
+  states gives it (ours do; a foreign embedding service does not): without them the weights
+  fitted without the feature are used.
 
-The weights live in ``stage2_weights.py``, written by ``bench/fit_stage2.py`` from the
-development conversations (held-out ones kept for the figure). The stage needs dense scores
+The weights live in ``stage2_weights.py``, written by ``bench/fit_stage2.py`` from development
+data only: the LoCoMo development conversations rendered in four layouts of the speaker (label
+first, inside the sentence, last, only in a heading) and a notes-shaped project
+(``bench/notes/``), the two domains weighing the same; the held-out conversations and the
+held-out notes project are only scored. The stage needs dense scores
 (several features are vector ones); without them the first-stage order stands.
 """
 
@@ -42,6 +50,7 @@ import numpy as np
 
 from rmtui.engine.retrieval.corpus import Corpus
 from rmtui.engine.retrieval.ranking import LexicalIndex, tokenize_many
+from rmtui.engine.retrieval.subjects import lead_label, subject_label
 from rmtui.engine.retrieval.tokens import dequantize
 
 #: How many first-stage candidates the second stage re-orders.
@@ -51,13 +60,10 @@ FEATURES = (
     "own", "window", "lexical", "dense", "dense_gap", "dense_prev", "dense_next", "own_prev", "own_next",
     "fused", "heading_fused", "heading_dense", "coverage", "length", "own_top", "need_words",
     "fused_prev", "fused_next", "rank_fused", "rank_dense", "rank_lexical", "centroid", "first",
-    "own_raw", "lexical_prev", "lexical_next", "coherence_prev", "coherence_next", "lead",
+    "own_raw", "lexical_prev", "lexical_next", "coherence_prev", "coherence_next", "lead", "subject", "context_cover",
 )
 #: Features that need token states (the model used when every candidate has them).
 TOKEN_FEATURES = ("maxsim",)
-#: A lead label: at most this many words before a colon this close to the start of a node.
-LEAD_CHARS = 40
-LEAD_WORDS = 4
 
 
 @dataclass
@@ -94,25 +100,39 @@ def candidates(fused: np.ndarray, pool: int = POOL) -> np.ndarray:
     return np.asarray(sorted(top.tolist(), key=lambda i: (-float(fused[i]), i)), dtype=np.int64)
 
 
-def lead_label(entry) -> str:
-    """The lead label of a memory node: up to :data:`LEAD_WORDS` words before a colon (and a
-    space) near the start of its first line, markup removed; "" for anything else."""
-    if entry.kind != "node":
-        return ""
-    line = entry.text.split("\n", 1)[0]
-    colon = line.find(":", 0, LEAD_CHARS)
-    if colon <= 0 or line[colon + 1:].lstrip("*`_")[:1] not in ("", " "):
-        return ""
-    label = line[:colon].replace("*", " ").replace("`", " ").replace("_", " ").strip()
-    return label if 0 < len(label.split()) <= LEAD_WORDS else ""
+def _label_hits(labels: list[str], query_tokens: list[str], stem: bool) -> np.ndarray:
+    need = set(query_tokens)
+    return np.asarray([float(bool(need.intersection(words))) for words in tokenize_many(labels, stem=stem)],
+                      dtype=np.float32)
 
 
 def lead_hits(corpus: Corpus, query_tokens: list[str], cand: np.ndarray, *, stem: bool = True) -> np.ndarray:
     """1 for each candidate whose lead label holds a word of the need, else 0."""
-    heads = [lead_label(corpus.entries[int(i)]) for i in cand.tolist()]
-    need = set(query_tokens)
-    return np.asarray([float(bool(need.intersection(words))) for words in tokenize_many(heads, stem=stem)],
-                      dtype=np.float32)
+    return _label_hits([lead_label(corpus.entries[int(i)]) for i in cand.tolist()], query_tokens, stem)
+
+
+def subject_hits(corpus: Corpus, query_tokens: list[str], cand: np.ndarray, *, stem: bool = True) -> np.ndarray:
+    """1 for each candidate whose subject (``subjects.subject_label``: lead, tail or heading
+    label) holds a word of the need, else 0."""
+    return _label_hits([subject_label(corpus, corpus.entries[int(i)]) for i in cand.tolist()], query_tokens, stem)
+
+
+def context_cover(corpus: Corpus, sig: Signals, cand: np.ndarray) -> np.ndarray:
+    """IDF-weighted share of the need's words in each candidate's ancestor heading titles: the
+    headings say what a group of notes is about, whichever way each note is written."""
+    words = list(dict.fromkeys(sig.query_tokens))
+    index = sig.index
+    n = max(len(index.owner), 1)
+    idf = {}
+    for tok in words:
+        t = index.vocab.get(tok)
+        df = int(index.indptr[t + 1]) - int(index.indptr[t]) if t is not None else 0
+        idf[tok] = float(np.log1p(n / max(df, 1)))
+    total = sum(idf.values())
+    if not total:
+        return np.zeros(len(cand), dtype=np.float32)
+    toks = tokenize_many([corpus.entries[int(i)].context for i in cand.tolist()], stem=sig.stem)
+    return np.asarray([sum(idf[w] for w in set(t).intersection(idf)) / total for t in toks], dtype=np.float32)
 
 
 def maxsim(need_states: np.ndarray, states: list[np.ndarray]) -> np.ndarray:
@@ -177,6 +197,8 @@ def features(corpus: Corpus, sig: Signals, fused: np.ndarray, cand: np.ndarray,
         "centroid": vec @ centre, "first": vec @ vec[0], "own_raw": sig.own[cand],
         "lexical_prev": gate_p * pad(lex)[p], "lexical_next": gate_n * pad(lex)[n],
         "coherence_prev": coh_p, "coherence_next": coh_n, "lead": lead_hits(corpus, sig.query_tokens, cand, stem=sig.stem),
+        "subject": subject_hits(corpus, sig.query_tokens, cand, stem=sig.stem),
+        "context_cover": context_cover(corpus, sig, cand),
     }
     names: tuple[str, ...] = FEATURES
     if states is not None and sig.need_states is not None:

@@ -9,9 +9,12 @@ queue a driver or host claims batches through when sync is on).
 from __future__ import annotations
 
 from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.sync import queue_git
 from rmtui.engine.sync.pull import SyncResult, maybe_pull, pull, status
 from rmtui.engine.sync.pull import push_root as push
 from rmtui.engine.sync.queue_git import GitQueue
+
+queue_git.PULL = pull  # the queue adopts the upstream through the validated pull (see queue_git.PULL)
 
 
 def coordinator_for(root: MemoryRoot) -> GitQueue | None:

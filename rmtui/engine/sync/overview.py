@@ -9,25 +9,14 @@ Which machine holds a batch comes from the same lease, so the evidence queue can
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from rmtui.engine.errors import EngineError
 from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.sync.queue_git import LeaseInfo, queue_lease, stored_device_id
 
 #: statuses in which there is no upstream to talk to: the pull and push keys do not apply
 INACTIVE = ("disabled", "unconfigured")
-
-
-@dataclass
-class LeaseInfo:
-    """The shared queue's lease: which machine reconciles which batch, until when."""
-
-    holder: str  # the holder's device id (``.runtime/update_queue/device.json`` on that machine)
-    ours: bool
-    batch_id: str
-    candidate_uids: list[str]
-    expires_at: str
-    expired: bool
 
 
 @dataclass
@@ -74,7 +63,6 @@ class SyncOverview:
 def sync_overview(root: MemoryRoot, *, now: datetime | None = None) -> SyncOverview:
     """The sync state of ``root`` as of the last fetch (no network, no write)."""
     from rmtui.engine.sync.pull import status as sync_status
-    from rmtui.engine.sync.queue_git import stored_device_id
 
     enabled = bool(root.config().get("sync.enabled"))
     try:
@@ -94,31 +82,6 @@ def sync_overview(root: MemoryRoot, *, now: datetime | None = None) -> SyncOverv
         out.problems.append(f"update queue: {exc.message}")
     out.repair = pending_repair(root, out)
     return out
-
-
-def queue_lease(root: MemoryRoot, *, now: datetime | None = None) -> LeaseInfo | None:
-    """The lease as the upstream last showed it (the fetched upstream ref, else HEAD); None
-    when sync is off, there is no upstream, or no batch is leased."""
-    from rmtui.engine.sync.queue_git import snapshot, stored_device_id
-    from rmtui.engine.sync.queue_state import LEASE
-    from rmtui.engine.sync.remote import rev, upstream_of
-
-    if not root.config().get("sync.enabled"):
-        return None
-    up = upstream_of(root.path)
-    if up is None:
-        return None
-    commit = rev(root.path, up.ref) or rev(root.path, "HEAD")
-    if commit is None:
-        return None
-    snap = snapshot(root.path, commit)
-    if LEASE in snap.invalid:  # a malformed lease is shown as a problem; the next claim replaces it
-        raise snap.invalid[LEASE]
-    lease = snap.lease
-    if lease is None:
-        return None
-    return LeaseInfo(lease.holder, lease.holder == stored_device_id(root), lease.batch_id,
-                     list(lease.candidate_uids), lease.expires_at, lease.expired(now or datetime.now(UTC)))
 
 
 def batch_holders(root: MemoryRoot) -> dict[str, LeaseInfo]:

@@ -12,18 +12,23 @@ repaired, only refused. The active root is untouched by every refusal.
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from rmtui.engine.errors import EngineError, UsageError
 from rmtui.engine.gitutil import IDENTITY
 from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.memory.validation import validate_root
+from rmtui.engine.sync import incoming
 from rmtui.engine.sync import state as sync_state
 from rmtui.engine.sync.paths import is_queue_or_record, is_synced
 from rmtui.engine.sync.remote import (
@@ -37,7 +42,8 @@ from rmtui.engine.sync.remote import (
     upstream_of,
 )
 from rmtui.engine.writes import worktrees
-from rmtui.engine.writes.admission import dirty_paths
+from rmtui.engine.writes.admission import AdmissionRefused, FileLimits, dirty_paths
+from rmtui.engine.writes.faults import crashpoint, crashpoint_in_git, die
 from rmtui.engine.writes.supervisor import Supervisor
 
 PULL_CHECK_SECONDS = 300
@@ -58,6 +64,7 @@ class SyncResult:
     receipt: dict | None = None
     repair: dict | None = None
     state: dict | None = None
+    rule: str | None = None  # the rule a refusal names (docs/sync.md, "What a commit may bring")
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -69,10 +76,41 @@ class SyncRefused(EngineError):
     kind = "refused"
     exit_code = 1
 
+    @classmethod
+    def of(cls, exc: AdmissionRefused, what: str) -> SyncRefused:
+        """An admission rule broken by ``what`` (an incoming commit, the merge), by name."""
+        d = exc.details or {}
+        commit = d.get("commit") or ""
+        where = f"{what} {commit[:10]}" if commit else what
+        return cls(f"{where} refused: {exc.message}",
+                   details={"files": [d["path"]] if d.get("path") else [], "rule": exc.rule, "commit": commit})
 
-def sync_lock(root: MemoryRoot):
-    """One pull, push or repair staging at a time (``.runtime/sync/sync.lock``)."""
-    return file_lock(root.ensure_runtime() / "sync" / "sync.lock")
+
+def _refusal(root: MemoryRoot, exc: SyncRefused) -> SyncResult:
+    details = exc.details or {}
+    return _finish(root, SyncResult("error", exc.message, list(details.get("files", [])), rule=details.get("rule")))
+
+
+_held = threading.local()
+
+
+@contextmanager
+def sync_lock(root: MemoryRoot) -> Iterator[None]:
+    """One pull, push or repair staging at a time (``.runtime/sync/sync.lock``). Whoever takes
+    it first (not a nested holder) prunes what a killed sync left before anything else runs:
+    a dead staging worktree's admin entry fails every later fetch."""
+    root.ensure_runtime()
+    path = worktrees.sync_lock_path(root)
+    key = str(path.resolve())
+    with file_lock(path):
+        depth = getattr(_held, key, 0)
+        if not depth:
+            worktrees.prune_dead_sync(root)
+        setattr(_held, key, depth + 1)
+        try:
+            yield
+        finally:
+            setattr(_held, key, depth)
 
 
 def _configured(root: MemoryRoot) -> tuple[Upstream | None, SyncResult | None]:
@@ -144,7 +182,7 @@ def pull(root: MemoryRoot, *, fetch_timeout: float | None = None, executor=None)
         try:
             return _pull_fetched(root, up, executor)
         except SyncRefused as exc:
-            return _finish(root, SyncResult("error", exc.message, list((exc.details or {}).get("files", []))))
+            return _refusal(root, exc)
 
 
 @dataclass
@@ -199,19 +237,21 @@ def examine(root: MemoryRoot, up: Upstream) -> Incoming | SyncResult:
     base = git(root.path, "merge-base", head, tip, check=False).strip()
     if not base:
         raise SyncRefused(f"{label} shares no history with the root; refusing to merge unrelated histories")
-    incoming = _incoming(root.path, base, tip)
-    dirty = [p for p in dirty_paths(_repo(root)) if is_synced(p)]
+    incoming = _incoming(root, head, base, tip)
+    with _repo_at(root.path) as repo:
+        dirty = [p for p in dirty_paths(repo) if is_synced(p)]
     if dirty:
         return SyncResult("dirty", "uncommitted changes on synchronized paths; commit or discard them first",
                           dirty, ahead, behind, head, label, tip)
     return Incoming(up, head, tip, label, ahead, behind, incoming)
 
 
-def stage(wt: Path, inc: Incoming) -> tuple[str, list[str], list[str]]:
+def stage(wt: Path, inc: Incoming, limits: FileLimits) -> tuple[str, list[str], list[str]]:
     """Stage the incoming state in ``wt`` (a worktree at the local head): the upstream tip
     when the root is only behind, a merge when both moved. Answers the candidate commit
     (empty while conflicted), the conflicted files and the problems (conflicts, or the rules
-    the staged state breaks). Conflicts on queue or record paths are refused, never repaired."""
+    the staged state breaks). Conflicts on queue or record paths are refused, never repaired;
+    so is a merge that breaks an admission rule (:func:`incoming.check_merge`)."""
     conflicts: list[str] = []
     if inc.ahead == 0:
         git(wt, "checkout", "--quiet", "--detach", inc.tip)
@@ -230,6 +270,11 @@ def stage(wt: Path, inc: Incoming) -> tuple[str, list[str], list[str]]:
             candidate = ""
         else:
             candidate = git(wt, "rev-parse", "HEAD").strip()
+            try:
+                with _repo_at(wt) as repo:
+                    incoming.check_merge(repo, inc.head, inc.tip, candidate, limits)
+            except AdmissionRefused as exc:
+                raise SyncRefused.of(exc, f"the merge with {inc.label}") from None
     return candidate, conflicts, conflicts or _invalid(wt)
 
 
@@ -247,7 +292,7 @@ def _pull_fetched(root: MemoryRoot, up: Upstream, executor, *, push_merge: bool 
     wt = worktrees.worktrees_dir(root) / f"sync-{digest}"
     fresh_worktree(root, wt, inc.head)
     try:
-        candidate, conflicts, problems = stage(wt, inc)
+        candidate, conflicts, problems = stage(wt, inc, incoming.limits_of(root))
         if problems:
             from rmtui.engine.sync.repair import repair
 
@@ -305,8 +350,10 @@ def push_now(root: MemoryRoot, up: Upstream) -> SyncResult:
         if tip and is_ancestor(root.path, head, tip):
             return _finish(root, SyncResult("synced", f"nothing to push: {label} has {head[:10]}", head=head,
                                             upstream=label, upstream_commit=tip))
+        crashpoint("sync-before-push")
         out = push(root.path, up, head, timeout=timeout)
         if out.ok:
+            crashpoint("sync-after-push")
             fetch(root.path, up)
             return _finish(root, SyncResult("pushed", f"pushed {head[:10]} to {label}", head=head, upstream=label,
                                             upstream_commit=head),
@@ -340,26 +387,19 @@ def push_root(root: MemoryRoot) -> SyncResult:
                 queue.reconcile_local()
             return push_now(root, up)
         except SyncRefused as exc:
-            return _finish(root, SyncResult("error", exc.message, list((exc.details or {}).get("files", []))))
+            return _refusal(root, exc)
 
 
-def _incoming(root: Path, base: str, tip: str) -> list[str]:
-    """Paths the upstream changed since ``base``; refuses off-list paths and non-regular files."""
-    out = git(root, "diff", "--name-only", "--no-renames", "-z", base, tip)
-    paths = [p for p in out.split("\0") if p]
-    off = [p for p in paths if not is_synced(p)]
-    if off:
-        raise SyncRefused(f"incoming path outside the synchronized allow-list: {off[0]}"
-                          + (f" (and {len(off) - 1} more)" if len(off) > 1 else ""), details={"files": off})
-    if paths:
-        listing = git(root, "ls-tree", "-z", tip, "--", *paths)
-        for entry in filter(None, listing.split("\0")):
-            meta, _, path = entry.partition("\t")
-            mode = meta.split()[0]
-            if mode != "100644":
-                what = {"120000": "a symlink", "100755": "an executable", "160000": "a submodule"}.get(mode, mode)
-                raise SyncRefused(f"incoming {path} is {what}; only regular files sync", details={"files": [path]})
-    return paths
+def _incoming(root: MemoryRoot, head: str, base: str, tip: str) -> list[str]:
+    """Paths the upstream changed since ``base``, once every commit it brings passed the
+    incoming rules (:func:`incoming.check_history`)."""
+    try:
+        with _repo_at(root.path) as repo:
+            incoming.check_history(repo, head, tip, incoming.limits_of(root))
+    except AdmissionRefused as exc:
+        raise SyncRefused.of(exc, "incoming commit") from None
+    out = git(root.path, "diff", "--name-only", "--no-renames", "-z", base, tip)
+    return [p for p in out.split("\0") if p]
 
 
 def _check_queue_records(root: MemoryRoot, inc: Incoming) -> list[str]:
@@ -412,16 +452,40 @@ def fresh_worktree(root: MemoryRoot, wt: Path, head: str) -> None:
     if wt.exists():
         worktrees.remove(root, wt, None)
     wt.parent.mkdir(parents=True, exist_ok=True)
-    git(root.path, "worktree", "add", "--quiet", "--detach", str(wt), head)
+    args = ["worktree", "add", "--quiet", "--detach", str(wt), head]
+    if crashpoint_in_git("sync-during-worktree-add"):
+        _die_adding_worktree(root, wt, args)
+    git(root.path, *args)
+
+
+def _die_adding_worktree(root: MemoryRoot, wt: Path, args: list[str]) -> None:
+    """Fault injection: kill ``git worktree add`` once it wrote its admin entry's first (null)
+    HEAD, before the checkout, then die: what a kill of a pull's process group there leaves."""
+    proc = subprocess.Popen(["git", *args], cwd=root.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    head = root.path / ".git" / "worktrees" / wt.name / "HEAD"
+    deadline = time.monotonic() + 10
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            if len(head.read_text().strip()) >= 40:
+                break
+        except OSError:
+            pass
+        time.sleep(0.0002)
+    proc.kill()
+    proc.wait()
+    die("sync-during-worktree-add")
 
 
 def _identity_env() -> dict:
-    import os
-
     return {**os.environ, **IDENTITY}
 
 
-def _repo(root: MemoryRoot):
+@contextmanager
+def _repo_at(path: Path) -> Iterator[Any]:
     import git as gitpython
 
-    return gitpython.Repo(root.path)
+    repo = gitpython.Repo(path)
+    try:
+        yield repo
+    finally:
+        repo.close()

@@ -20,8 +20,10 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from rmtui.engine.errors import ConflictError, UsageError
 from rmtui.engine.evidence import record_checks as rc
@@ -43,8 +45,16 @@ from rmtui.engine.sync.queue_state import (
     spent_uids,
 )
 from rmtui.engine.sync.remote import Upstream, fetch, git, is_ancestor, rev, upstream_of
+from rmtui.engine.writes.faults import crashpoint
 
-__all__ = ["CANCELLED", "GitQueue", "Lease", "QueueRace", "Snapshot", "device_id", "snapshot", "stored_device_id"]
+#: How the queue brings the active root up to the upstream after changing the queue: sync's
+#: validated pull (``sync.pull.pull``). The pull checks what it brings with this queue, so this
+#: module cannot import it; the ``rmtui.engine.sync`` package sets it, and Python runs the
+#: package before any of its modules, so it is set before a queue exists.
+PULL: Callable[..., Any] | None = None
+
+__all__ = ["CANCELLED", "GitQueue", "Lease", "LeaseInfo", "QueueRace", "Snapshot", "device_id", "queue_lease",
+           "snapshot", "stored_device_id"]
 
 ATTEMPTS = 4
 HOLDER_ATTEMPTS = 20  # finalize and release: the lease is ours, a lost race is only a publication
@@ -197,19 +207,20 @@ class GitQueue:
                 if not apply(edit, tip, self.snapshot(tip)):
                     return None
                 head = edit.head
+            crashpoint("queue-before-push")
             pushed = subprocess.run(
                 ["git", "push", "--quiet", f"--force-with-lease=refs/heads/{self.up.branch}:{tip}",
                  self.up.remote, f"{head}:refs/heads/{self.up.branch}"],
                 cwd=self.root.path, capture_output=True, text=True, timeout=self.timeout)
             if pushed.returncode == 0:
+                crashpoint("queue-after-push")
                 return head
         raise QueueRace(f"the update queue on {self.up.remote} kept changing; gave up after {attempts} attempts")
 
     def adopt(self) -> None:
         """Bring the active root up to the upstream (a validated fast-forward through sync)."""
-        from rmtui.engine.sync.pull import pull
-
-        res = pull(self.root, fetch_timeout=self.timeout)
+        assert PULL is not None, "rmtui.engine.sync sets queue_git.PULL when it is imported"
+        res = PULL(self.root, fetch_timeout=self.timeout)
         if res.status not in ("synced", "fresh"):
             raise ConflictError(f"sync pull after a queue change: {res.status}: {res.message}")
 
@@ -297,9 +308,7 @@ class GitQueue:
         self.reconcile_local()
 
     def describe_lease(self) -> dict | None:
-        """The live lease as an idle turn reports it (the one reader: ``overview.queue_lease``)."""
-        from rmtui.engine.sync.overview import queue_lease
-
+        """The live lease as an idle turn reports it (the one reader: :func:`queue_lease`)."""
         info = queue_lease(self.root)
         if info is None:
             return None
@@ -584,3 +593,36 @@ class GitQueue:
         self.mutate(apply, attempts=HOLDER_ATTEMPTS)
         self.adopt()
         return out or None
+
+
+@dataclass
+class LeaseInfo:
+    """The shared queue's lease: which machine reconciles which batch, until when."""
+
+    holder: str  # the holder's device id (``.runtime/update_queue/device.json`` on that machine)
+    ours: bool
+    batch_id: str
+    candidate_uids: list[str]
+    expires_at: str
+    expired: bool
+
+
+def queue_lease(root: MemoryRoot, *, now: datetime | None = None) -> LeaseInfo | None:
+    """The lease as the upstream last showed it (the fetched upstream ref, else HEAD); None
+    when sync is off, there is no upstream, or no batch is leased."""
+    if not root.config().get("sync.enabled"):
+        return None
+    up = upstream_of(root.path)
+    if up is None:
+        return None
+    commit = rev(root.path, up.ref) or rev(root.path, "HEAD")
+    if commit is None:
+        return None
+    snap = snapshot(root.path, commit)
+    if LEASE in snap.invalid:  # a malformed lease is shown as a problem; the next claim replaces it
+        raise snap.invalid[LEASE]
+    lease = snap.lease
+    if lease is None:
+        return None
+    return LeaseInfo(lease.holder, lease.holder == stored_device_id(root), lease.batch_id,
+                     list(lease.candidate_uids), lease.expires_at, lease.expired(now or datetime.now(UTC)))

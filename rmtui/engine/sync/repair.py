@@ -2,8 +2,9 @@
 
 The role works in the staging worktree that holds the merge attempt; it must complete the
 merge with exactly one commit whose first parent is the local head, touching only
-synchronized paths and never queue or record files. Nothing is published until the repaired
-tree validates. Without a configured model the repair is not attempted: the root stays as
+synchronized paths and never queue or record files. Nothing is published until the repair
+commit passes the incoming rules and the supervisor's admission of its tree (from Git
+objects, so no index flag can hide a file). Without a configured model the repair is not attempted: the root stays as
 it was and the status says ``conflict``.
 """
 
@@ -14,9 +15,9 @@ from pathlib import Path
 
 from rmtui.engine.errors import EngineError, UnavailableError
 from rmtui.engine.memory.roots import MemoryRoot
-from rmtui.engine.memory.validation import validate_root
-from rmtui.engine.sync.paths import is_queue_or_record, is_synced
+from rmtui.engine.sync import incoming
 from rmtui.engine.sync.remote import git
+from rmtui.engine.writes.admission import AdmissionRefused, FileLimits
 
 ROLE = "sync-reconciler"
 
@@ -27,6 +28,7 @@ class RepairOutcome:
     message: str
     summary: str = ""
     problems: list[str] = field(default_factory=list)
+    rule: str | None = None  # the admission rule a refused repair broke
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -60,7 +62,8 @@ def repair(root: MemoryRoot, wt: Path, *, head: str, tip: str, label: str, confl
                                        f"model is configured for {ROLE}; the root is unchanged", problems=problems)
     restage(wt, head, tip, conflicts)
     summary = _run(root, wt, executor, repair_prompt(label, conflicts, problems))
-    return check_repair(wt, head=head, tip=tip, label=label, conflicts=conflicts, problems=problems, summary=summary)
+    return check_repair(wt, head=head, tip=tip, label=label, conflicts=conflicts, problems=problems, summary=summary,
+                        limits=incoming.limits_of(root))
 
 
 def restage(wt: Path, head: str, tip: str, conflicts: list[str]) -> None:
@@ -72,20 +75,22 @@ def restage(wt: Path, head: str, tip: str, conflicts: list[str]) -> None:
 
 
 def check_repair(wt: Path, *, head: str, tip: str, label: str, conflicts: list[str], problems: list[str],
-                 summary: str) -> RepairOutcome:
+                 summary: str, limits: FileLimits) -> RepairOutcome:
     """Judge a finished repair (by the role or a host): one merge commit of ``head`` and
-    ``tip`` on synchronized paths only, and a tree that validates; ``commit`` is None otherwise."""
+    ``tip`` that passes the incoming rules and the supervisor's admission of its tree
+    (:func:`incoming.admit_repair`); ``commit`` is None otherwise, with the rule named."""
     try:
-        commit = _check(wt, head, tip)
+        commit = _merge_commit(wt, head, tip)
+        incoming.admit_repair(str(wt), head, tip, commit, limits)
+    except AdmissionRefused as exc:
+        if exc.rule == "invalid-graph":
+            return RepairOutcome(None, f"the repaired state of {label} is still invalid; the root is unchanged",
+                                 summary, [str(exc)], rule=exc.rule)
+        return RepairOutcome(None, f"the repair of {label} was refused: {exc.message}; the root is unchanged",
+                             summary, problems, rule=exc.rule)
     except EngineError as exc:
         return RepairOutcome(None, f"the repair of {label} was refused: {exc.message}; the root is unchanged",
                              summary, problems)
-    report = validate_root(wt, enforce_correction_capacity=False)
-    errors = [f"{i.file}:{i.line}: {i.rule}: {i.message}" for i in report.issues
-              if getattr(i, "severity", "error") == "error"]
-    if errors:
-        return RepairOutcome(None, f"the repaired state of {label} is still invalid; the root is unchanged",
-                             summary, errors)
     return RepairOutcome(commit, f"repaired {describe(conflicts, problems)}", summary)
 
 
@@ -103,18 +108,10 @@ def _run(root: MemoryRoot, wt: Path, executor, prompt: str) -> str:
         conv.close()
 
 
-def _check(wt: Path, head: str, tip: str) -> str:
-    """The repair added exactly one commit: first parent the local head, second the upstream
-    tip, a clean worktree, only synchronized non-queue paths changed against the merge base."""
-    if git(wt, "status", "--porcelain", "--untracked-files=all").strip():
-        raise EngineError("the worktree has uncommitted changes")
+def _merge_commit(wt: Path, head: str, tip: str) -> str:
+    """The repair added exactly one commit: first parent the local head, second the upstream tip."""
     commit = git(wt, "rev-parse", "HEAD").strip()
     parents = git(wt, "rev-list", "--parents", "-n", "1", commit).split()[1:]
     if parents != [head, tip]:
         raise EngineError("the repair must be one merge commit of the local head and the upstream tip")
-    changed = [p for p in git(wt, "diff", "--name-only", "-z", head, commit).split("\0") if p]
-    upstream_changed = set(p for p in git(wt, "diff", "--name-only", "-z", head, tip).split("\0") if p)
-    bad = [p for p in changed if not is_synced(p) or (is_queue_or_record(p) and p not in upstream_changed)]
-    if bad:
-        raise EngineError(f"the repair touched paths it may not: {', '.join(bad[:5])}")
     return commit

@@ -10,18 +10,22 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import git
 
 from rmtui.engine.errors import ConflictError, OperationFailed
 from rmtui.engine.fsutil import nfc_collision
+from rmtui.engine.memory.config_schema import DEFAULT_MAX_INSIGHT_LOG_BYTES, DEFAULT_MAX_MEMORY_FILE_BYTES
 from rmtui.engine.memory.graph import parse_edges
 from rmtui.engine.memory.role_table import (
     ALLOWED_PATHS,
     CONFIGS,
     CORRECTIONS,
+    INSIGHT,
     MEMORY_GRAPH,
     PURSUIT,
     REFERENCE_REPAIR_ONLY,
@@ -35,6 +39,9 @@ from rmtui.engine.writes.config_check import config_issues
 #: The guidance inbox is append-only pending evidence: a capture landing meanwhile is rebased
 #: over, and only a real conflict on the same path (both sides changed it) is stale.
 SEMANTIC = MEMORY_GRAPH + PURSUIT + CORRECTIONS
+
+#: The file size no ``limits.*`` setting passes.
+FILE_BYTES_CEILING = 64 * 1024 * 1024
 
 _EDGE_LIST_RE = re.compile(r"\s*(?:→|->)\s*\[([^\]]*)\]\s*$")
 
@@ -131,12 +138,31 @@ def changed_paths(repo: git.Repo, a: str, b: str) -> list[str]:
 VIEW_GITIGNORE_RE = re.compile(r"shared_views/[A-Za-z0-9_.-]+/\.gitignore")
 VIEW_GITIGNORE = b"dist/\n"
 
+#: Code points HFS+ ignores in names (so ``.g\u200cit`` is ``.git`` on macOS).
+_HFS_IGNORED = frozenset("\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                         "\u206a\u206b\u206c\u206d\u206e\u206f\ufeff")
 
-def _check_path_shape(path: str, commit: str) -> None:
+
+def is_git_name(segment: str) -> bool:
+    """Whether a path segment is ``.git`` on some file system Git checks out to: any case,
+    HFS+'s ignored code points, NTFS's trailing dots and spaces, alternate streams and the
+    short name ``git~1``."""
+    name = "".join(ch for ch in segment if ch not in _HFS_IGNORED).casefold()
+    name = name.split(":", 1)[0].rstrip(". ")
+    return name in (".git", "git~1")
+
+
+def check_path_shape(path: str, commit: str | None, allowed: Callable[[str], bool]) -> None:
+    """Rules ``path`` and ``git-path``: a plain relative path of printable UTF-8 names, no
+    ``.git`` segment in any spelling, and no other ``.git*`` name (Git reads them as its own
+    control files) but a ``.gitignore`` the writer's paths list or a view folder's."""
     parts = path.split("/")
-    if path.startswith("/") or any(p in ("..", ".", "") for p in parts):
-        raise AdmissionRefused("path", f"{path!r} is not a plain relative path", commit=commit, path=path)
-    if any(p.lower().startswith(".git") for p in parts) and not VIEW_GITIGNORE_RE.fullmatch(path):
+    if (path.startswith("/") or any(p in ("..", ".", "") for p in parts) or "\\" in path
+            or any(ord(ch) < 0x20 or ord(ch) == 0x7F or 0xDC80 <= ord(ch) <= 0xDCFF for ch in path)):
+        raise AdmissionRefused("path", f"{path!r} is not a plain relative path of UTF-8 names", commit=commit,
+                               path=path)
+    if any(is_git_name(p) or (p.casefold().startswith(".git") and not (p == ".gitignore" and (allowed(path) or VIEW_GITIGNORE_RE.fullmatch(path))))
+           for p in parts):
         raise AdmissionRefused("git-path", f"{path!r} touches a .git* path", commit=commit, path=path)
 
 
@@ -196,7 +222,74 @@ def _reference_repair(repo: git.Repo, parent: str, change: Change) -> set[str] |
     return dropped
 
 
-def _check_case_collisions(repo: git.Repo, commit: str, touched: set[str]) -> None:
+@dataclass(frozen=True)
+class FileLimits:
+    """The largest file a commit may bring (docs/sync.md, "What a commit may bring"):
+    insight logs have their own bound, every other tracked file the memory-file bound."""
+
+    memory_file_bytes: int = DEFAULT_MAX_MEMORY_FILE_BYTES
+    insight_log_bytes: int = DEFAULT_MAX_INSIGHT_LOG_BYTES
+
+    @classmethod
+    def of(cls, cfg: Any) -> FileLimits:
+        """The root's ``limits.*`` settings, each held under :data:`FILE_BYTES_CEILING`."""
+        return cls(min(int(cfg.get("limits.max_memory_file_bytes")), FILE_BYTES_CEILING),
+                   min(int(cfg.get("limits.max_insight_log_bytes")), FILE_BYTES_CEILING))
+
+    def for_path(self, path: str) -> tuple[int, str]:
+        if matches(path, INSIGHT):
+            return self.insight_log_bytes, "limits.max_insight_log_bytes"
+        return self.memory_file_bytes, "limits.max_memory_file_bytes"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What one writer may bring: its paths (``forbidden`` says why another is refused, with
+    ``{path}`` and ``{short}`` commit) and the size bounds. A local role and an upstream's
+    commits are held to the same rules through this."""
+
+    allowed: Callable[[str], bool]
+    forbidden: str
+    limits: FileLimits
+
+
+def check_change(repo: git.Repo, change: Change, commit: str, policy: Policy,
+                 seen: set[tuple[str, str]] | None = None) -> None:
+    """Every rule one changed path answers to: shape, ``.git`` names, mode, the writer's
+    paths, then what the new file holds. ``seen`` skips blobs already checked for a path."""
+    path = change.path
+    check_path_shape(path, commit, policy.allowed)
+    _check_mode(change, commit)
+    if not policy.allowed(path):
+        raise AdmissionRefused("forbidden-path", policy.forbidden.format(path=path, short=commit[:10]),
+                               commit=commit, path=path)
+    if change.status != "D" and (seen is None or (path, change.new_blob) not in seen):
+        check_blob(repo, path, change.new_blob, commit, policy.limits)
+        if seen is not None:
+            seen.add((path, change.new_blob))
+
+
+def check_blob(repo: git.Repo, path: str, sha: str, commit: str | None, limits: FileLimits) -> None:
+    """Rules ``file-too-large`` (sized from the object header, before it is read),
+    ``view-gitignore`` and ``not-text``: every file memory is made of is UTF-8 text without
+    NUL bytes."""
+    size = repo.odb.info(bytes.fromhex(sha)).size
+    limit, key = limits.for_path(path)
+    if size > limit:
+        raise AdmissionRefused("file-too-large", f"{path} is {size} bytes; the limit is {limit} ({key})",
+                               commit=commit, path=path)
+    data = _blob(repo, sha)
+    if VIEW_GITIGNORE_RE.fullmatch(path) and data != VIEW_GITIGNORE:
+        raise AdmissionRefused("view-gitignore", f"{path} may only hold 'dist/'", commit=commit, path=path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise AdmissionRefused("not-text", f"{path} is not valid UTF-8", commit=commit, path=path) from None
+    if "\0" in text:
+        raise AdmissionRefused("not-text", f"{path} contains a NUL byte", commit=commit, path=path)
+
+
+def check_case_collisions(repo: git.Repo, commit: str, touched: set[str]) -> None:
     """Refuse a commit that adds or renames a path colliding with another one by case or by
     Unicode normalisation (NFC/NFD spellings of one name are one file on macOS).
 
@@ -220,8 +313,8 @@ def _check_case_collisions(repo: git.Repo, commit: str, touched: set[str]) -> No
         raise AdmissionRefused(rule, f"{path!r} and {other!r} {how}", commit=commit, path=path)
 
 
-def check_commits(repo: git.Repo, base: str, candidate: str, role: str) -> AdmissionResult:
-    """Step 2: every commit base..candidate on its own — paths, modes, encodings, collisions."""
+def check_commits(repo: git.Repo, base: str, candidate: str, role: str, *, limits: FileLimits) -> AdmissionResult:
+    """Step 2: every commit base..candidate on its own — paths, modes, contents, collisions."""
     allowed = ALLOWED_PATHS.get(role)
     if allowed is None:
         raise AdmissionRefused("role", f"unknown writer role {role!r}")
@@ -230,6 +323,8 @@ def check_commits(repo: git.Repo, base: str, candidate: str, role: str) -> Admis
         raise AdmissionRefused("ancestry", f"candidate {candidate[:10]} does not descend from base {base[:10]}")
     commits = repo.git.rev_list("--reverse", "--topo-order", f"{base}..{candidate}").split()
     result = AdmissionResult(commits=commits)
+    policy = Policy(lambda p: matches(p, allowed), "role " + role + " may not write {path} (commit {short})", limits)
+    seen: set[tuple[str, str]] = set()
     for sha in commits:
         c = repo.commit(sha)
         if len(c.parents) != 1:
@@ -237,12 +332,8 @@ def check_commits(repo: git.Repo, base: str, candidate: str, role: str) -> Admis
         parent = c.parents[0].hexsha
         changes = commit_changes(repo, parent, sha)
         for change in changes:
+            check_change(repo, change, sha, policy, seen)
             path = change.path
-            _check_path_shape(path, sha)
-            _check_mode(change, sha)
-            if not matches(path, allowed):
-                raise AdmissionRefused("forbidden-path", f"role {role} may not write {path} (commit {sha[:10]})",
-                                       commit=sha, path=path)
             repair = REFERENCE_REPAIR_ONLY.get(role)
             if repair and matches(path, repair):
                 dropped = _reference_repair(repo, parent, change)
@@ -251,15 +342,7 @@ def check_commits(repo: git.Repo, base: str, candidate: str, role: str) -> Admis
                                            f"role {role} may change {path} only to drop references to deleted items",
                                            commit=sha, path=path)
                 result.dropped_refs |= dropped
-            if (change.status != "D" and VIEW_GITIGNORE_RE.fullmatch(path)
-                    and _blob(repo, change.new_blob) != VIEW_GITIGNORE):
-                raise AdmissionRefused("view-gitignore", f"{path} may only hold 'dist/'", commit=sha, path=path)
-            if change.status != "D" and path.endswith(".md"):
-                try:
-                    _blob(repo, change.new_blob).decode("utf-8")
-                except UnicodeDecodeError:
-                    raise AdmissionRefused("encoding", f"{path} is not valid UTF-8", commit=sha, path=path) from None
-        _check_case_collisions(repo, sha, {ch.path for ch in changes if ch.status != "D"})
+        check_case_collisions(repo, sha, {ch.path for ch in changes if ch.status != "D"})
     result.changed_paths = changed_paths(repo, base, candidate)
     return result
 

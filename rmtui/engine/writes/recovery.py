@@ -1,7 +1,7 @@
 """Recovery (docs/architecture.md, "Operations and receipts"): every unfinished operation taken
 to a final phase by its record alone, and what dead writers left cleared — Git lock files in
 the root and on an operation's refs and worktree, an interrupted work-tree sync, finished
-operations' worktrees, branches and pins, scratch files.
+operations' worktrees, branches and pins, scratch files, and a killed sync's staging worktree.
 
 Nothing here guesses about a live process: a lock file is cleared only when the rmtui lock
 that fences its writer is held by us (``memory.lock`` or the operation's lock), and a root Git
@@ -18,7 +18,8 @@ from typing import Protocol
 
 import git
 
-from rmtui.engine.locks import try_lock
+from rmtui.engine.errors import ConflictError
+from rmtui.engine.locks import file_lock, try_lock
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.writes import worktrees
 from rmtui.engine.writes.admission import AdmissionRefused, BranchMoved, StaleBase
@@ -100,8 +101,26 @@ def recover(sup: Supervisor) -> dict:
                     done["errors"].append(exc.message)
     except Exception as exc:
         done["errors"].append(f"cleaning leftovers: {exc}")
+    try:
+        done["cleaned"] += dead_syncs(sup.root, sup.publisher.git_dir)
+    except Exception as exc:
+        done["errors"].append(f"cleaning what a killed sync left: {exc}")
     done["repaired"] = [*sup.repaired, *done["repaired"]]
     return done
+
+
+def dead_syncs(root: MemoryRoot, git_dir: Path) -> list[str]:
+    """What a killed sync left (:func:`worktrees.prune_dead_sync`), pruned only while no sync
+    runs: its lock is free (a live sync prunes for itself when it starts)."""
+    git_worktrees = git_dir / "worktrees"
+    names = [p.name for p in (*worktrees.existing(root), *(git_worktrees.iterdir() if git_worktrees.is_dir() else ()))]
+    if not any(n.startswith("sync-") for n in names):
+        return []  # nothing a sync made (and no lock file made for a root that never syncs)
+    try:
+        with file_lock(worktrees.sync_lock_path(root), timeout=0):
+            return worktrees.prune_dead_sync(root)
+    except ConflictError:
+        return []
 
 
 def repair(pub: Publisher) -> list[str]:

@@ -37,6 +37,7 @@ from rmtui.engine.writes.admission import (
     AdmissionRefused,
     BranchMoved,
     DirtyActiveRoot,
+    FileLimits,
     StaleBase,
     changed_paths,
     check_clean,
@@ -194,7 +195,7 @@ class Supervisor:
             active = self.head()
             if active != base and self.publisher.is_ancestor(active, candidate):
                 base = self._rebased_base(base, candidate)
-            result = check_commits(self.repo, base, candidate, op.role)
+            result = check_commits(self.repo, base, candidate, op.role, limits=FileLimits.of(self.root.config()))
             tree = self.publisher.tree(candidate)
             if op.records_batch:  # the update record lands in the same commit (record-only if no change)
                 tree = self._with_update_record(tree, op)
@@ -277,7 +278,8 @@ class Supervisor:
             head = self.head()
             cand = op.candidate_commit
             staged = self.publisher.staged(head)
-            if cand is not None and head == op.base_commit and staged and self.publisher.index_tree() == self.publisher.tree(cand):
+            if (cand is not None and head == op.base_commit and staged
+                    and self.publisher.index_tree() == self.publisher.tree(cand)):
                 # an older rmtui synced the work tree before its CAS and died in between: finish it
                 self.publisher.cas(ref, head, cand)
                 op.landed_commit = cand

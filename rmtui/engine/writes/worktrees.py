@@ -1,7 +1,9 @@
-"""Isolated Git worktrees for operations, under ``.runtime/worktrees/``."""
+"""Isolated Git worktrees for operations, under ``.runtime/worktrees/``, and the pruning of
+the ones a killed sync left (docs/sync.md, "A sync that was killed")."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -11,6 +13,10 @@ from rmtui.engine.memory.roots import MemoryRoot
 
 WORKTREES = "worktrees"
 BRANCH_PREFIX = "rmtui/op/"
+#: A pull's staging worktree (detached, named by its digest) and a host's sync-repair task
+#: worktree: both are created only under the sync lock.
+STAGING = re.compile(r"^sync-[0-9a-f]{16}$")
+SYNC_TASK = re.compile(r"^sync-repair-[0-9A-Za-z-]+$")
 
 
 def worktrees_dir(root: MemoryRoot) -> Path:
@@ -72,3 +78,71 @@ def on_our_branch(root: MemoryRoot) -> set[str]:
             if path.name == name and path.parent == worktrees_dir(root):
                 names.add(name)
     return names
+
+
+def sync_lock_path(root: MemoryRoot) -> Path:
+    """The lock every pull, push and sync-repair staging holds (``.runtime/sync/sync.lock``)."""
+    return root.runtime / "sync" / "sync.lock"
+
+
+def _admin_entries(root: MemoryRoot) -> dict[Path, Path]:
+    """Each ``.git/worktrees/<x>`` admin folder by the worktree folder it serves (from its
+    ``gitdir``; by name under ours when ``worktree add`` died before writing that)."""
+    base = Path(git.Repo(root.path).git_dir) / "worktrees"
+    found: dict[Path, Path] = {}
+    for admin in sorted(base.iterdir()) if base.is_dir() else ():
+        try:
+            where = Path((admin / "gitdir").read_text().strip()).parent
+        except OSError:
+            where = worktrees_dir(root) / admin.name
+        found[where] = admin
+    return found
+
+
+def _unfinished(admin: Path) -> bool:
+    """``worktree add`` did not finish: Git's "initializing" lock is still there, or HEAD
+    names no commit (what a kill before the checkout leaves; it fails every later fetch)."""
+    try:
+        if "initializing" in (admin / "locked").read_text():
+            return True
+    except OSError:
+        pass
+    try:
+        head = (admin / "HEAD").read_text().strip()
+    except OSError:
+        return True
+    return not head.startswith("ref: ") and (len(head) != 40 or set(head) == {"0"})
+
+
+def prune_dead_sync(root: MemoryRoot) -> list[str]:
+    """Remove what a killed sync left, with its admin entry and the Git locks in it.
+
+    The caller holds the sync lock, so no pull, push or repair staging is running: every
+    staging worktree left is dead, and so is a sync-repair task worktree whose creation did
+    not finish (a finished one belongs to an open host task and stays). A worktree on a
+    branch is not one of ours (the original tool's repairs are on ``rightmemory-sync-*``)
+    and is never touched.
+    """
+    removed: list[str] = []
+    admins = _admin_entries(root)
+    home = worktrees_dir(root).resolve()
+    for where, admin in admins.items():
+        if where.parent.resolve() != home or not (STAGING.match(where.name) or SYNC_TASK.match(where.name)):
+            continue
+        try:
+            if (admin / "HEAD").read_text().startswith("ref: "):
+                continue
+        except OSError:
+            pass
+        if STAGING.match(where.name) or _unfinished(admin):
+            shutil.rmtree(where, ignore_errors=True)
+            shutil.rmtree(admin, ignore_errors=True)
+            removed.append(str(where))
+    for folder in existing(root):  # a folder Git never registered (killed before the admin entry)
+        if STAGING.match(folder.name) and not (folder / ".git").is_dir() and not any(
+                w.resolve() == folder.resolve() for w in admins):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(str(folder))
+    if removed:
+        git.Repo(root.path).git.worktree("prune")
+    return removed

@@ -56,8 +56,7 @@ from rmtui.engine.retrieval.modelhost.embed_client import (  # noqa: F401  (re-e
     service_dir,
     stop_local_service,
 )
-from rmtui.engine.retrieval.modelhost.embeddings import ModelInfo
-from rmtui.engine.retrieval.modelhost.service_state import RETRIEVE_ROUTE, TOKENS_ROUTE
+from rmtui.engine.retrieval.modelhost.service_state import RETRIEVE_ROUTE, TOKENS_ROUTE, ModelInfo
 
 #: Text one /embed or /rerank request may carry in all (a full batch of the longest texts).
 MAX_REQUEST_CHARS = 64 * MAX_TEXT_CHARS

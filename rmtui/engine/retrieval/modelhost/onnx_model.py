@@ -304,8 +304,8 @@ def ensure_export(model_path: Path, identity: str, *, log: Callable[[str], None]
     if found is not None:
         return found
     read_layout(model_path)  # unsupported models fail here, before a process is started
-    cmd = [sys.executable, "-m", "rmtui.engine.retrieval.modelhost.onnx_model", "export", "--model-path", str(model_path),
-           "--identity", identity]
+    cmd = [sys.executable, "-m", "rmtui.engine.retrieval.modelhost.onnx_model", "export",
+           "--model-path", str(model_path), "--identity", identity]
     log("no ONNX export of the embedding model yet: exporting it once in a helper process (torch loads there only)")
     try:
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=EXPORT_TIMEOUT)

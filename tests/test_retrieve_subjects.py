@@ -1,0 +1,77 @@
+"""Ranking reads a note's subject wherever the note puts it (lead label, tail label, heading),
+and a bare grouping heading does not cut the neighbours of a run of notes."""
+
+from __future__ import annotations
+
+from rmtui.engine.retrieval import stage2
+from rmtui.engine.retrieval.corpus import load_corpus
+from rmtui.engine.retrieval.ranking import DEFAULT_PARAMS, dense_text, tokenize
+from rmtui.engine.retrieval.subjects import heading_label, lead_label, subject_label, tail_label
+
+NOTES = """# Project {#proj}
+
+## Staging DB {#staging}
+
+- `s1` moved to port 5433 last week → []
+- `s2` Backups: nightly at 02:00 → []
+
+## Build and release {#build}
+
+How the project is built and shipped.
+
+### Ana {#by-ana}
+
+- `a1` we chose postgres for the ledger → []
+
+### Bo {#by-bo}
+
+- `b1` the ledger totals are reconciled nightly → []
+- `b2` the release is cut on Fridays (release train) → []
+
+### A long heading that is not a label at all {#long}
+
+- `l1` nothing here names a subject → []
+"""
+
+
+def _corpus(root):
+    (root.path / "MEMORY.md").write_text(NOTES, encoding="utf-8")
+    return load_corpus(root.path)
+
+
+def test_subject_found_in_every_place_a_note_puts_it(root):
+    corpus = _corpus(root)
+    by = corpus.by_id()
+    assert lead_label(by["s2"]) == "Backups" and subject_label(corpus, by["s2"]) == "Backups"
+    assert tail_label(by["b2"]) == "release train" and subject_label(corpus, by["b2"]) == "release train"
+    assert heading_label(corpus, by["s1"]) == "Staging DB" and subject_label(corpus, by["s1"]) == "Staging DB"
+    assert subject_label(corpus, by["a1"]) == "Ana"
+    assert subject_label(corpus, by["l1"]) == ""  # a long title is a sentence, not a label
+    # the subject hit: "Ana" named by the need, whether she is the lead label or the heading
+    ids = [e.id for e in corpus.entries]
+    cand = [ids.index("a1"), ids.index("b1")]
+    import numpy as np
+
+    hits = stage2.subject_hits(corpus, tokenize("what did Ana choose"), np.asarray(cand))
+    assert hits.tolist() == [1.0, 0.0]
+
+
+def test_dense_text_names_a_subject_only_its_heading_gives(root):
+    corpus = _corpus(root)
+    ids = [e.id for e in corpus.entries]
+    assert dense_text(corpus, ids.index("a1"), DEFAULT_PARAMS) == "Ana: we chose postgres for the ledger"
+    # a lead label is the subject already; a long heading is no label
+    assert dense_text(corpus, ids.index("s2"), DEFAULT_PARAMS) == "Backups: nightly at 02:00"
+    assert dense_text(corpus, ids.index("l1"), DEFAULT_PARAMS) == "nothing here names a subject"
+
+
+def test_bare_grouping_headings_keep_a_run_of_neighbours(root):
+    corpus = _corpus(root)
+    by = corpus.by_id()
+    ids = [e.id for e in corpus.entries]
+    # Ana's and Bo's turns sit under bare speaker headings of one section: still neighbours
+    assert by["a1"].next == ids.index("b1") and by["b1"].prev == ids.index("a1")
+    assert by["b2"].next == ids.index("l1")
+    # a heading with text of its own starts a new run: no neighbour across it
+    assert by["s2"].next == -1 and by["a1"].prev == -1
+    assert by["s1"].next == ids.index("s2")
