@@ -1,7 +1,7 @@
 """The schemas of a root's two configuration files and their default texts, and the checking
 of a parsed file against its schema (docs/architecture.md, "The memory root").
 
-``rightmemory.toml`` holds exactly the original's schema (COMPAT.md section 2); ``rmtui.toml``
+``rightmemory.toml`` holds exactly the original's schema (docs/formats.md, "Configuration"); ``rmtui.toml``
 the settings only rmtui has. Every key is a :class:`Key` (types, default, rules); a key
 neither file knows is refused with the nearest known key.
 """
@@ -389,7 +389,7 @@ def check_value(dotted: str, spec: Key, value: Any, label: str = CONFIG_FILE) ->
 
 
 def _original_rules(data: dict[str, Any], label: str) -> None:
-    """The original's rules that span keys (COMPAT.md section 2)."""
+    """The original's rules that span keys (docs/formats.md, "Configuration")."""
     for role in ORIGINAL_ROLES:
         model = (data.get(role) or {}).get("model")
         if model is None:

@@ -138,7 +138,8 @@ def drop_journal(root: MemoryRoot) -> None:
 
 
 def session_hash(session: str) -> str:
-    """How the journal's ``owner`` and the commit's session trailer name a session (COMPAT §8)."""
+    """How the journal's ``owner`` and the commit's session trailer name a session
+    (docs/formats.md, "Pursuit editor")."""
     return sha(session.encode("utf-8"))
 
 

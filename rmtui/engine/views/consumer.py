@@ -1,4 +1,4 @@
-"""The consumer side of shared views (COMPAT §6): connect, pull, list, ask.
+"""The consumer side of shared views (docs/formats.md, "Shared views"): connect, pull, list, ask.
 
 ``connect`` records the connection in ``shared_views.toml`` and appends the local
 ``### <title> {MF#id}`` (or ``MQ#``) heading, with a body saying what the view is and where
@@ -46,7 +46,7 @@ REFRESH_BUDGET = 3.0
 @dataclass
 class PullResult:
     view_id: str
-    status: str  # pulled | stale | unavailable (COMPAT §6)
+    status: str  # pulled | stale | unavailable (docs/formats.md, "Shared views")
     reason: str | None = None
     version: str | None = None
     items: int | None = None

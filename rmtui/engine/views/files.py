@@ -1,4 +1,4 @@
-"""What shared views keep where (COMPAT §6): ids, paths, ``shared_views.toml``, credentials,
+"""What shared views keep where (docs/formats.md, "Shared views"): ids, paths, ``shared_views.toml``, credentials,
 provider tokens, pull state, and the one supervised write every tracked change goes through.
 
 Tracked (synchronised): ``shared_views.toml`` (the consumer's connections) and, on the

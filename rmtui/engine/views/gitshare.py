@@ -1,4 +1,4 @@
-"""Git share transport (COMPAT §6; RightMemory's git share design): file views through a plain
+"""Git share transport (docs/formats.md, "Shared views"): file views through a plain
 Git repository, no server needed. Repository access is the privacy boundary.
 
 Layout of the share repository, one folder per share::
