@@ -217,7 +217,10 @@ def floor(root: MemoryRoot) -> tuple[float, float]:
     subprocess.run([sys.executable, "-c", "pass"], check=True)
     bare_start = time.perf_counter() - t
     t = time.perf_counter()
-    assistant.begin(root)
+    try:
+        assistant.begin(root)
+    except EngineError:
+        return bare_start, float("nan")
     return bare_start, time.perf_counter() - t
 
 
@@ -292,7 +295,7 @@ def run(args) -> int:
                                capture_output=True, text=True, timeout=300)
         if pulled.returncode != 0 or begun.returncode != 0:
             wedged[root.path.name] = (pulled.stderr or begun.stderr).strip()[-200:]
-    bare_start, idle_begin = floor(roots[0])
+    bare_start, idle_begin = floor(next((r for r in roots if r.path.name not in wedged), roots[0]))
     events = events_of(tmp, names)
     batches = [e["begin"] + e["complete"] for e in events if e["kind"] == "batch"]
     kills: dict[str, int] = {}

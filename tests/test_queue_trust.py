@@ -159,7 +159,7 @@ def test_replayed_candidates_are_dropped_never_claimed_even_on_a_fresh_clone(two
     included) imports or claims it, so its evidence lands exactly once."""
     a, b = two
     use_model(a, provider)
-    uids = [submit(a, "The staging DB is on 5433.\n"), submit(a, "Deploys need a ticket.\n", "s2")]
+    uids = [submit(a, "The staging DB is on 5433.\n"), submit(a, "Deploys need a ticket.\n")]
     with EvidenceQueue(a) as q:
         files = dict(hp.candidate_file(q.get(u).candidate()) for u in uids)
     provider.push(Turn(text="Nothing durable here."))
@@ -356,3 +356,17 @@ def test_a_forged_file_name_cannot_withdraw_honest_evidence(two, upstream, tmp_p
     GitQueue(a).refresh()
     with EvidenceQueue(a) as q:
         assert q.get(honest).state == "queued"
+
+
+def test_begin_finishes_a_sync_publication_killed_mid_way(two, upstream, cli):
+    """Guards `assistant update begin` against a pull killed between its compare-and-swap and
+    the work-tree sync: begin finishes that publication first instead of failing with exit 3
+    ("dirty") on every call."""
+    a, b = two
+    ready_batch(a, upstream)
+    killed = cli("--headless", "sync", "pull", "--root", str(b.path), env={"RMTUI_CRASHPOINT": "after-cas"})
+    assert killed.code != 0
+    r = cli("--headless", "assistant", "update", "begin", "--root", str(b.path))
+    assert r.code == 0 and "Traceback" not in r.stderr, r.stderr
+    assert r.json()["claimed"] is True
+    assert git(b.path, "status", "--porcelain", "--untracked-files=no") == ""

@@ -4,6 +4,11 @@ included — at every phase boundary of an operation and inside the Git commands
 must be whole: no Git lock files, index and work tree equal to HEAD, a valid graph, every piece of
 evidence queued or consumed (never claimed, never lost), nothing published twice.
 
+Sync gets the same treatment on a second machine: a pull (inside `git worktree add` of its staging
+worktree, at its publication's boundaries, around its push), a push, a host's repair completion and
+the takeover of another machine's expired queue lease; after `recover` and a retry the machine still
+syncs, its upstream holds exactly its head, and nothing lands twice.
+
 A writer started with ``RMTUI_CRASHPOINT=<point>`` and ``RMTUI_CRASHPOINT_READY=<file>`` writes the
 point's name to the file when it gets there and waits; the test then kills its process group.
 """
@@ -231,3 +236,154 @@ def test_kill_the_process_group_at_every_boundary_then_recover(template, tmp_pat
         assert sup.finish(op).phase == "committed"
     assert porcelain(dest) == "" and "`after-the-crash`" in (dest / "MEMORY.md").read_text()
     assert sorted(str(p) for p in (dest / ".git").rglob("*.lock")) == []
+
+
+# -- sync: a pull, a push and a host's repair completion, killed at every boundary ----------------
+
+#: Where a sync dies: inside `git worktree add` of its staging worktree (the admin entry's HEAD
+#: still null), at each boundary of its publication through the supervisor, around its push.
+PUBLISH_POINTS = ("after-lock", "during-cas", "after-cas", "during-sync", "after-final")
+PUSH_POINTS = ("sync-before-push", "sync-after-push")
+#: A takeover of another machine's expired lease dies around the queue's push.
+SYNC_CASES = ([("pull", p) for p in ("sync-during-worktree-add", *PUBLISH_POINTS, *PUSH_POINTS)]
+              + [("push", p) for p in PUSH_POINTS]
+              + [("repair", p) for p in (*PUBLISH_POINTS, *PUSH_POINTS)]
+              + [("takeover", p) for p in ("queue-before-push", "queue-after-push")])
+
+
+def _sh(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Path:
+    """An upstream and two machines: A made the root and pushed it, B cloned and adopted it."""
+    from test_sync import enable, ident
+
+    base = tmp_path_factory.mktemp("killmatrix-sync")
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(base / "upstream.git")], check=True)
+    a = init_root(base / "a")
+    ident(a.path)
+    _sh(a.path, "remote", "add", "origin", (base / "upstream.git").as_uri())
+    _sh(a.path, "push", "-q", "-u", "origin", "main")
+    enable(a)
+    subprocess.run(["git", "clone", "-q", (base / "upstream.git").as_uri(), str(base / "b")], check=True)
+    b = init_root(base / "b", force=True)
+    ident(b.path)
+    enable(b)
+    return base
+
+
+def _backing(title: str, node: str) -> str:
+    from test_sync import memory_with
+
+    return memory_with((node, f"written on machine {title}")).replace("# Memory", f"# {title}")
+
+
+class SyncCase:
+    """One sync kind on a fresh copy of the world, killed on machine B."""
+
+    def __init__(self, kind: str, world: Path, tmp: Path) -> None:
+        shutil.copytree(world, tmp / "w", symlinks=True)
+        self.kind, self.tmp, self.up = kind, tmp, tmp / "w" / "upstream.git"
+        for m in ("a", "b"):
+            _sh(tmp / "w" / m, "remote", "set-url", "origin", self.up.as_uri())
+        self.a, self.b = open_root(tmp / "w" / "a"), open_root(tmp / "w" / "b")
+        self.task: dict = {}
+        self.resolved = ""
+        self.uids: list[str] = []
+
+    def setup(self) -> list[str]:
+        from test_sync import _diverge, land, memory_with
+
+        from rmtui.engine import sync
+
+        if self.kind == "repair":
+            _diverge(self.a, self.b)
+            assert sync.pull(self.b).status == "conflict"
+            self.task = assistant.begin_role(self.b, "sync-reconciler")
+            assert self.task["claimed"], self.task
+            wt = Path(self.task["worktree"])
+            self.resolved = memory_with(("port", "the staging DB listens on 5433 (6543 was a local note)"))
+            (wt / "MEMORY.md").write_text(self.resolved)
+            _sh(wt, "add", "MEMORY.md")
+            _sh(wt, "-c", "user.name=h", "-c", "user.email=h@l", "commit", "-q", "-m", "sync: reconcile the port")
+            return list(self.task["complete"])
+        if self.kind == "takeover":  # A claims a batch with a 1 s lease and dies; B takes it over
+            from rmtui.engine.memory.config import set_config_value
+
+            set_config_value(self.a.path, "sync.lease_seconds", 1)
+            with EvidenceQueue(self.a) as q:
+                self.uids = [q.submit("sess-a", f"takeover fact {i}".encode())["uid"] for i in range(2)]
+            assert sync.push(self.a).status in ("pushed", "synced")
+            assert assistant.begin(self.a, retry=True)["claimed"]
+            time.sleep(1.5)
+            return rmtui("assistant", "update", "begin", "--retry", "--root", str(self.b.path))
+        if self.kind == "pull":
+            land(self.a, "MEMORY_alpha.md", _backing("Alpha", "alpha-node"))
+            assert sync.push(self.a).status == "pushed"
+        land(self.b, "MEMORY_beta.md", _backing("Beta", "beta-node"))
+        return rmtui("sync", self.kind, "--root", str(self.b.path))
+
+    def finish_job(self) -> None:
+        rp = str(self.b.path)
+        if self.kind == "repair":
+            if assistant.task_status(self.b, self.task["task_id"]).get("state") != "done":
+                run(list(self.task["complete"]))
+        elif self.kind == "takeover":
+            task = assistant.begin(self.b, retry=True)
+            assert task["claimed"] and sorted(task["candidate_uids"]) == sorted(self.uids), task
+            wt = Path(task["worktree"])
+            commit(wt, {"MEMORY.md": add_memory_node((wt / "MEMORY.md").read_text(), "taken-over")}, "update: takeover")
+            run(rmtui("assistant", "update", "complete", "--task", task["task_id"], "--root", rp))
+        elif self.kind == "pull":
+            run(rmtui("sync", "pull", "--root", rp))
+        run(rmtui("sync", "push", "--root", rp))
+
+    def check(self) -> None:
+        rp = self.b.path
+        locks = sorted(str(p.relative_to(rp)) for p in (rp / ".git").rglob("*.lock"))
+        assert locks == [], locks
+        assert not (self.b.runtime / MARKER).exists()
+        assert porcelain(rp) == "" and git(rp, "diff-index", "--cached", "HEAD") == ""
+        r = subprocess.run(rmtui("validate", "--root", str(rp)), capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        fsck = subprocess.run(["git", "fsck", "--no-dangling", "--no-progress"], cwd=rp, capture_output=True, text=True)
+        assert fsck.returncode == 0 and not (fsck.stdout + fsck.stderr).strip(), fsck
+        with Supervisor(self.b) as sup:
+            ops = sup.store.list()
+        assert all(o.phase in FINAL_PHASES and all(e.state == "done" for e in o.effects) for o in ops), ops
+        wts = [x for x in git(rp, "worktree", "list", "--porcelain").splitlines() if x.startswith("worktree ")]
+        assert len(wts) == 1, wts
+        assert not list((self.b.runtime / "worktrees").glob("sync-*"))
+        head = git(rp, "rev-parse", "HEAD")
+        assert _sh(self.up, "rev-parse", "main").strip() == head  # pushed, exactly this
+        if self.kind == "takeover":
+            assert (rp / "MEMORY.md").read_text().count("`taken-over`") == 1
+            with EvidenceQueue(self.b) as q:
+                assert {q.get(u).state for u in self.uids} == {"consumed"}
+            landed = _sh(self.up, "ls-tree", "-r", "--name-only", "main").split()
+            assert not [f for f in landed if f.startswith("update_queue/candidates/") or f == "update_queue/lease.json"]
+            records = [f for f in landed if f.startswith("update_records/")]
+            assert len(records) == 1 and all(u in _sh(self.up, "show", f"main:{records[0]}") for u in self.uids)
+        elif self.kind == "repair":
+            assert (rp / "MEMORY.md").read_text() == self.resolved
+            assert len(git(rp, "rev-list", "--parents", "-n", "1", head).split()) == 3  # the one merge
+        else:
+            assert (rp / "MEMORY_beta.md").read_text().count("`beta-node`") == 1
+        if self.kind == "pull":
+            assert (rp / "MEMORY_alpha.md").read_text().count("`alpha-node`") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("kind", "point"), SYNC_CASES)
+def test_kill_a_sync_at_every_boundary_then_recover(world, tmp_path, kind, point):
+    case = SyncCase(kind, world, tmp_path)
+    argv = case.setup()
+    assert killed_at(argv, point, tmp_path), f"{kind} never reached {point}"
+    if point == "sync-during-worktree-add":  # the wedge: a dead staging worktree fails every fetch
+        assert list((case.b.runtime / "worktrees").glob("sync-*"))
+    r = subprocess.run(rmtui("recover", "--root", str(case.b.path), "--json"), capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    case.finish_job()
+    case.check()

@@ -121,3 +121,19 @@ def test_one_clients_pile_gives_way_and_busy_connections_are_never_dropped(serve
         busy.recv(1)  # still open, still waiting for its body
     for s in newer:
         s.close()
+
+
+def test_when_every_connection_is_busy_a_new_one_gets_503(serve):
+    url, _, question_token = serve(Limits(max_connections=2, max_connections_per_client=2, body_timeout_seconds=5))
+    busy = [_connect(url) for _ in range(2)]
+    for s in busy:  # each is in the middle of a request body: never evicted
+        s.sendall(b"POST /api/share/questions/ask-platform/ask HTTP/1.1\r\nHost: x\r\n"
+                  b"Authorization: Bearer " + question_token.encode() + b"\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: 50\r\n\r\n{")
+    time.sleep(0.3)
+    late = _connect(url)
+    late.settimeout(5)
+    answer = late.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 503 ") and b"every connection is busy" in answer
+    for s in [*busy, late]:
+        s.close()

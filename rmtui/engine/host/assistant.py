@@ -137,6 +137,7 @@ def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
     """Claim a ready batch for one host Update child, or say what already exists."""
     cfg = root.config()
     with file_lock(root.runtime / "assistant.lock"), Supervisor(root) as sup:
+        sup.recover()  # a publication killed mid-way (a sync pull's, say) is finished first, or nothing can pull
         existing = [o for o in sup.store.list(kind=KIND) if not o.final]
         if existing and not retry:
             return {"claimed": False, **task_view(root, existing[-1])}

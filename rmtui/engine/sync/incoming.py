@@ -55,21 +55,19 @@ def introduced(repo: git.Repo, sha: str, parents: list[str]) -> list[Change]:
     return [c for c in per_parent[0] if c.path in common]
 
 
-def check_history(repo: git.Repo, head: str, tip: str, limits: FileLimits) -> int:
+def check_history(repo: git.Repo, head: str, tip: str, limits: FileLimits) -> None:
     """Refuse (:class:`AdmissionRefused`, naming rule, commit and path) when any commit of
-    ``tip`` that ``head`` lacks breaks a rule; answers how many commits were checked."""
+    ``tip`` that ``head`` lacks breaks a rule."""
     policy = sync_policy(limits)
     seen: set[tuple[str, str]] = set()
     listing = repo.git.rev_list("--reverse", "--topo-order", "--parents", tip, "--not", head)
-    count = 0
     for line in listing.splitlines():
         sha, *parents = line.split()
-        for change in introduced(repo, sha, parents):
+        changes = introduced(repo, sha, parents)
+        for change in changes:
             check_change(repo, change, sha, policy, seen)
-        first = commit_changes(repo, parents[0], sha) if parents else introduced(repo, sha, [])
-        check_case_collisions(repo, sha, {c.path for c in first if c.status != "D"})
-        count += 1
-    return count
+        added = changes if len(parents) < 2 else commit_changes(repo, parents[0], sha)  # a merge may join a pair
+        check_case_collisions(repo, sha, {c.path for c in added if c.status != "D"})
 
 
 def check_merge(repo: git.Repo, head: str, tip: str, commit: str, limits: FileLimits, *,

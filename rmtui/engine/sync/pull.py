@@ -12,6 +12,7 @@ repaired, only refused. The active root is untouched by every refusal.
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import threading
 import time
@@ -42,6 +43,7 @@ from rmtui.engine.sync.remote import (
 )
 from rmtui.engine.writes import worktrees
 from rmtui.engine.writes.admission import AdmissionRefused, FileLimits, dirty_paths
+from rmtui.engine.writes.faults import crashpoint, crashpoint_in_git, die
 from rmtui.engine.writes.supervisor import Supervisor
 
 PULL_CHECK_SECONDS = 300
@@ -348,8 +350,10 @@ def push_now(root: MemoryRoot, up: Upstream) -> SyncResult:
         if tip and is_ancestor(root.path, head, tip):
             return _finish(root, SyncResult("synced", f"nothing to push: {label} has {head[:10]}", head=head,
                                             upstream=label, upstream_commit=tip))
+        crashpoint("sync-before-push")
         out = push(root.path, up, head, timeout=timeout)
         if out.ok:
+            crashpoint("sync-after-push")
             fetch(root.path, up)
             return _finish(root, SyncResult("pushed", f"pushed {head[:10]} to {label}", head=head, upstream=label,
                                             upstream_commit=head),
@@ -448,12 +452,31 @@ def fresh_worktree(root: MemoryRoot, wt: Path, head: str) -> None:
     if wt.exists():
         worktrees.remove(root, wt, None)
     wt.parent.mkdir(parents=True, exist_ok=True)
-    git(root.path, "worktree", "add", "--quiet", "--detach", str(wt), head)
+    args = ["worktree", "add", "--quiet", "--detach", str(wt), head]
+    if crashpoint_in_git("sync-during-worktree-add"):
+        _die_adding_worktree(root, wt, args)
+    git(root.path, *args)
+
+
+def _die_adding_worktree(root: MemoryRoot, wt: Path, args: list[str]) -> None:
+    """Fault injection: kill ``git worktree add`` once it wrote its admin entry's first (null)
+    HEAD, before the checkout, then die: what a kill of a pull's process group there leaves."""
+    proc = subprocess.Popen(["git", *args], cwd=root.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    head = root.path / ".git" / "worktrees" / wt.name / "HEAD"
+    deadline = time.monotonic() + 10
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            if len(head.read_text().strip()) >= 40:
+                break
+        except OSError:
+            pass
+        time.sleep(0.0002)
+    proc.kill()
+    proc.wait()
+    die("sync-during-worktree-add")
 
 
 def _identity_env() -> dict:
-    import os
-
     return {**os.environ, **IDENTITY}
 
 

@@ -45,6 +45,7 @@ from rmtui.engine.sync.queue_state import (
     spent_uids,
 )
 from rmtui.engine.sync.remote import Upstream, fetch, git, is_ancestor, rev, upstream_of
+from rmtui.engine.writes.faults import crashpoint
 
 #: How the queue brings the active root up to the upstream after changing the queue: sync's
 #: validated pull (``sync.pull.pull``). The pull checks what it brings with this queue, so this
@@ -206,11 +207,13 @@ class GitQueue:
                 if not apply(edit, tip, self.snapshot(tip)):
                     return None
                 head = edit.head
+            crashpoint("queue-before-push")
             pushed = subprocess.run(
                 ["git", "push", "--quiet", f"--force-with-lease=refs/heads/{self.up.branch}:{tip}",
                  self.up.remote, f"{head}:refs/heads/{self.up.branch}"],
                 cwd=self.root.path, capture_output=True, text=True, timeout=self.timeout)
             if pushed.returncode == 0:
+                crashpoint("queue-after-push")
                 return head
         raise QueueRace(f"the update queue on {self.up.remote} kept changing; gave up after {attempts} attempts")
 
