@@ -420,3 +420,158 @@ def check_sync_state(data: dict) -> list[str]:
     if failure and failure != SYNC_FAILURE_KEYS:
         out.append(f"sync state: failure keys incomplete: {sorted(failure)}")
     return out
+
+
+# -- the Pursuit editor: revision, journal, lock, checkpoint ---------------------------------
+
+PURSUIT_DIR = Path(".runtime") / "pursuit-editor"
+PURSUIT_LOCK = PURSUIT_DIR / "session.lock"
+ACTION_KEYS = {"id", "operation", "before", "after", "before_modes", "after_modes", "selected_id", "description",
+               "id_remaps"}
+PURSUIT_TRAILERS = ("RightMemory-Pursuit-Editor", "RightMemory-Operation", "RightMemory-Pursuit-Session",
+                    "RightMemory-Pursuit-Action", "RightMemory-Pursuit-Target", "RightMemory-Pursuit-ID-Remaps",
+                    "RightMemory-Pursuit-Signature")
+_DETAIL = re.compile(r"^(?:MEMORY_[A-Za-z0-9_.-]+|PURSUIT_(?!(?i:RULES)\.md$)[A-Za-z0-9_.-]+)\.md$")
+
+
+def original_root_key(root: Path) -> str:
+    import os
+
+    return hashlib.sha256(os.path.normcase(str(Path(root).expanduser().resolve())).encode("utf-8")).hexdigest()
+
+
+def original_pursuit_revision(root: Path) -> str:
+    """The original editor's revision of a root, read from disk as it reads it."""
+    import os
+    import stat
+
+    root = Path(root).resolve()
+    head = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=root, capture_output=True,
+                          text=True).stdout.strip()
+    branch = subprocess.run(["git", "symbolic-ref", "--quiet", "HEAD"], cwd=root, capture_output=True,
+                            text=True).stdout.strip()
+    digest = hashlib.sha256()
+    digest.update(original_root_key(root).encode("ascii") + b"\0")
+    digest.update(head.encode("ascii", errors="replace") + b"\0")
+    digest.update(branch.encode("utf-8") + b"\0")
+    names = {"MEMORY.md", "PURSUITS.md", "corrections.md"} | {p.name for p in root.iterdir() if _DETAIL.match(p.name)}
+    for name in sorted(names):
+        digest.update(name.encode("utf-8") + b"\0")
+        path = root / name
+        try:
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                content = b"link\0" + os.readlink(path).encode("utf-8")
+            elif stat.S_ISREG(st.st_mode):
+                content = b"file\0" + path.read_bytes()
+            else:
+                content = b"non-regular\0"
+        except FileNotFoundError:
+            content = b"missing\0"
+        digest.update(hashlib.sha256(content).digest())
+    return digest.hexdigest()
+
+
+def _pursuit_key(root: Path) -> bytes:
+    key = (Path(root) / PURSUIT_DIR / "signing-key").read_bytes()
+    if len(key) != 32:
+        raise AssertionError("the Pursuit signing key is not 32 bytes")
+    return key
+
+
+def _pursuit_envelope_signature(root: Path, record: dict) -> str:
+    import hmac
+
+    payload = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("utf-8")
+    return hmac.new(_pursuit_key(root), payload, hashlib.sha256).hexdigest()
+
+
+def load_pursuit_journal(root: Path) -> dict:
+    """The journal as the original loads it: a signed envelope of a version-1 record of this root;
+    every action with exactly the original's keys; files mapping names to blobs ``B`` + bytes."""
+    import hmac
+
+    envelope = json.loads((Path(root) / PURSUIT_DIR / "session.json").read_bytes())
+    record = envelope["record"]
+    if (record.get("version") != 1 or record.get("root_key") != original_root_key(root)
+            or not hmac.compare_digest(envelope["signature"], _pursuit_envelope_signature(root, record))):
+        raise AssertionError("The Pursuit recovery record is invalid")
+    for action in record["actions"]:
+        if set(action) != ACTION_KEYS or not UID.match(action["id"]):
+            raise AssertionError(f"action keys {sorted(action)} are not the original's {sorted(ACTION_KEYS)}")
+    for field in ("files", "base_files"):
+        for name, digest in record[field].items():
+            if not re.fullmatch(r"[0-9a-f]{64}", str(digest)) or Path(name).name != name:
+                raise AssertionError(f"{field}: unsafe file reference {name!r}")
+            blob = (Path(root) / PURSUIT_DIR / "blobs" / digest).read_bytes()
+            if not blob.startswith(b"B") or hashlib.sha256(blob[1:]).hexdigest() != digest:
+                raise AssertionError(f"{field}: blob of {name} is damaged")
+    return record
+
+
+def pursuit_blob(root: Path, digest: str) -> bytes:
+    return (Path(root) / PURSUIT_DIR / "blobs" / digest).read_bytes()[1:]
+
+
+def write_pursuit_journal(root: Path, record: dict) -> None:
+    """Save a record as the original does (compact, sorted, ASCII JSON in a signed envelope)."""
+    import os
+
+    directory = Path(root) / PURSUIT_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    key = directory / "signing-key"
+    if not key.exists():
+        key.write_bytes(os.urandom(32))
+        key.chmod(0o600)
+    envelope = {"record": record, "signature": _pursuit_envelope_signature(root, record)}
+    (directory / "session.json").write_bytes(
+        json.dumps(envelope, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("utf-8"))
+
+
+def store_pursuit_blob(root: Path, content: bytes) -> str:
+    digest = hashlib.sha256(content).hexdigest()
+    path = Path(root) / PURSUIT_DIR / "blobs" / digest
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"B" + content)
+    return digest
+
+
+def check_pursuit_checkpoint(root: Path, commit: str) -> list[str]:
+    """A checkpoint commit as the original authenticates one: its last paragraph the trailers in
+    order, a 32-hex operation id, and the HMAC over the values, root key, parent and tree."""
+    import hmac
+
+    body = git(root, "log", "-1", "--format=%B", commit).rstrip("\n")
+    parent = git(root, "log", "-1", "--format=%P", commit).strip()
+    tree = git(root, "log", "-1", "--format=%T", commit).strip()
+    lines = body.rsplit("\n\n", 1)[-1].splitlines()
+    names = [line.partition(": ")[0] for line in lines]
+    if names != list(PURSUIT_TRAILERS):
+        return [f"checkpoint {commit[:10]}: trailers {names} are not the original's"]
+    keys = ("editor", "operation", "session", "action", "target", "id_remaps", "signature")
+    values = dict(zip(keys, (line.partition(": ")[2] for line in lines), strict=True))
+    out = []
+    if not UID.match(values["operation"]):
+        out.append(f"checkpoint {commit[:10]}: RightMemory-Operation {values['operation']!r} is not 32 hex")
+    if values["editor"] != "1" or not re.fullmatch(r"[0-9a-f]{64}", values["session"]):
+        out.append(f"checkpoint {commit[:10]}: editor 1 and a 64-hex session")
+    payload = {**{k: v for k, v in values.items() if k != "signature"}, "root": original_root_key(root),
+               "parent": parent, "tree": tree}
+    encoded = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    if not hmac.compare_digest(values["signature"], hmac.new(_pursuit_key(root), encoded, hashlib.sha256).hexdigest()):
+        out.append(f"checkpoint {commit[:10]}: the signature does not authenticate")
+    return out
+
+
+# -- the original's pending evidence with sync off -----------------------------------------------
+
+def write_original_async_state(root: Path, session: str, jobs: list[dict]) -> Path:
+    """``.runtime/async/update/<session>.json`` as the original's worker leaves a waiting session."""
+    path = Path(root) / ".runtime" / "async" / "update" / f"{session}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {"status": "running", "session_id": session, "role": "update", "phase": "waiting",
+             "started_at": None, "finished_at": None, "pid": None, "result": None, "error": None,
+             "next_flush_at": "2026-01-01T00:00:00+00:00", "current_batch": [], "pending": jobs,
+             "next_id": len(jobs) + 1}
+    path.write_text(json.dumps(state, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    return path

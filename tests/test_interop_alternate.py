@@ -142,3 +142,114 @@ def test_the_checker_catches_what_it_checks(tmp_path):
     bare = tmp_path / "r"
     subprocess.run(["git", "init", "-q", str(bare)], check=True)
     assert original.check_view_folder(bare, "v")
+
+
+# -- the Pursuit editor ------------------------------------------------------------------------
+
+PURSUIT_MEMORY = "# Memory\n\n## Tools {#tools}\n\n- `keep-node` The build uses just → []\n"
+PURSUIT_MAP = "# Pursuits\n\n## Focus\n\n- `faster-builds`\n\n## Faster builds {#faster-builds} → [dep:keep-node]\n"
+
+
+@pytest.fixture
+def proot(root):
+    commit_files(root, {"MEMORY.md": PURSUIT_MEMORY, "PURSUITS.md": PURSUIT_MAP})
+    return root
+
+
+def test_pursuit_rmtui_writes_the_original_reads(proot):
+    from rmtui.engine import pursuit
+
+    root = proot
+    rev = pursuit.show(root)["revision"]
+    assert rev == original.original_pursuit_revision(root.path)  # one state, one revision, both tools
+    pursuit.apply(root, {"type": "create", "title": "Ship it"}, expected_revision=rev, session="s1")
+    record = original.load_pursuit_journal(root.path)  # signed, this root's, the original's action keys
+    semantic = {p.name for p in root.path.iterdir() if p.name in ("MEMORY.md", "PURSUITS.md")}
+    assert semantic <= set(record["files"]) and semantic <= set(record["base_files"])
+    assert b"{#ship-it}" in original.pursuit_blob(root.path, record["files"]["PURSUITS.md"])
+    assert record["cursor"] == 1 and record["actions"][0]["operation"]["type"] == "create"
+    out = pursuit.checkpoint(root, session="s1")
+    assert original.check_pursuit_checkpoint(root.path, out["landed_commit"]) == []
+    assert pursuit.show(root)["revision"] == original.original_pursuit_revision(root.path)
+
+
+def test_pursuit_journal_the_original_writes_rmtui_reads(proot):
+    from rmtui.engine import pursuit
+
+    root = proot
+    base = {name: original.store_pursuit_blob(root.path, (root.path / name).read_bytes())
+            for name in ("MEMORY.md", "PURSUITS.md")}
+    edited = (root.path / "PURSUITS.md").read_text() + "\n## Docs {#docs}\n"
+    files = dict(base, **{"PURSUITS.md": original.store_pursuit_blob(root.path, edited.encode())})
+    modes = dict.fromkeys(base, "100644")
+    head = git(root.path, "rev-parse", "HEAD").strip()
+    action = {"id": "a" * 32, "operation": {"type": "create", "title": "Docs"},
+              "before": {"PURSUITS.md": base["PURSUITS.md"]}, "after": {"PURSUITS.md": files["PURSUITS.md"]},
+              "before_modes": {"PURSUITS.md": "100644"}, "after_modes": {"PURSUITS.md": "100644"},
+              "selected_id": "docs", "description": "pursuit: create docs", "id_remaps": []}
+    record = {"version": 1, "root_key": original.original_root_key(root.path), "owner": "b" * 64,
+              "base_head": head, "base_revision": original.original_pursuit_revision(root.path),
+              "base_files": base, "files": files, "base_modes": modes, "modes": dict(modes),
+              "revision": "c" * 64, "batch_id": "d" * 32, "batch_actions": 1, "started_at": 1.0,
+              "updated_at": 1.0, "actions": [action], "cursor": 1, "last_description": "pursuit: create docs"}
+    original.write_pursuit_journal(root.path, record)
+    shown = pursuit.show(root)
+    assert '"docs"' in json.dumps(shown["pursuits"]) and shown["pending_edits"] == 1
+    out = pursuit.checkpoint(root)
+    assert "{#docs}" in (root.path / "PURSUITS.md").read_text()
+    assert original.check_pursuit_checkpoint(root.path, out["landed_commit"]) == []
+
+
+def test_the_two_editors_exclude_each_other(proot):
+    """The original holds its journal lock (flock on session.lock): rmtui's editor waits for it."""
+    import threading
+
+    from rmtui.engine import pursuit
+
+    root = proot
+    lock = root.path / original.PURSUIT_LOCK
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(
+        ["python3", "-c", "import fcntl,sys; f=open(sys.argv[1],'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
+         "print('held', flush=True); sys.stdin.read()", str(lock)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        rev = original.original_pursuit_revision(root.path)
+        done: list = []
+        worker = threading.Thread(target=lambda: done.append(
+            pursuit.apply(root, {"type": "create", "title": "Later"}, expected_revision=rev)))
+        worker.start()
+        worker.join(1.0)
+        assert not done  # waiting on the original's lock
+        holder.stdin.close()
+        holder.wait(10)
+        worker.join(30)
+        assert done and '"later"' in json.dumps(pursuit.show(root)["pursuits"])
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+
+
+# -- the local queue with sync off: the original's pending evidence ---------------------------------
+
+def test_an_update_refuses_while_the_original_holds_pending_evidence(root):
+    from rmtui.engine.errors import ConflictError
+    from rmtui.engine.evidence.queue import EvidenceQueue
+    from rmtui.engine.roles.update_driver import UpdateDriver
+
+    with EvidenceQueue(root) as q:
+        q.submit("s1", b"rmtui's own evidence\n")
+    state = original.write_original_async_state(
+        root.path, "orig-session", [{"id": 1, "message": "the original's evidence", "submitted_at": "2026-01-01"}])
+    with pytest.raises(ConflictError) as info:
+        UpdateDriver(root).run_once(force=True)
+    assert "session orig-session: 1 evidence job(s)" in info.value.message and "rightmemory update" in info.value.message
+    with EvidenceQueue(root) as q:  # nothing was taken over or lost
+        assert [e.state for e in q.list()] == ["queued"]
+    assert json.loads(state.read_text())["pending"][0]["message"] == "the original's evidence"
+    state.write_text(json.dumps({**json.loads(state.read_text()), "status": "succeeded", "pending": []}))
+    from rmtui.engine.errors import UnavailableError
+
+    with pytest.raises(UnavailableError):  # the original finished: rmtui goes on (to its missing model here)
+        UpdateDriver(root).run_once()

@@ -24,7 +24,7 @@ _DECL_RE = re.compile(r"^\s*\$([A-Za-z][A-Za-z0-9-]*)\s*:\s*([^;]+?)\s*;\s*$")
 _COMMENT_RE = re.compile(r"/\*.*?\*/", re.S)
 
 #: Variables our widget CSS relies on, taken from a theme colour when a file leaves them out.
-EXTRA_DEFAULTS = {
+EXTRA_DEFAULTS: dict[str, str | tuple[str, str]] = {
     "diff-added": "success",
     "diff-removed": "error",
     "diff-hunk": "accent",
@@ -80,9 +80,8 @@ def parse_theme(name: str, text: str) -> Theme:
     if missing:
         generated = theme.to_color_system().generate()
         for key in missing:
-            source = EXTRA_DEFAULTS[key]
-            if isinstance(source, tuple):
-                source = source[0] if theme.dark else source[1]
+            default = EXTRA_DEFAULTS[key]
+            source = default if isinstance(default, str) else default[0] if theme.dark else default[1]
             variables[key] = generated[source]
     return theme
 

@@ -6,9 +6,10 @@ Journal: ``session.json`` = {"record", "signature"} (HMAC-SHA256 keyed by the 32
 ``signing-key`` file); blobs in ``blobs/<sha256>`` stored as ``B`` + bytes. Undo and redo
 step the cursor by exactly one action, checking the view's digests of the action's files.
 
-Revision: SHA-256 over the root key (SHA-256 of the normalized root path), the head, the
-branch ref and each semantic file of the view (name and content hash, sorted). A stale
-``expected_revision`` is refused (exit 3) with the current one.
+Revision: the original's formula (:func:`revision_of`) over the view, so both tools name one
+root's state alike. A stale ``expected_revision`` is refused (exit 3) with the current one. The
+journal is locked through ``session.lock``, the file the original's editor locks, so the two
+editors exclude each other.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import shutil
 import time
@@ -66,7 +68,7 @@ def sha(data: bytes) -> str:
 def _put_blob(root: MemoryRoot, text: str | None) -> str | None:
     if text is None:
         return None
-    data = text.encode("utf-8")
+    data = text.encode("utf-8", "surrogateescape")
     digest = sha(data)
     path = editor_dir(root) / "blobs" / digest
     if not path.exists():
@@ -85,7 +87,7 @@ def get_blob(root: MemoryRoot, digest: str | None) -> str | None:
     if not raw.startswith(b"B") or sha(raw[1:]) != digest:
         raise RecoveryFailed(f"blob {digest[:12]} of the Pursuit editor's journal is damaged; `pursuit discard` "
                              "drops the pending edits")
-    return raw[1:].decode("utf-8")
+    return raw[1:].decode("utf-8", "surrogateescape")
 
 
 def signing_key(root: MemoryRoot) -> bytes:
@@ -172,16 +174,24 @@ def _files_at(repo: Any, rev: str) -> dict[str, str]:
     return files
 
 
+_DETAIL_RE = re.compile(r"^(?:MEMORY_[A-Za-z0-9_.-]+|PURSUIT_(?!(?i:RULES)\.md$)[A-Za-z0-9_.-]+)\.md$")
+REVISION_FILES = ("MEMORY.md", "PURSUITS.md", "corrections.md")
+
+
 def revision_of(root: MemoryRoot, head: str, branch: str, view: dict[str, str]) -> str:
+    """The original's revision: SHA-256 over the root key, the head and the branch ref (each
+    NUL-terminated), then per semantic file, sorted by name (MEMORY.md, PURSUITS.md,
+    corrections.md, and every MEMORY_<id>.md / PURSUIT_<id>.md but PURSUIT_RULES.md), its name
+    NUL-terminated and the raw SHA-256 of ``file\0`` + its bytes (``missing\0`` when absent)."""
     h = hashlib.sha256()
     for part in (root_key(root), head, branch):
-        h.update(part.encode())
-        h.update(b"\0")
-    for name in sorted(p for p in view if matches(p, SEMANTIC)):
-        h.update(name.encode("utf-8", "surrogateescape"))
-        h.update(b"\0")
-        h.update(sha(view[name].encode("utf-8", "surrogateescape")).encode())
-        h.update(b"\0")
+        h.update(part.encode("utf-8", "replace") + b"\0")
+    names = set(REVISION_FILES) | {n for n in view if _DETAIL_RE.match(n)}
+    for name in sorted(names):
+        h.update(name.encode("utf-8", "surrogateescape") + b"\0")
+        text = view.get(name)
+        content = b"missing\0" if text is None else b"file\0" + text.encode("utf-8", "surrogateescape")
+        h.update(hashlib.sha256(content).digest())
     return h.hexdigest()
 
 
@@ -198,24 +208,52 @@ class Session:
             record = self._settle_publishing(record)
         if record is None or not self._pending(record):
             record = self._fresh(record)
+        else:
+            self._complete(record)
         self.record = record
         self.conflicts = self._conflicts()
+        # the record maps every semantic file (as the original keeps it); what the edits did not
+        # change is read from the head as it is now, so a commit meanwhile on another file stays
         self.view = dict(self.head_files)
-        for path, digest in record["files"].items():
-            text = get_blob(root, digest)
-            if text is None:
+        base, files = record["base_files"], record["files"]
+        for path in set(base) | set(files):
+            digest = files.get(path)
+            if digest == base.get(path):
+                continue
+            if digest is None:
                 self.view.pop(path, None)
+                continue
+            head = self.head_files.get(path)
+            if head is not None and sha(head.encode("utf-8", "surrogateescape")) == digest:
+                self.view[path] = head
             else:
-                self.view[path] = text
+                self.view[path] = get_blob(root, digest) or ""
 
     def _fresh(self, old: dict | None) -> dict:
+        """A new record as the original begins one: files and base_files map every semantic file
+        of the head to its digest (blobs are written with the first action)."""
         now = time.time()
+        digests = {p: sha(t.encode("utf-8", "surrogateescape")) for p, t in self.head_files.items()
+                   if matches(p, SEMANTIC)}
+        modes = dict.fromkeys(digests, "100644")
         return {"version": 1, "root_key": root_key(self.root), "owner": (old or {}).get("owner"),
                 "base_head": self.head,
                 "base_revision": revision_of(self.root, self.head, self.branch, self.head_files),
-                "base_files": {}, "files": {}, "base_modes": {}, "modes": {},
+                "base_files": digests, "files": dict(digests), "base_modes": modes, "modes": dict(modes),
                 "revision": None, "batch_id": uuid.uuid4().hex, "batch_actions": 0, "started_at": now,
                 "updated_at": now, "actions": [], "cursor": 0, "last_description": None, "publishing": None}
+
+    def _complete(self, record: dict) -> None:
+        """A journal an earlier rmtui wrote maps only the paths it changed: add the rest of the
+        head's semantic files, unchanged, so the record is whole as the original expects it."""
+        touched = {p for a in record["actions"] for side in ("before", "after") for p in a[side]}
+        for path, text in self.head_files.items():
+            if matches(path, SEMANTIC) and path not in record["base_files"] and path not in touched:
+                digest = _put_blob(self.root, text)
+                record["base_files"][path] = record["files"][path] = digest
+                record["base_modes"][path] = record["modes"][path] = "100644"
+        for key in ("files", "modes"):  # null digests of removed files leave the maps
+            record[key] = {p: v for p, v in record[key].items() if v is not None}
 
     @staticmethod
     def _pending(record: dict) -> bool:
@@ -240,8 +278,11 @@ class Session:
 
     def _conflicts(self) -> list[str]:
         """Paths the journal changed that the head changed too since the journal began."""
-        out = []
-        for path, digest in self.record["base_files"].items():
+        rec, out = self.record, []
+        for path in set(rec["base_files"]) | set(rec["files"]):
+            digest = rec["base_files"].get(path)
+            if rec["files"].get(path) == digest:
+                continue
             now = self.head_files.get(path)
             if (None if now is None else sha(now.encode("utf-8", "surrogateescape"))) != digest:
                 out.append(path)
@@ -273,17 +314,16 @@ class Session:
                       description: str, selected_id: str | None, session: str | None) -> None:
         changed = sorted(p for p in set(before_view) | set(after_view) if before_view.get(p) != after_view.get(p))
         rec = self.record
-        for path in changed:  # what the head held when the journal first touched the path
-            if path not in rec["base_files"]:
-                text = self.head_files.get(path)
-                rec["base_files"][path] = None if text is None else sha(text.encode("utf-8", "surrogateescape"))
+        for path, digest in rec["base_files"].items():  # the base's blobs, written with the first action
+            if not (editor_dir(self.root) / "blobs" / digest).exists():
+                _put_blob(self.root, self.head_files.get(path))
         after: dict[str, str | None] = {p: _put_blob(self.root, after_view.get(p)) for p in changed}
         action: dict[str, Any] = {
             "id": uuid.uuid4().hex, "operation": op, "description": description, "selected_id": selected_id,
             "before": {p: _put_blob(self.root, before_view.get(p)) for p in changed}, "after": after,
-            "before_modes": {p: "100644" for p in changed if p in before_view},
-            "after_modes": {p: "100644" for p in changed if p in after_view},
-            "id_remaps": [], "at": time.time()}
+            "before_modes": {p: rec["modes"].get(p) for p in changed},
+            "after_modes": {p: "100644" if p in after_view else None for p in changed},
+            "id_remaps": []}  # the original's action keys, no more
         del rec["actions"][rec["cursor"]:]  # a new action drops what could have been redone
         rec["actions"].append(action)
         rec["cursor"] += 1
@@ -296,9 +336,14 @@ class Session:
         save_record(self.root, rec)
 
     def _set_files(self, digests: dict[str, str | None]) -> None:
+        """As the original: a file the edits removed leaves the maps (never a null digest)."""
         for path, digest in digests.items():
-            self.record["files"][path] = digest
-            self.record["modes"][path] = "100644" if digest is not None else None
+            if digest is None:
+                self.record["files"].pop(path, None)
+                self.record["modes"].pop(path, None)
+            else:
+                self.record["files"][path] = digest
+                self.record["modes"][path] = "100644"
 
     def step(self, direction: int) -> dict:
         """Undo (-1) or redo (+1) one action, checking the view's digests first."""
@@ -328,7 +373,8 @@ class Session:
 
 
 def editor_lock(root: MemoryRoot):
-    return file_lock(editor_dir(root) / "editor.lock")
+    """The journal's lock: the original's ``.runtime/pursuit-editor/session.lock`` (flock)."""
+    return file_lock(editor_dir(root) / "session.lock")
 
 
 def check_session(session: str | None) -> str | None:

@@ -11,6 +11,7 @@ operations themselves are in ``edits``, the checkpoint's trailers and signature 
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +178,7 @@ def checkpoint(root: MemoryRoot, *, expected_revision: str | None = None, sessio
                     "RightMemory-Pursuit-ID-Remaps: []")  # the supervisor adds the operation and signs
         message = subject + ("\n\n" + body if body else "") + "\n\n" + trailers
         with Supervisor(root) as sup:
-            op = sup.begin(KIND, WRITER)
+            op = sup.begin(KIND, WRITER, op_id=uuid.uuid4().hex)  # the original's 32-hex operation id
             rec["publishing"] = op.id
             save_record(root, rec)
             try:

@@ -101,9 +101,11 @@ class Supervisor:
                     self.publisher.marker.unlink(missing_ok=True)
 
     def begin(self, kind: str, role: str, *, batch_id: str | None = None, candidate_uids: list[str] | None = None,
-              lease: dict | None = None, allow_rebase: bool = True, effects: tuple[str, ...] = ()) -> Operation:
-        """Record ``running`` and create the writer's worktree at the current head."""
-        op_id = new_operation_id(kind)
+              lease: dict | None = None, allow_rebase: bool = True, effects: tuple[str, ...] = (),
+              op_id: str | None = None) -> Operation:
+        """Record ``running`` and create the writer's worktree at the current head (``op_id``: a
+        writer whose operation id the original fixes, e.g. the Pursuit editor's 32 hex)."""
+        op_id = op_id or new_operation_id(kind)
         with self.exclusive():
             base = self.head()
         path = worktrees.worktrees_dir(self.root) / op_id

@@ -14,7 +14,7 @@ from textual.widgets import Footer, Header, Static
 from rmtui.engine.errors import EngineError
 from rmtui.tui import readers
 from rmtui.tui.messages import DiffLoaded, EngineFailed
-from rmtui.tui.screens.base import WorkbenchScreen, error_text
+from rmtui.tui.screens.base import WorkbenchScreen, error_text, workbench
 from rmtui.tui.widgets.diff_view import DiffView
 from rmtui.tui.wording import count
 
@@ -46,7 +46,7 @@ class DiffScreen(WorkbenchScreen):
     @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
     def load(self) -> None:
         try:
-            header, files = readers.read_diff(self.app.root, self.op_id)
+            header, files = readers.read_diff(workbench(self).root, self.op_id)
         except EngineError as exc:
             self.post_message(EngineFailed("diff", error_text(exc)[0]))
             return

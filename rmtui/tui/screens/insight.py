@@ -17,7 +17,7 @@ from textual.worker import get_current_worker
 from rmtui.engine.host import watch
 from rmtui.tui import readers
 from rmtui.tui.messages import InsightLogsLoaded
-from rmtui.tui.screens.base import LiveScreen
+from rmtui.tui.screens.base import LiveScreen, workbench
 
 
 class InsightScreen(LiveScreen):
@@ -58,7 +58,7 @@ class InsightScreen(LiveScreen):
         from rmtui.engine.cycles.insight import insight_status
 
         try:
-            text = gauge_text(insight_status(self.app.root))
+            text = gauge_text(insight_status(workbench(self).root))
         except Exception as exc:  # the gauge only informs; the logs stay usable without it
             text = f"Insight points: unavailable ({exc})"
         if not get_current_worker().is_cancelled:
@@ -66,7 +66,7 @@ class InsightScreen(LiveScreen):
 
     @work(thread=True, exclusive=True, group="insight", exit_on_error=False)
     def load_logs(self) -> None:
-        logs = readers.read_insight_logs(self.app.root)
+        logs = readers.read_insight_logs(workbench(self).root)
         if not get_current_worker().is_cancelled:
             self.post_message(InsightLogsLoaded(logs))
 

@@ -17,6 +17,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
+from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, Static, Tree
 from textual.worker import get_current_worker
 
@@ -24,7 +25,8 @@ from rmtui.engine.host import watch
 from rmtui.tui import readers
 from rmtui.tui.keys import key_of
 from rmtui.tui.messages import FollowItem, GraphLoaded, ItemHistoryLoaded, OperationsLoaded, QueueLoaded
-from rmtui.tui.screens.base import LiveScreen
+from rmtui.tui.models import GraphState
+from rmtui.tui.screens.base import LiveScreen, workbench
 from rmtui.tui.screens.dialogs import PromptScreen
 from rmtui.tui.widgets.evidence_pane import EvidencePane
 from rmtui.tui.widgets.memory_tree import Entry, MemoryTree, item_key
@@ -48,8 +50,8 @@ class MainScreen(LiveScreen):
     BINDINGS: ClassVar = [
         Binding("slash", "filter", "Filter", id="main.filter"),
         Binding("g", "goto", "Go to id", id="main.goto"),
-        Binding("e", "focus('evidence')", "Evidence", id="main.focus_evidence"),
-        Binding("t", "focus('graph')", "Tree", id="main.focus_tree"),
+        Binding("e", "focus_pane('evidence')", "Evidence", id="main.focus_evidence"),
+        Binding("t", "focus_pane('graph')", "Tree", id="main.focus_tree"),
         Binding("left_square_bracket,backspace", "back", "Back", id="main.back"),
         Binding("u", "undo", "Undo decision", id="main.undo"),
         Binding("U", "run_update", "Update now", id="main.run_update"),
@@ -60,18 +62,18 @@ class MainScreen(LiveScreen):
 
     def __init__(self) -> None:
         super().__init__(id="main")
-        self.state = None  # GraphState
+        self.state: GraphState | None = None
         self.history: list[str] = []
         self.loaded: set[str] = set()  # which of graph/queue/operations arrived at least once
         self._signatures: dict[str, object] = {}
         self._pending_entry: Entry | None = None
-        self._preview_timer = None
+        self._preview_timer: Timer | None = None
         self._edge_state = 0
         self.compact = False
         self.slot = "preview"  # the pane the compact layout shows beside the evidence
 
     def compose(self) -> ComposeResult:
-        clock = self.app.clock
+        clock = workbench(self).clock
         yield Header()
         yield Static("loading…", id="status")
         # a grid (main.tcss): the tree down the left; preview, activity and evidence on the
@@ -106,15 +108,15 @@ class MainScreen(LiveScreen):
 
     @work(thread=True, exclusive=True, group="main-graph", exit_on_error=False)
     def load_graph(self) -> None:
-        state = readers.read_graph(self.app.root)
+        state = readers.read_graph(workbench(self).root)
         signature = (state.graph.fingerprint(), state.head, tuple(map(str, state.issues)))
         if not get_current_worker().is_cancelled:
             self.post_message(GraphLoaded(state, signature))
 
     @work(thread=True, exclusive=True, group="main-queue", exit_on_error=False)
     def load_queue(self) -> None:
-        evidence, counts = readers.read_queue(self.app.root)
-        machines = readers.read_queue_machines(self.app.root, evidence)
+        evidence, counts = readers.read_queue(workbench(self).root)
+        machines = readers.read_queue_machines(workbench(self).root, evidence)
         signature = (tuple((e.uid, e.state, e.reason) for e in evidence), tuple(sorted(machines.items())))
         if not get_current_worker().is_cancelled:
             self.post_message(QueueLoaded(evidence, counts, signature, machines=machines))
@@ -124,7 +126,7 @@ class MainScreen(LiveScreen):
 
     @work(thread=True, exclusive=True, group="main-ops", exit_on_error=False)
     def load_operations(self) -> None:
-        ops, receipts = readers.read_operations(self.app.root)
+        ops, receipts = readers.read_operations(workbench(self).root)
         signature = (tuple((o.id, o.phase, o.error, repr(o.lease)) for o in ops),
                      tuple((r.operation_id, r.phase) for r in receipts))
         if not get_current_worker().is_cancelled:
@@ -132,7 +134,7 @@ class MainScreen(LiveScreen):
 
     @work(thread=True, exclusive=True, group="main-history", exit_on_error=False)
     def load_history(self, key: str, file: str, start: int, end: int, backing: str | None) -> None:
-        commit = readers.last_commit(self.app.root, file, start, end, backing)
+        commit = readers.last_commit(workbench(self).root, file, start, end, backing)
         if not get_current_worker().is_cancelled:
             self.post_message(ItemHistoryLoaded(key, commit))
 
@@ -317,7 +319,7 @@ class MainScreen(LiveScreen):
         self.notify("no earlier item", severity="information")
 
     def action_goto(self) -> None:
-        ids = sorted(self.state.graph.items) if self.state is not None else []
+        ids: list[str] = sorted(self.state.graph.items) if self.state is not None else []
 
         def done(value: str | None) -> None:
             if value:
@@ -368,13 +370,13 @@ class MainScreen(LiveScreen):
             return True
         if action == "next_pane":
             return self.compact  # only the compact layout hides panes
-        if action == "focus":
+        if action == "focus_pane":
             target = parameters[0] if parameters else None
             focused = self.app.focused
             return focused is None or focused.id != target
         return True
 
-    def action_focus(self, widget_id: str) -> None:
+    def action_focus_pane(self, widget_id: str) -> None:
         self.query_one(f"#{widget_id}").focus()
 
     def on_descendant_focus(self) -> None:

@@ -23,7 +23,7 @@ from rmtui.engine.errors import EngineError
 from rmtui.engine.host import watch
 from rmtui.tui import readers
 from rmtui.tui.messages import EngineDone, EngineFailed, MaintenanceLoaded
-from rmtui.tui.screens.base import LiveScreen, error_text
+from rmtui.tui.screens.base import LiveScreen, error_text, workbench
 from rmtui.tui.screens.dialogs import ConfirmScreen, PromptScreen
 from rmtui.tui.wording import count
 
@@ -74,7 +74,7 @@ class MaintenanceScreen(LiveScreen):
     @work(thread=True, exclusive=True, group="maint-status", exit_on_error=False)
     def load_status(self) -> None:
         try:
-            status, files = readers.read_maintenance(self.app.root)
+            status, files = readers.read_maintenance(workbench(self).root)
         except EngineError as exc:
             self.post_message(EngineFailed("status", error_text(exc)[0]))
             return
@@ -159,7 +159,7 @@ class MaintenanceScreen(LiveScreen):
         from rmtui.engine.writes import maintain
 
         try:
-            op = maintain.begin(self.app.root)
+            op = maintain.begin(workbench(self).root)
         except EngineError as exc:
             self.post_message(EngineFailed("begin", error_text(exc)[0]))
             return
@@ -180,7 +180,7 @@ class MaintenanceScreen(LiveScreen):
         from rmtui.engine.writes import maintain
 
         try:
-            receipt = maintain.land(self.app.root, message=message)
+            receipt = maintain.land(workbench(self).root, message=message)
         except EngineError as exc:
             text, rule = error_text(exc)
             self.post_message(EngineFailed("land", text, rule=rule))
@@ -189,8 +189,9 @@ class MaintenanceScreen(LiveScreen):
         self.post_message(EngineDone(f"landed {landed}: {', '.join(receipt.changed_paths) or 'no change'}"))
 
     def action_abort(self) -> None:
-        dirty = (self.status or {}).get("dirty") or []
-        if not dirty:
+        status = self.status
+        dirty = (status or {}).get("dirty") or []
+        if status is None or not dirty:
             self._set_busy(True)
             self.abort()
             return
@@ -203,7 +204,7 @@ class MaintenanceScreen(LiveScreen):
         shown = ", ".join(dirty[:5]) + (f" and {len(dirty) - 5} more" if len(dirty) > 5 else "")
         self.app.push_screen(ConfirmScreen(
             "Abort maintenance",
-            f"Abort {self.status['operation_id']}? Its changes to {count(len(dirty), 'file')} ({shown}) are "
+            f"Abort {status['operation_id']}? Its changes to {count(len(dirty), 'file')} ({shown}) are "
             "discarded with the worktree.", yes="Abort and discard", destructive=True), done)
 
     @work(thread=True, exclusive=True, group="maint-write", exit_on_error=False)
@@ -211,7 +212,7 @@ class MaintenanceScreen(LiveScreen):
         from rmtui.engine.writes import maintain
 
         try:
-            maintain.abort(self.app.root)
+            maintain.abort(workbench(self).root)
         except EngineError as exc:
             self.post_message(EngineFailed("abort", error_text(exc)[0]))
             return

@@ -32,7 +32,7 @@ from rmtui.engine.display import printable
 from rmtui.engine.errors import EngineError
 from rmtui.engine.host import watch
 from rmtui.engine.pursuit.journal import session_hash
-from rmtui.tui.screens.base import LiveScreen, error_text
+from rmtui.tui.screens.base import LiveScreen, error_text, workbench
 from rmtui.tui.screens.dialogs import ConfirmScreen, PromptScreen, TextScreen
 from rmtui.tui.widgets.pursuit_tree import PursuitTree
 from rmtui.tui.wording import count
@@ -199,7 +199,7 @@ class PursuitScreen(LiveScreen):
         from rmtui.engine import pursuit
 
         try:
-            state = pursuit.show(self.app.root)
+            state = pursuit.show(workbench(self).root)
         except EngineError as exc:
             self.post_message(PursuitFailed(seq, "load", error_text(exc)[0]))
             return
@@ -315,7 +315,7 @@ class PursuitScreen(LiveScreen):
     def _write(self, seq: int, action: str, op: dict | None, revision: str | None) -> None:
         from rmtui.engine import pursuit
 
-        root = self.app.root
+        root = workbench(self).root
         try:
             if action == "apply":
                 assert op is not None

@@ -26,7 +26,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Label, Static, Swi
 
 from rmtui.engine.errors import EngineError
 from rmtui.tui.messages import EngineProgress, RetrieveAnswered
-from rmtui.tui.screens.base import WorkbenchScreen, error_text
+from rmtui.tui.screens.base import WorkbenchScreen, error_text, workbench
 from rmtui.tui.widgets.progress_line import ProgressLine
 from rmtui.tui.wording import count, score_text
 
@@ -120,9 +120,12 @@ class RetrieveScreen(WorkbenchScreen):
         from rmtui.engine import progress
         from rmtui.engine.retrieval.retrieve import retrieve
 
+        def report(step: progress.Progress) -> None:
+            self.post_message(EngineProgress("retrieve", step))
+
         try:
-            with progress.reporting(lambda p: self.post_message(EngineProgress("retrieve", p))):
-                result = retrieve(self.app.root, session, need, include_returned=include_returned, record=False)
+            with progress.reporting(report):
+                result = retrieve(workbench(self).root, session, need, include_returned=include_returned, record=False)
         except EngineError as exc:
             self.post_message(RetrieveAnswered(need, [], "", error=error_text(exc)[0]))
             return

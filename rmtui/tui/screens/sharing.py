@@ -36,7 +36,7 @@ from rmtui.tui.messages import (
     SyncFinished,
     SyncLoaded,
 )
-from rmtui.tui.screens.base import LiveScreen, error_text
+from rmtui.tui.screens.base import LiveScreen, error_text, workbench
 from rmtui.tui.screens.dialogs import PromptScreen
 from rmtui.tui.widgets.views_table import SharedViewsTable
 from rmtui.tui.wording import count, when
@@ -156,7 +156,7 @@ class SharingScreen(LiveScreen):
             yield Static("", id="sync-outcome", classes="-hidden")
         with Vertical(id="views-pane", classes="pane"):
             yield Static("", id="views-header")
-            yield SharedViewsTable(clock=self.app.clock, id="views")
+            yield SharedViewsTable(clock=workbench(self).clock, id="views")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -177,7 +177,7 @@ class SharingScreen(LiveScreen):
     @work(thread=True, exclusive=True, group="sharing-sync", exit_on_error=False)
     def load_sync(self) -> None:
         try:
-            overview = readers.read_sync(self.app.root, now=self.app.clock())
+            overview = readers.read_sync(workbench(self).root, now=workbench(self).clock())
         except EngineError as exc:
             self.post_message(EngineFailed("sync status", error_text(exc)[0]))
             return
@@ -187,7 +187,7 @@ class SharingScreen(LiveScreen):
     @work(thread=True, exclusive=True, group="sharing-views", exit_on_error=False)
     def load_views(self) -> None:
         try:
-            views = readers.read_shared_views(self.app.root)
+            views = readers.read_shared_views(workbench(self).root)
         except EngineError as exc:
             self.post_message(EngineFailed("shared views", error_text(exc)[0]))
             return
@@ -204,7 +204,7 @@ class SharingScreen(LiveScreen):
         ov = self.overview
         if ov is None:
             return
-        now = self.app.clock()
+        now = workbench(self).clock()
         status = self.query_one("#sync-status", Static)
         status.update(status_line(ov))
         status.set_classes(STATUS_CLASS.get(ov.status, "-muted"))
@@ -279,7 +279,7 @@ class SharingScreen(LiveScreen):
         from rmtui.engine import sync
 
         try:
-            result = (sync.pull if what == "pull" else sync.push)(self.app.root)
+            result = (sync.pull if what == "pull" else sync.push)(workbench(self).root)
         except EngineError as exc:
             self.post_message(SyncFinished(what, {"status": "error", "message": error_text(exc)[0], "files": []}))
             return
@@ -324,7 +324,7 @@ class SharingScreen(LiveScreen):
         from rmtui.engine.views import consumer
 
         try:
-            results = [r.to_json() for r in consumer.pull(self.app.root, view_id)]
+            results = [r.to_json() for r in consumer.pull(workbench(self).root, view_id)]
         except EngineError as exc:
             results = [{"view_id": view_id or "views", "status": "unavailable", "reason": error_text(exc)[0]}]
         self.post_message(SharedViewsPulled(results))
@@ -363,7 +363,7 @@ class SharingScreen(LiveScreen):
         from rmtui.engine.views import consumer
 
         try:
-            result = consumer.ask(self.app.root, view_id, question)
+            result = consumer.ask(workbench(self).root, view_id, question)
         except EngineError as exc:
             result = {"view_id": view_id, "status": "unavailable", "reason": error_text(exc)[0]}
         self.post_message(SharedQuestionAnswered(question, result))

@@ -27,7 +27,7 @@ from rmtui.engine.errors import EngineError
 from rmtui.tui import readers
 from rmtui.tui.keys import key_of
 from rmtui.tui.messages import EngineDone, EngineFailed, EngineProgress, EvidenceDecided, QueueWaitingLoaded
-from rmtui.tui.screens.base import error_text
+from rmtui.tui.screens.base import error_text, workbench
 from rmtui.tui.screens.dialogs import ConfirmScreen, EvidenceScreen, PromptScreen
 from rmtui.tui.widgets.evidence_table import EvidenceTable
 from rmtui.tui.widgets.progress_line import ProgressLine
@@ -89,7 +89,7 @@ class EvidencePane(Vertical):
 
     @work(thread=True, exclusive=True, group="main-waiting", exit_on_error=False)
     def load_waiting(self) -> None:
-        waiting = readers.read_waiting(self.app.root, now=self.app.clock())
+        waiting = readers.read_waiting(workbench(self).root, now=workbench(self).clock())
         if not get_current_worker().is_cancelled:
             self.post_message(QueueWaitingLoaded(waiting))
 
@@ -102,7 +102,7 @@ class EvidencePane(Vertical):
 
     def refresh_ages(self) -> None:
         self.query_one(EvidenceTable).refresh_ages()
-        if self.waiting is not None and self.waiting.until is not None and self.app.clock() >= self.waiting.until:
+        if self.waiting is not None and self.waiting.until is not None and workbench(self).clock() >= self.waiting.until:
             self.post_message(self.Reload(("queue",)))  # the wait it named is over: say what it waits for now
 
     def show_header(self) -> None:
@@ -195,7 +195,7 @@ class EvidencePane(Vertical):
         from rmtui.engine.evidence.queue import EvidenceQueue
 
         try:
-            with EvidenceQueue(self.app.root) as q:
+            with EvidenceQueue(workbench(self).root) as q:
                 q.approve(uids)
         except EngineError as exc:
             self.post_message(EngineFailed("approve", error_text(exc)[0]))
@@ -208,7 +208,7 @@ class EvidencePane(Vertical):
         from rmtui.engine.evidence.queue import EvidenceQueue
 
         try:
-            with EvidenceQueue(self.app.root) as q:
+            with EvidenceQueue(workbench(self).root) as q:
                 before = {u: q.get(u).state for u in uids}
                 q.reject(uids, reason)
         except EngineError as exc:
@@ -233,7 +233,7 @@ class EvidencePane(Vertical):
         from rmtui.engine.evidence.queue import EvidenceQueue
 
         try:
-            with EvidenceQueue(self.app.root) as q:
+            with EvidenceQueue(workbench(self).root) as q:
                 if decision.action == "approve":
                     q.unapprove(decision.uids)
                 else:
@@ -286,7 +286,7 @@ class EvidencePane(Vertical):
 
     def run_update(self) -> None:
         w = self.waiting
-        if w is None or w.move not in ("run_now", "retry") or self.updating:
+        if w is None or not self.can_run_update:
             self.notify(self.why_no_update(), title="Update now", severity="warning", timeout=10, markup=False)
             return
         self.updating = True
@@ -299,9 +299,12 @@ class EvidencePane(Vertical):
         from rmtui.engine import progress
         from rmtui.engine.roles.update_driver import UpdateDriver
 
+        def report(step: progress.Progress) -> None:
+            self.post_message(EngineProgress("update", step))
+
         try:
-            with progress.reporting(lambda p: self.post_message(EngineProgress("update", p))):
-                driver = UpdateDriver(self.app.root)
+            with progress.reporting(report):
+                driver = UpdateDriver(workbench(self).root)
                 out = driver.retry() if move == "retry" else driver.run_once(force=True)
         except EngineError as exc:
             self.post_message(EngineFailed("update", error_text(exc)[0]))
@@ -373,7 +376,7 @@ class EvidencePane(Vertical):
         from rmtui.engine.cycles.corrections import correct_landing
 
         try:
-            out = correct_landing(self.app.root, op_id, comment)
+            out = correct_landing(workbench(self).root, op_id, comment)
         except EngineError as exc:
             self.post_message(EngineFailed("correct", error_text(exc)[0]))
             return

@@ -7,6 +7,7 @@ an error after the fact. Actions only post messages: the screen does the engine 
 
 from __future__ import annotations
 
+from textual.binding import Binding
 from textual.widgets import DataTable
 
 
@@ -56,7 +57,8 @@ class KeyedTable(DataTable):
 
     def update_bindings(self) -> None:
         """Refresh the footer only when an action became (un)available: a refresh rebuilds it."""
-        state = tuple(bool(self.check_action(b.action.split("(")[0], ())) for b in self.BINDINGS)
+        state = tuple(bool(self.check_action(b.action.split("(")[0], ()))
+                      for b in self.BINDINGS if isinstance(b, Binding))
         if state != getattr(self, "_binding_state", None):
             self._binding_state = state
             self.refresh_bindings()

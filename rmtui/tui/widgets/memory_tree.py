@@ -193,16 +193,16 @@ class MemoryTree(LabelledTree[Entry]):
         if any(":" in k and not k.startswith("domain:") and k not in graph.items for k in expanded):
             reopen += [i for i in graph.ordered if i.id is None and item_key(i) in expanded]
         for item in sorted(reopen, key=lambda i: len(i.ancestors())):
-            node = self.reveal_item(item, select=False)
-            if node is not None:
-                self.populate(node)
-                node.expand()
+            opened = self.reveal_item(item, select=False)
+            if opened is not None:
+                self.populate(opened)
+                opened.expand()
         if cursor:
-            node = self._by_key.get(cursor)
-            if node is None and cursor in graph.items:
-                node = self.reveal_item(graph.items[cursor], select=False)
-            if node is not None:
-                self.move_to(node)
+            target = self._by_key.get(cursor)
+            if target is None and cursor in graph.items:
+                target = self.reveal_item(graph.items[cursor], select=False)
+            if target is not None:
+                self.move_to(target)
                 return
         self.cursor_line = 0
 
@@ -283,7 +283,7 @@ class MemoryTree(LabelledTree[Entry]):
                 if found is None:
                     found = self._add(parent, Entry("item", item=step, loaded=step is not item),
                                       expand=step is not item)
-                elif step is not item and not found.is_expanded:
+                elif step is not item and not found.is_expanded and found.data is not None:
                     found.data.loaded = True  # an earlier match is also the heading of this one
                     found.remove_children()
                     found.expand()

@@ -17,6 +17,7 @@ from textual.containers import Horizontal
 from textual.widgets import Static
 
 if TYPE_CHECKING:
+    from textual.timer import Timer
     from textual.widgets import ProgressBar
 
     from rmtui.engine.progress import Progress
@@ -28,7 +29,7 @@ class ProgressLine(Horizontal):
         self.what = ""
         self.started: float | None = None
         self.progress: Progress | None = None
-        self._ticker = None
+        self._ticker: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="progress-text")
