@@ -562,3 +562,17 @@ def check_pursuit_checkpoint(root: Path, commit: str) -> list[str]:
     if not hmac.compare_digest(values["signature"], hmac.new(_pursuit_key(root), encoded, hashlib.sha256).hexdigest()):
         out.append(f"checkpoint {commit[:10]}: the signature does not authenticate")
     return out
+
+
+# -- the original's pending evidence with sync off -----------------------------------------------
+
+def write_original_async_state(root: Path, session: str, jobs: list[dict]) -> Path:
+    """``.runtime/async/update/<session>.json`` as the original's worker leaves a waiting session."""
+    path = Path(root) / ".runtime" / "async" / "update" / f"{session}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {"status": "running", "session_id": session, "role": "update", "phase": "waiting",
+             "started_at": None, "finished_at": None, "pid": None, "result": None, "error": None,
+             "next_flush_at": "2026-01-01T00:00:00+00:00", "current_batch": [], "pending": jobs,
+             "next_id": len(jobs) + 1}
+    path.write_text(json.dumps(state, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    return path

@@ -229,3 +229,27 @@ def test_the_two_editors_exclude_each_other(proot):
     finally:
         if holder.poll() is None:
             holder.kill()
+
+
+# -- the local queue with sync off: the original's pending evidence ---------------------------------
+
+def test_an_update_refuses_while_the_original_holds_pending_evidence(root):
+    from rmtui.engine.errors import ConflictError
+    from rmtui.engine.evidence.queue import EvidenceQueue
+    from rmtui.engine.roles.update_driver import UpdateDriver
+
+    with EvidenceQueue(root) as q:
+        q.submit("s1", b"rmtui's own evidence\n")
+    state = original.write_original_async_state(
+        root.path, "orig-session", [{"id": 1, "message": "the original's evidence", "submitted_at": "2026-01-01"}])
+    with pytest.raises(ConflictError) as info:
+        UpdateDriver(root).run_once(force=True)
+    assert "session orig-session: 1 evidence job(s)" in info.value.message and "rightmemory update" in info.value.message
+    with EvidenceQueue(root) as q:  # nothing was taken over or lost
+        assert [e.state for e in q.list()] == ["queued"]
+    assert json.loads(state.read_text())["pending"][0]["message"] == "the original's evidence"
+    state.write_text(json.dumps({**json.loads(state.read_text()), "status": "succeeded", "pending": []}))
+    from rmtui.engine.errors import UnavailableError
+
+    with pytest.raises(UnavailableError):  # the original finished: rmtui goes on (to its missing model here)
+        UpdateDriver(root).run_once()

@@ -192,8 +192,10 @@ class UpdateDriver:
 
     def _run_once(self, *, force: bool, now: float | None) -> dict:
         from rmtui.engine.evidence.batching import held_sessions, select_batch
+        from rmtui.engine.evidence.original_pending import refuse_if_original_pending
         from rmtui.engine.writes.supervisor import Supervisor
 
+        refuse_if_original_pending(self.root.path)  # never two tools on one piece of evidence
         cfg = self.root.config()  # reloaded for every batch
         executor = self._executor(cfg)
         now = time.time() if now is None else now
