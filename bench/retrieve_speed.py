@@ -7,7 +7,8 @@ Prints, each against its target (issue 16) where it has one:
 - time until the whole corpus is embedded: the bench waits until a call reports a complete
   dense index (coverage 100 %, hybrid mode) before it measures anything warm;
 - warm ``retrieve`` end to end (new CLI process per call, service already running):
-  median and p95 over N calls (target: median <= 100 ms);
+  median and p95 over N calls (target: median <= 100 ms); then the thin client against the
+  full CLI path, interleaved, beside the floor (``python -c pass`` + the service's own time);
 - restart to first answer: the warm service stopped (as after its idle exit), vectors
   cached, the first CLI ``retrieve`` until its answer, which must be a full hybrid answer
   (target <= 1.5 s), then the call after it; the runtime the service came up on is named;
@@ -94,6 +95,44 @@ def cli(root: Path, session: str, need: str, env: dict) -> tuple[float, dict, st
     if p.returncode != 0:
         raise SystemExit(f"retrieve failed ({p.returncode}): {p.stderr}")
     return dt, json.loads(p.stdout), p.stderr
+
+
+def compare_paths(root: Path, env: dict, calls: int) -> None:
+    """Thin client against the full CLI path, interleaved call by call (a loaded machine slows
+    all of them alike), with the floors measured in the same loop: a bare interpreter and the
+    service's own time for the same query (one HTTP request from this process)."""
+    from rmtui.engine.retrieval.modelhost.client_settings import read_settings, settings_digest
+    from rmtui.engine.retrieval.modelhost.service_http import JsonHttpClient
+    from rmtui.engine.retrieval.modelhost.service_state import RETRIEVE_ROUTE, read_state, service_dir
+
+    rec = read_settings(root, settings_digest(root))
+    if rec is None:
+        print("thin client: no settings record (no call was delegated): not measured")
+        return
+    st = read_state(service_dir(Path(rec["model"]), rec["reranker"]))
+    client = JsonHttpClient(st["url"], st["token"])
+    out: dict[str, list[float]] = {"floor": [], "service": [], "full": [], "thin": []}
+    for i in range(calls):
+        need = NEEDS[i % len(NEEDS)]
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+        out["floor"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        client.request("POST", RETRIEVE_ROUTE, {"root": str(root), "session": f"svc-{i}", "need": need,
+                                                "top": None, "include_returned": False})
+        out["service"].append(time.perf_counter() - t0)
+        for path, flag in (("full", "0"), ("thin", "1")):
+            dt, data, err = cli(root, f"{path}-{i}", need, {**env, "RMTUI_THIN_CLIENT": flag, "RMTUI_CLIENT_TRACE": "1"})
+            if (path == "thin") != ("thin client answered" in err):
+                raise SystemExit(f"the {path} call took the other path: {err}")
+            out[path].append(dt)
+    client.close()
+    med = {k: 1000 * statistics.median(v) for k, v in out.items()}
+    floor = med["floor"] + med["service"]
+    print(f"warm retrieve by path, {calls} interleaved calls (medians): thin client {med['thin']:.0f} ms, "
+          f"full CLI path {med['full']:.0f} ms; floor {floor:.0f} ms = python -c pass {med['floor']:.0f} ms + "
+          f"service's own time {med['service']:.0f} ms (target: thin <= floor + 25 ms: "
+          f"{verdict(med['thin'] <= floor + 25)})")
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -235,6 +274,8 @@ def main() -> None:
               f"p95 {1000 * pct(times, 0.95):.0f} ms, min {1000 * min(times):.0f} ms "
               f"(target: median <= {WARM_TARGET_MS} ms: {verdict(med <= WARM_TARGET_MS)})"
               + (f"; {partial} calls were not full hybrid answers" if partial else ""))
+
+        compare_paths(root.path, env, max(5, args.calls // 2))
 
         print(f"restart to first answer (service stopped, vectors cached), {args.restarts} restarts:")
         firsts = measure_restarts(root, env, args.restarts)

@@ -8,20 +8,25 @@ The headless path never imports Textual.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import os
 import shlex
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rmtui.commands import COMMAND_MODULES, COMMAND_OWNERS, Result
 from rmtui.engine.display import json_text, printable
 from rmtui.engine.errors import EngineError
 
+if TYPE_CHECKING:  # argparse is imported where a parser is built: a thin retrieve never needs it
+    import argparse
+
 
 def _common_parser() -> argparse.ArgumentParser:
+    import argparse
+
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable JSON on stdout")
@@ -44,6 +49,8 @@ def _command_of(argv: Sequence[str]) -> str | None:
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; given ``argv`` naming a known command, only that command's module is
     registered (help, an unknown command or no argv: every one)."""
+    import argparse
+
     common = _common_parser()
     parser = argparse.ArgumentParser(
         prog="rmtui",
@@ -116,6 +123,17 @@ def _engine_error_in(exc: BaseException) -> EngineError | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "retrieve" in argv:  # a warm retrieve: answered without the parser or the config loader
+        from rmtui.thin_client import thin_retrieve
+
+        try:
+            thin = thin_retrieve(argv)
+        except KeyboardInterrupt:
+            sys.stderr.write("rmtui: interrupted\n")
+            return 130
+        if thin is not None:
+            _emit(Result(thin[0], thin[1]), thin[2])
+            return 0
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)

@@ -82,11 +82,14 @@ def cmd_retrieve(args) -> Result:
 def _retrieve(args) -> Result:
     from rmtui.commands.core import root_of
     from rmtui.engine.errors import EngineError
+    from rmtui.engine.retrieval.modelhost.client_settings import settings_digest
     from rmtui.engine.retrieval.modelhost.embed_client import delegate_retrieve
 
     root = root_of(args)
     need = " ".join(args.need)
-    if root.config().get("sync.enabled"):  # other machines' memory: a bounded pull check
+    digest = settings_digest(root.path)  # of the bytes read before the loader validates them
+    cfg = root.config()
+    if cfg.get("sync.enabled"):  # other machines' memory: a bounded pull check
         from rmtui.engine.sync import maybe_pull
 
         maybe_pull(root)
@@ -94,7 +97,7 @@ def _retrieve(args) -> Result:
         from rmtui.engine.views import refresh_before_retrieve
 
         refresh_before_retrieve(root)
-    answer = delegate_retrieve(root.path, root.config(), args.session, need, top=args.top,
+    answer = delegate_retrieve(root.path, cfg, args.session, need, top=args.top,
                                include_returned=args.include_returned, include_pending=args.include_pending)
     if answer is not None and not answer["ok"]:
         err = answer["error"]
@@ -104,6 +107,7 @@ def _retrieve(args) -> Result:
     if answer is not None:
         data, text = answer["data"], answer["text"]
         data["via"] = "local-service"
+        _record_for_thin_client(root.path, digest, cfg)
     else:  # no warm service yet: retrieve here (this starts one for the next call)
         from rmtui.engine.retrieval.retrieve import retrieve
 
@@ -115,6 +119,18 @@ def _retrieve(args) -> Result:
         sys.stderr.write(f"rmtui: warning: {printable(str(w))}\n")
     sys.stderr.flush()
     return Result(data, text)
+
+
+def _record_for_thin_client(root_path, digest: str, cfg) -> None:
+    """The service answered: these settings (validated, nothing left to migrate, no sync) may
+    be served by the thin client next time (docs/architecture.md, "Retrieval")."""
+    from rmtui.engine.retrieval.modelhost.client_settings import record_settings
+    from rmtui.engine.retrieval.modelhost.service_state import resolve_model_path
+
+    if cfg.notices or cfg.get("sync.enabled"):
+        return
+    model = resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path"))
+    record_settings(root_path, digest, model, cfg.get("embedding.reranker_path"))
 
 
 def _config_or_none(args):

@@ -9,7 +9,6 @@ repository; in one folder the profile file wins), then ``RIGHTMEMORY_ROOT``, the
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -30,8 +29,8 @@ from rmtui.engine.memory.config import (
     migrate_config,
 )
 from rmtui.engine.memory.config_schema import DEFAULT_TEXT, LOCAL_DEFAULT_TEXT
+from rmtui.engine.memory.root_lookup import PROFILE_FILE, default_root, find_root_path, is_work_tree  # noqa: F401  (re-exported)
 
-PROFILE_FILE = ".rightmemory-profile"
 PROFILES_TOML = "profiles.toml"
 RUNTIME_DIR = ".runtime"
 PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -81,10 +80,6 @@ PURSUITS_TEMPLATE = """\
 ## Focus
 
 """
-
-
-def default_root() -> Path:
-    return Path(os.path.expanduser("~")) / ".rightmemory"
 
 
 @dataclass
@@ -198,55 +193,10 @@ def remove_profile(name: str) -> dict:
     return removed
 
 
-def is_work_tree(folder: Path) -> bool:
-    """Whether ``folder`` is a memory root's own work tree: a Git repository (``.git`` a folder,
-    so the supervisor's linked worktrees under ``.runtime/worktrees/`` do not count and the
-    search goes on up to the root that holds them) with a ``MEMORY.md`` and the root's
-    allow-list ``.gitignore`` (``*``, then ``!MEMORY.md``), which both tools write: a code
-    project that happens to keep a MEMORY.md is not a memory root."""
-    if not ((folder / ".git").is_dir() and (folder / "MEMORY.md").is_file() and (folder / ".gitignore").is_file()):
-        return False  # (a regular file: a FIFO there would block the read below)
-    try:
-        with open(folder / ".gitignore", encoding="utf-8", errors="replace") as f:
-            lines = {line.strip() for line in f.read(65536).splitlines()}
-    except OSError:
-        return False
-    return "*" in lines and "!MEMORY.md" in lines
-
-
-def _nearest(start: Path) -> tuple[str, Path] | None:
-    """The nearest ``.rightmemory-profile`` file or root work tree upward from ``start``."""
-    cur = start.resolve()
-    for candidate in (cur, *cur.parents):
-        f = candidate / PROFILE_FILE
-        if f.is_file():
-            return "profile", f
-        if is_work_tree(candidate):
-            return "work tree", candidate
-    return None
-
-
 def resolve_root_path(root: str | None = None, profile: str | None = None,
                       cwd: Path | None = None) -> tuple[Path, str]:
     """Return the root path and how it was found (for ``status``)."""
-    if root:
-        return Path(root).expanduser(), "--root"
-    if profile:
-        return Path(get_profile(profile)["root"]), f"--profile {profile}"
-    try:
-        found = _nearest(cwd or Path.cwd())
-    except OSError:  # the working directory was removed: nothing to find upward
-        found = None
-    if found is not None and found[0] == "profile":
-        pf = found[1]
-        name = pf.read_text(encoding="utf-8", errors="replace").strip()
-        return Path(get_profile(name)["root"]), f"{pf} ({name})"
-    if found is not None:
-        return found[1], "work tree"
-    env = os.environ.get("RIGHTMEMORY_ROOT")
-    if env:
-        return Path(env).expanduser(), "RIGHTMEMORY_ROOT"
-    return default_root(), "default"
+    return find_root_path(root, profile, cwd, lambda name: Path(get_profile(name)["root"]))
 
 
 def resolve_root(root: str | None = None, profile: str | None = None, cwd: Path | None = None) -> MemoryRoot:

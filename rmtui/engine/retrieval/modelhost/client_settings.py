@@ -1,0 +1,61 @@
+"""What the thin retrieve client may rely on without parsing the configuration itself.
+
+A full CLI retrieve that the local warm service answered records here, beside the root's
+other runtime files, a digest of the exact bytes of both configuration files (as the loader
+validated them, with nothing left to migrate) and the model folders it resolved. The thin
+client (``rmtui.thin_client``) reads both files' bytes, and only when the digest still
+matches does it hand the retrieval to the same service; any edit of either file, a changed
+home folder or a missing record sends it down the full path, which validates, migrates and
+records again. The same idea as the loader's own cache keyed by the files' bytes: reading
+bytes costs microseconds and never misses a rewrite, unlike timestamps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+RECORD = Path(".runtime") / "cache" / "warm-client.json"
+#: The two configuration files, in the loader's order (``rightmemory.toml``, ``rmtui.toml``).
+CONFIG_FILES = ("rightmemory.toml", "rmtui.toml")
+
+
+def settings_digest(root: Path) -> str:
+    """Digest of what the settings depend on: both files' bytes (absent is not empty) and the
+    home folder (a ``~`` in a model path)."""
+    h = hashlib.sha256(os.path.expanduser("~").encode("utf-8", "surrogateescape") + b"\0")
+    for name in CONFIG_FILES:
+        try:
+            raw = (root / name).read_bytes()
+        except FileNotFoundError:
+            h.update(b"absent\0")
+            continue
+        h.update(b"%d\0" % len(raw) + raw)
+    return h.hexdigest()
+
+
+def read_settings(root: Path, digest: str) -> dict | None:
+    """The recorded settings when they were recorded for exactly ``digest``; else None."""
+    try:
+        rec = json.loads((root / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ok = (isinstance(rec, dict) and rec.get("version") == 1 and rec.get("digest") == digest
+          and isinstance(rec.get("model"), str) and isinstance(rec.get("reranker"), (str, type(None))))
+    return rec if ok else None
+
+
+def record_settings(root: Path, digest: str, model: Path, reranker: str | None) -> None:
+    """Record (when it changed) that ``digest``'s settings delegate to the service of ``model``."""
+    rec = {"version": 1, "digest": digest, "model": str(model), "reranker": reranker}
+    if read_settings(root, digest) == rec:
+        return
+    from rmtui.engine.fsutil import atomic_write_text  # here: the thin client only reads
+
+    try:
+        (root / RECORD).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(root / RECORD, json.dumps(rec))
+    except OSError:
+        pass  # a read-only runtime folder: the thin client then always takes the full path

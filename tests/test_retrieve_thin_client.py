@@ -1,0 +1,120 @@
+"""The thin client of a warm retrieve answers exactly what the full CLI path answers, and hands
+every call it cannot vouch for to the full path (docs/architecture.md, "Retrieval")."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from rmtui.engine.memory.config import set_config_value
+from rmtui.engine.memory.roots import init_root
+from rmtui.engine.retrieval.modelhost.client_settings import RECORD
+from rmtui.engine.retrieval.modelhost.embed_client import stop_local_service
+from rmtui.thin_client import _Fallback, _parse
+from tests.retrieve_kit import write_small_root
+
+THIN = "rmtui: trace: thin client answered"
+
+
+def _cli(env: dict, *args: str, thin: bool = True) -> subprocess.CompletedProcess:
+    env = {**env, "RMTUI_CLIENT_TRACE": "1", "RMTUI_THIN_CLIENT": "1" if thin else "0"}
+    return subprocess.run([sys.executable, "-m", "rmtui", "--headless", *args], capture_output=True,
+                          text=True, env=env, timeout=180)
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+    """Two copies of one root (same files, same history) and a warm service that answered a
+    full-path retrieve for each, so both hold the settings record. Shared by this module's
+    tests (one service start); the last tests edit root a."""
+    tmp_path = tmp_path_factory.mktemp("thin")
+    services = tmp_path / "services"
+    env = {**os.environ, "RMTUI_SERVICE_DIR": str(services)}
+    root = init_root(tmp_path / "a")
+    write_small_root(root)
+    set_config_value(root.path, "embedding.idle_timeout_seconds", 120)
+    set_config_value(root.path, "embedding.dense_budget_seconds", 120)
+    for session in ("warm-up-1", "warm-up-2"):  # the first starts the service, the second is delegated
+        p = _cli(env, "retrieve", "--root", str(root.path), "--session", session, "who owns billing", thin=False)
+        assert p.returncode == 0, p.stderr
+    assert (root.path / RECORD).is_file()
+    shutil.copytree(root.path, tmp_path / "b", symlinks=True)
+    yield env, root.path, tmp_path / "b"
+    for d in services.iterdir():
+        stop_local_service(d)
+
+
+def test_thin_and_full_paths_print_the_same_bytes(warm):
+    env, a, b = warm
+    steps = [("retrieve", "--session", "agent-7", "who owns billing"),
+             ("--json", "retrieve", "--session", "agent-7", "--top", "2", "who", "owns", "billing"),
+             ("retrieve", "--json", "--session", "agent-7", "--include-returned", "does anyone have a dog"),
+             ("retrieve", "--session", "agent-7", "--no-pending", "--include-returned", "who owns billing")]
+    for step in steps:
+        full = _cli(env, "--root", str(a), *step, thin=False)
+        thin = _cli(env, "--root", str(b), *step)
+        assert full.returncode == thin.returncode == 0, (full.stderr, thin.stderr)
+        assert THIN not in full.stderr and THIN in thin.stderr, thin.stderr
+        assert thin.stdout == full.stdout and thin.stdout.strip()
+        if "--json" in step:  # (the second asks again in the same session: nothing new to deliver)
+            assert json.loads(thin.stdout)["via"] == "local-service"
+        if "dog" in step[-1]:
+            assert json.loads(thin.stdout)["results"][0]["id"] == "carol-dog"
+
+
+def test_a_refusal_by_the_service_is_printed_by_the_full_path(warm):
+    env, a, _ = warm
+    full = _cli(env, "retrieve", "--root", str(a), "--session", "s1", " ", thin=False)
+    thin = _cli(env, "retrieve", "--root", str(a), "--session", "s1", " ")
+    assert full.returncode == thin.returncode == 2 and "need must not be empty" in thin.stderr
+    assert thin.stdout == full.stdout and "full path (the service did not answer" in thin.stderr
+
+
+def test_what_the_thin_client_cannot_vouch_for_takes_the_full_path(warm):
+    env, a, _ = warm
+    # an unusual spelling of an option: the full parser's business
+    p = _cli(env, "retrieve", "--root", str(a), "--session=s1", "who owns billing")
+    assert p.returncode == 0 and THIN not in p.stderr and "bob-role" in p.stdout
+    # an edited configuration: validated again by the full path, recorded, then thin again
+    set_config_value(a, "retrieve.top_k", 2)
+    p = _cli(env, "retrieve", "--json", "--root", str(a), "--session", "s2", "who owns billing")
+    assert p.returncode == 0 and "full path (settings not recorded" in p.stderr
+    p = _cli(env, "retrieve", "--json", "--root", str(a), "--session", "s3", "who owns billing")
+    assert p.returncode == 0 and THIN in p.stderr and len(json.loads(p.stdout)["results"]) == 2
+    # a broken configuration is never served: the full path refuses it, as it always did
+    (a / "rmtui.toml").write_text("[retrieve\n")
+    p = _cli(env, "retrieve", "--json", "--root", str(a), "--session", "s4", "who owns billing")
+    assert p.returncode == 2 and THIN not in p.stderr and "malformed TOML" in p.stderr
+    assert json.loads(p.stdout)["error"] == "bad_input"
+
+
+@pytest.mark.parametrize("argv", [
+    ["retrieve", "--session", "s", "q"],                          # not headless: the full path says so
+    ["--headless", "retrieve", "q"],                              # no session: a usage error
+    ["--headless", "retrieve", "--sess", "s", "q"],               # an abbreviation argparse accepts
+    ["--headless", "retrieve", "--session", "s", "--top", "-1", "q"],
+    ["--headless", "retrieve", "--session", "s", "--top", "x", "q"],
+    ["--headless", "retrieve", "--session", "s", "--session", "t", "q"],
+    ["--headless", "retrieve", "a", "--json", "b", "--session", "s"],  # argparse refuses the second run of words
+    ["--headless", "--session", "s", "retrieve", "q"],            # --session before the command
+    ["--headless", "retrieve", "--session", "s", "--profile", "p", "q"],
+    ["--headless", "retrieve", "--session", "s", "-h"],
+    ["--headless", "retrieve", "--session", "s", "q\udcff"],      # undecodable bytes in argv
+    ["--headless", "status"],
+])
+def test_argv_the_thin_client_does_not_read(argv):
+    with pytest.raises(_Fallback):
+        _parse(argv)
+
+
+def test_argv_the_thin_client_reads():
+    opts = _parse(["--json", "--headless", "--root", "/r", "retrieve", "--session", "s", "--top", "3",
+                   "--no-pending", "who", "owns", "billing", "--include-returned"])
+    assert opts == {"json": True, "root": "/r", "session": "s", "top": 3, "include_returned": True,
+                    "include_pending": False, "need": "who owns billing"}
+    assert _parse(["--headless", "retrieve", "--session", "s", "x"])["need"] == "x"
