@@ -161,9 +161,10 @@ def check_path_shape(path: str, commit: str | None, allowed: Callable[[str], boo
             or any(ord(ch) < 0x20 or ord(ch) == 0x7F or 0xDC80 <= ord(ch) <= 0xDCFF for ch in path)):
         raise AdmissionRefused("path", f"{path!r} is not a plain relative path of UTF-8 names", commit=commit,
                                path=path)
-    if any(is_git_name(p) or (p.casefold().startswith(".git") and not (p == ".gitignore" and (allowed(path) or VIEW_GITIGNORE_RE.fullmatch(path))))
-           for p in parts):
-        raise AdmissionRefused("git-path", f"{path!r} touches a .git* path", commit=commit, path=path)
+    for p in parts:
+        ignore_file = p == ".gitignore" and (allowed(path) or VIEW_GITIGNORE_RE.fullmatch(path))
+        if is_git_name(p) or (p.casefold().startswith(".git") and not ignore_file):
+            raise AdmissionRefused("git-path", f"{path!r} touches a .git* path", commit=commit, path=path)
 
 
 def _check_mode(change: Change, commit: str) -> None:
