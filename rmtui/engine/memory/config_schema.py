@@ -392,6 +392,10 @@ def _original_rules(data: dict[str, Any], label: str) -> None:
     """The original's rules that span keys (docs/formats.md, "Configuration")."""
     for role in ORIGINAL_ROLES:
         model = (data.get(role) or {}).get("model")
+        if model is not None and (data.get(role) or {}).get("agent_cli") is not None:
+            # the original refuses the pair when it loads the file, not when the role runs
+            raise UsageError(f"{label}: [{role}.model] and [{role}.agent_cli] are both set; keep one",
+                             details={"key": f"{role}.agent_cli"})
         if model is None:
             continue
         if "model_id" not in model:
