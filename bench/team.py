@@ -177,7 +177,7 @@ def worker(args) -> None:
             host_turn(root, events, force=False, die_p=args.die_p, rng=rng)
         except EngineError as exc:  # offline, a lost race, a conflict: the next turn tries again
             log(events, kind="error", message=exc.message[:300], code=exc.exit_code)
-        except Exception:  # a defect: reported as a traceback, the machine goes on
+        except Exception:  # noqa: BLE001 - a defect: reported as a traceback, the machine goes on
             log(events, kind="traceback", what="host turn", stderr=traceback.format_exc()[-2000:])
     log(events, kind="done")
 
@@ -281,7 +281,7 @@ def run(args) -> int:
                 stuck.pop(root.path.name, None)
             except EngineError as exc:
                 stuck[root.path.name] = exc.message[:200]
-            except Exception:
+            except Exception:  # noqa: BLE001 - a defect is shown beside the machine it stopped
                 stuck[root.path.name] = traceback.format_exc()[-300:]
         landed = landed_uids(bare)
         if set(acked) <= set(landed):

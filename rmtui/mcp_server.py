@@ -12,7 +12,7 @@ import threading
 from typing import Annotated
 
 from mcp.types import CallToolResult, TextContent
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from rmtui.engine.display import printable
 from rmtui.engine.errors import EngineError, UsageError
@@ -158,7 +158,7 @@ def _index_quietly(root: MemoryRoot, backend) -> None:
 
     try:
         index_root(root, backend)
-    except Exception as exc:  # indexing is an optimisation; retrieval works (lexically) without it
+    except Exception as exc:  # noqa: BLE001 - indexing is an optimisation; retrieval works (lexically) without it
         sys.stderr.write(f"rmtui mcp: background indexing stopped: {printable(str(exc))}\n")
 
 
@@ -256,7 +256,6 @@ def _lone_surrogate_at(value, path: str = "") -> str | None:
 def parse_line(raw: bytes):
     """One stdin line as an SDK message; :class:`_Refused` names the JSON-RPC error."""
     import mcp_types as types
-    from pydantic import ValidationError
 
     try:
         text = raw.decode("utf-8")
@@ -291,7 +290,7 @@ def _encode(message) -> bytes:
     """A message as one wire line: UTF-8 JSON, ASCII-escaped when it holds lone surrogates."""
     try:
         text = message.model_dump_json(by_alias=True, exclude_unset=True)
-    except Exception:
+    except Exception:  # noqa: BLE001 - pydantic refuses lone surrogates variously; plain JSON always works
         text = json.dumps(message.model_dump(by_alias=True, exclude_unset=True, mode="python"),
                           ensure_ascii=True, default=str)
     try:
@@ -385,7 +384,7 @@ async def hardened_stdio(stdin=None, stdout=None):
                 message = session_message.message
                 try:
                     data = _encode(message)
-                except Exception as exc:  # never lose the answer: say why it could not be sent
+                except Exception as exc:  # noqa: BLE001 - never lose the answer: say why it could not be sent
                     rid = getattr(message, "id", None)
                     if rid is None or not hasattr(message, "result") and not hasattr(message, "error"):
                         continue

@@ -409,9 +409,9 @@ def check_sync_state(data: dict) -> list[str]:
     """The original's state file: last_status with last_message and last_files; the failure keys
     all four after a failure, none after a success."""
     out = []
-    if "last_status" in data:
-        if not isinstance(data.get("last_message"), str) or not isinstance(data.get("last_files"), list):
-            out.append("sync state: last_status without last_message / last_files")
+    if "last_status" in data and not (isinstance(data.get("last_message"), str)
+                                      and isinstance(data.get("last_files"), list)):
+        out.append("sync state: last_status without last_message / last_files")
     for old in ("last_status_message", "last_status_files"):
         if old in data:
             out.append(f"sync state: {old} is not a key of the original (last_message / last_files)")

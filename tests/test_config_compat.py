@@ -169,7 +169,7 @@ USED = {"update.model", "update.async.target_batch_candidates", "update.async.ma
 
 def check_ignored(listed: list[str]) -> None:
     """``status`` lists what rmtui ignores: sorted, every foreign feature, nothing it uses."""
-    assert listed == sorted(listed) and IGNORED <= set(listed)
+    assert listed == sorted(listed) and set(listed) >= IGNORED
     assert not [key for key in listed for used in USED if key == used or key.startswith(used + ".")]
 
 

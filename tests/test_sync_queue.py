@@ -270,7 +270,7 @@ def test_three_machines_submit_and_reconcile_concurrently(tmp_path, upstream, pr
                 if i % 3 == 2:
                     GitQueue(root).publish_pending()
                     UpdateDriver(root, coordinator=GitQueue(root)).run_once()
-        except Exception as exc:  # reported below, with the machine
+        except Exception as exc:  # noqa: BLE001 - reported below, with the machine
             errors.append(f"{root.path.name}: {type(exc).__name__}: {exc}")
 
     threads = [threading.Thread(target=work, args=(i, r)) for i, r in enumerate(roots)]

@@ -60,7 +60,7 @@ def key_rows(app, screen: Screen, screen_name: str = "") -> list[KeyRow]:
             name = binding.action.split("(", 1)[0]
             try:
                 applies = bool(node.check_action(name, ()))
-            except Exception:  # a pane's check that needs state it has not loaded yet
+            except Exception:  # noqa: BLE001 - a pane's check that needs state it has not loaded yet
                 applies = False
             rows.append(KeyRow(section, shown, binding.description or name, binding.id, binding.action, node,
                                applies))

@@ -38,7 +38,7 @@ def read_graph(root: MemoryRoot) -> GraphState:
     report = validate_root(root.path)
     try:
         head = head_commit(root.path)
-    except Exception:  # an unborn or broken branch still shows the files
+    except Exception:  # noqa: BLE001 - an unborn or broken branch still shows the files
         head = None
     graph = report.graph
     domains: dict[str, dict] = {}

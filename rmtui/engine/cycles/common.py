@@ -214,7 +214,7 @@ def begin_planned(sup: Any, kind: str, role: str, plan: Callable[[Any], Any], *,
     op = begin_operation(sup, kind, role, lease=lease)
     try:
         return op, plan(op)
-    except Exception as exc:
+    except Exception as exc:  # any failure closes the operation, then goes on to the caller
         failed_outcome(sup, op, exc)
         raise
 

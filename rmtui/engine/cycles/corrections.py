@@ -229,10 +229,9 @@ def _converse(root: MemoryRoot, op: Any, executor: Any, cfg: Any, rnd: Round) ->
                             correcting=rnd.receipt.operation_id) as session:
         text = session.send(rnd.prompt(op.worktree))
         result = parse_result(text)
-        if result is None or result["status"] != "needs_input":
-            if session.dirty():
-                text = session.remind_uncommitted()
-                result = parse_result(text) or result
+        if (result is None or result["status"] != "needs_input") and session.dirty():
+            text = session.remind_uncommitted()
+            result = parse_result(text) or result
         if result is None:  # one bounded reminder of the result's shape
             text = session.send("End with exactly one JSON object and nothing after it: " + RESULT_SHAPE)
             result = parse_result(text)

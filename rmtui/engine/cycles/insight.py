@@ -234,7 +234,7 @@ def _run(root: MemoryRoot, cfg: Any, executor: Any, claim: dict[str, Any], now: 
                 session.remind_uncommitted()
                 summary = session.last
             return land_insight(sup, op, plan, summary)
-        except Exception as exc:  # a refusal or a defect must not leave the operation running
+        except Exception as exc:  # noqa: BLE001 - a refusal or a defect must not leave the operation running
             return common.failed_outcome(sup, op, exc)
 
 

@@ -319,7 +319,7 @@ def _run(root: MemoryRoot, status: dict[str, Any], executor: Any) -> dict[str, A
         try:
             summary = _converse(root, op, executor, cfg, status, plan)
             return land_prune(sup, op, plan, summary)
-        except Exception as exc:  # a refusal or a defect must not leave the operation running
+        except Exception as exc:  # noqa: BLE001 - a refusal or a defect must not leave the operation running
             return common.failed_outcome(sup, op, exc)
 
 

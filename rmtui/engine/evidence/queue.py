@@ -54,7 +54,7 @@ class Evidence:
 
     @classmethod
     def from_row(cls, row) -> Evidence:
-        return cls(**{k: row[k] for k in row.keys()})
+        return cls(**{k: row[k] for k in row})
 
     @property
     def first_line(self) -> str:

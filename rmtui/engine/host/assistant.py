@@ -177,7 +177,7 @@ def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
             lease["queue_lease"] = shared.record()
         try:
             op = sup.begin(KIND, "update", batch_id=batch.id, candidate_uids=batch.uids, lease=lease, effects=EFFECTS)
-        except Exception:
+        except Exception:  # any failure to begin releases the claims, then goes on to the caller
             release_orphaned_claims(sup)
             raise
         if shared is not None:

@@ -477,10 +477,10 @@ class _Parser:
                     in_focus = level == 2 and heading.id is None and heading.title.casefold() == "focus"
                     if in_focus and name == PURSUIT_ROOT_FILE and self.graph.focus_line is None:
                         self.graph.focus_line = lineno
-                if heading.heading_kind in TYPED_KINDS and heading.id:
-                    if not (heading.heading_kind == "F#" and domain == "pursuit"
-                            and heading.id.casefold() == "rules"):
-                        backing_headings.append(heading)
+                reserved = (heading.heading_kind == "F#" and domain == "pursuit"
+                            and (heading.id or "").casefold() == "rules")  # {F#rules} in Pursuit: no backing
+                if heading.heading_kind in TYPED_KINDS and heading.id and not reserved:
+                    backing_headings.append(heading)
                 continue
 
             if domain == "pursuit":

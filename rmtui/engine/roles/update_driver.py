@@ -55,7 +55,7 @@ class BatchRecord:
 
     @classmethod
     def from_row(cls, row) -> BatchRecord:
-        d = {k: row[k] for k in row.keys()}
+        d = {k: row[k] for k in row}
         d["uids"] = json.loads(d["uids"])
         d["sessions"] = json.loads(d["sessions"])
         d["receipt"] = json.loads(d["receipt"]) if d["receipt"] else None
@@ -227,7 +227,7 @@ class UpdateDriver:
                     receipt = sup.finish(op, summary=summary)
                 except EngineError as exc:
                     return self._failed(sup, batches, cfg, record.batch_id, op, attempts, exc)
-                except Exception as exc:  # a defect must not strand the batch in 'running'
+                except Exception as exc:  # noqa: BLE001 - a defect must not strand the batch in 'running'
                     wrapped = OperationFailed(f"{type(exc).__name__}: {exc}")
                     return self._failed(sup, batches, cfg, record.batch_id, op, attempts, wrapped)
                 batches.update(record.batch_id, state=receipt.phase, last_error=None, receipt=receipt.to_json())

@@ -473,7 +473,7 @@ def list_views(root: MemoryRoot) -> list[dict]:
                 try:
                     info = validate_package(built, vid)
                     entry.update(built=True, version=info.digest, items=info.items)
-                except Exception as exc:  # a damaged build is reported, not fatal to the listing
+                except Exception as exc:  # noqa: BLE001 - a damaged build is reported, not fatal to the listing
                     entry.update(built=False, build_error=str(exc))
             else:
                 entry["built"] = False

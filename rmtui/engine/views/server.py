@@ -120,7 +120,7 @@ def make_app(root: MemoryRoot, limits: Limits = Limits()):
 
         try:
             data, digest = await run_in_threadpool(load)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure to read the package is a 503, not a 500
             return failure(503, "unavailable", f"the package of {vid} cannot be served: {exc}")
         return Response(data, media_type="application/zip",
                         headers={"X-RightMemory-Package-Version": digest, "Cache-Control": "no-store"})

@@ -120,7 +120,7 @@ def _land(sup: Supervisor, op: Operation, message: str) -> Receipt:
                     f"{head[:10]}); nothing was landed. Abort and begin again, or rebase the worktree onto "
                     "the new head", details={"captured_head": op.base_commit, "head": head})
             return sup.finish(op, summary=message, message=message)
-        except Exception:
+        except Exception:  # re-raised below, after the cleanup
             # a refused landing leaves the edits as they were (uncommitted), so fixing the
             # worktree and landing again is enough; the refused commit must not linger
             if auto_committed is not None and sup.store.get(op.id).phase == "running":

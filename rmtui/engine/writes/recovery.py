@@ -87,7 +87,7 @@ def recover(sup: Supervisor) -> dict:
                         sup.write_receipt(op)
                     sup.run_effects(op)
                 done["effects"].append(op.id)
-        except Exception as exc:  # one stuck operation must not stop the others' recovery
+        except Exception as exc:  # noqa: BLE001 - one stuck operation must not stop the others' recovery
             done["errors"].append(f"{op.id}: {exc}")
     try:
         with sup.exclusive():
@@ -99,11 +99,11 @@ def recover(sup: Supervisor) -> dict:
                     sup.publisher.check_in_step(ref, head)
                 except BranchMoved as exc:
                     done["errors"].append(exc.message)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - one step failing must not stop the rest of recovery
         done["errors"].append(f"cleaning leftovers: {exc}")
     try:
         done["cleaned"] += dead_syncs(sup.root, sup.publisher.git_dir)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - one step failing must not stop the rest of recovery
         done["errors"].append(f"cleaning what a killed sync left: {exc}")
     done["repaired"] = [*sup.repaired, *done["repaired"]]
     return done

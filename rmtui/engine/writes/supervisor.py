@@ -118,7 +118,7 @@ class Supervisor:
         crashpoint("after-running")
         try:
             worktrees.create(self.root, op_id, base)
-        except Exception as exc:
+        except Exception as exc:  # whatever stopped it, the operation is closed, then the error goes on
             self._final(op, "failed", f"could not create the worktree: {exc}")
             raise
         crashpoint("after-worktree")
@@ -398,7 +398,7 @@ class Supervisor:
                 continue
             try:
                 fn(self, op)
-            except Exception as exc:  # an effect failing must not undo publication
+            except Exception as exc:  # noqa: BLE001 - an effect failing must not undo publication
                 eff.state, eff.error = "failed", str(exc)
                 op.warnings.append(f"effect {eff.name} failed: {exc}")
             else:

@@ -59,7 +59,7 @@ class InsightScreen(LiveScreen):
 
         try:
             text = gauge_text(insight_status(workbench(self).root))
-        except Exception as exc:  # the gauge only informs; the logs stay usable without it
+        except Exception as exc:  # noqa: BLE001 - the gauge only informs; the logs stay usable without it
             text = f"Insight points: unavailable ({exc})"
         if not get_current_worker().is_cancelled:
             self.app.call_from_thread(self.query_one("#insight-gauge", Static).update, text)

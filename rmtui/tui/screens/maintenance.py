@@ -19,7 +19,7 @@ from textual.widgets import Footer, Header, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from rmtui.engine.errors import EngineError
+from rmtui.engine.errors import EngineError, UsageError
 from rmtui.engine.host import watch
 from rmtui.tui import readers
 from rmtui.tui.messages import EngineDone, EngineFailed, MaintenanceLoaded
@@ -260,7 +260,6 @@ class MaintenanceScreen(LiveScreen):
     def open_in_editor(self, rel: str, *, create: bool = False) -> None:
         if self.status is None:
             return
-        from rmtui.engine.errors import UsageError
         from rmtui.engine.fsutil import resolve_inside
 
         worktree = Path(self.status["worktree"])

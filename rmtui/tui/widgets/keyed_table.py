@@ -24,7 +24,7 @@ class KeyedTable(DataTable):
             return None
         try:
             return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        except Exception:
+        except Exception:  # noqa: BLE001 - an empty or refreshing table has no cell under the cursor
             return None
 
     @property

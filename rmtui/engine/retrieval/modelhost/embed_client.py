@@ -26,6 +26,7 @@ from rmtui.engine.locks import file_lock, try_lock
 from rmtui.engine.retrieval.modelhost.service_http import MAX_RESPONSE_BYTES, JsonHttpClient, ServiceError  # noqa: F401  (re-exported)
 from rmtui.engine.retrieval.modelhost.service_state import (
     RETRIEVE_ROUTE,
+    TOKENS_ROUTE,
     ModelInfo,
     read_state,
     resolve_model_path,
@@ -107,7 +108,6 @@ class ServiceClient:
 
         import numpy as np
 
-        from rmtui.engine.retrieval.modelhost.service_state import TOKENS_ROUTE
         from rmtui.engine.retrieval.tokens import dequantize
 
         if self._no_tokens:
@@ -305,7 +305,7 @@ def _launch(state_dir: Path, model_path: Path, reranker_path: str | None,
             "--token-env", TOKEN_ENV, "--backend", backend]
     if reranker_path:
         argv += ["--reranker-path", str(reranker_path)]
-    log = open(state_dir / "service.log", "ab")
+    log = open(state_dir / "service.log", "ab")  # noqa: SIM115 - closed below once the child holds it
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                 start_new_session=True, close_fds=True, cwd=str(state_dir))

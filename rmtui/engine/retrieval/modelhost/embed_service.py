@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rmtui.engine.errors import ConflictError, UsageError
+from rmtui.engine.errors import ConflictError, EngineError, UsageError
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import try_lock
 from rmtui.engine.retrieval.modelhost.embed_client import (  # noqa: F401  (re-exported: one import for both sides)
@@ -301,7 +301,6 @@ class EmbeddingServer:
     def _retrieve(self, body) -> dict:
         """Our own local warm service also runs whole retrievals, so a CLI call need not load
         numpy, the corpus or the vectors itself: same engine function, same locks and history."""
-        from rmtui.engine.errors import EngineError
         from rmtui.engine.memory.roots import open_root
         from rmtui.engine.retrieval.retrieve import retrieve
 
@@ -386,7 +385,7 @@ class _App:
                 close = exc.status in (408, 413)  # the rest of that body is not read
             except _Disconnected:
                 return
-            except Exception as exc:  # a model failure must still answer, never hang the client
+            except Exception as exc:  # noqa: BLE001 - a model failure must still answer, never hang the client
                 status, payload = 500, {"detail": f"model failure: {type(exc).__name__}: {exc}"[:500]}
         finally:
             if reserved:
