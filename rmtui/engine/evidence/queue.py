@@ -54,7 +54,7 @@ class Evidence:
 
     @classmethod
     def from_row(cls, row) -> Evidence:
-        return cls(**{k: row[k] for k in row})
+        return cls(**{k: row[k] for k in row.keys()})  # noqa: SIM118 - a sqlite3.Row iterates its values
 
     @property
     def first_line(self) -> str:

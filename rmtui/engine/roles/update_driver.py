@@ -55,7 +55,7 @@ class BatchRecord:
 
     @classmethod
     def from_row(cls, row) -> BatchRecord:
-        d = {k: row[k] for k in row}
+        d = {k: row[k] for k in row.keys()}  # noqa: SIM118 - a sqlite3.Row iterates its values
         d["uids"] = json.loads(d["uids"])
         d["sessions"] = json.loads(d["sessions"])
         d["receipt"] = json.loads(d["receipt"]) if d["receipt"] else None

@@ -104,7 +104,7 @@ def model_identity(path: Path, adapter: str) -> str:
         import importlib.metadata as md
 
         st_major = md.version("sentence-transformers").split(".")[0]
-    except Exception:  # noqa: BLE001 - pragma: no cover - metadata always present in an install
+    except Exception:  # noqa: BLE001 - metadata is always there in an install  # pragma: no cover
         st_major = ""
     key = f"{path.resolve()}\0{adapter}\0{st_major}"
     try:
