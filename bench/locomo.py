@@ -1,6 +1,10 @@
-"""LoCoMo evidence recall through rmtui's own retrieval (see /work/shared/bench/README.md).
+"""LoCoMo evidence recall through rmtui's own retrieval.
 
-For each conversation a memory root is built exactly as the bench README lays out
+Data: the LoCoMo conversations as ``conv-<n>.json`` files (each with ``conversation`` and
+``qa``), in the folder given by ``--data``; without it the bench looks in ``shared/bench/locomo``
+beside the checkout (where the team keeps its copy), so a fresh clone passes ``--data``.
+
+For each conversation a memory root is built in the reference layout
 (MEMORY.md with one F# heading per session, one node per turn in MEMORY_c<conv>-s<N>.md,
 PURSUITS.md with an empty Focus). Every category 1-4 question is then asked:
 
@@ -42,12 +46,12 @@ from rmtui.engine.retrieval.retrieve import cli_backend, params_from_config, ret
 
 DEFAULT_DATA = REPO.parent / "shared" / "bench" / "locomo"
 KS = (1, 5, 10)
-#: LoCoMo category numbers, as the bench README maps them; printed in this order.
+#: LoCoMo category numbers, as the LoCoMo data numbers them; printed in this order.
 CATEGORIES = {4: "single-hop", 1: "multi-hop", 2: "temporal", 3: "open-domain"}
 #: The ranking defaults were chosen on the other conversations; these were held out.
 HELD_OUT = ("conv-42", "conv-43")
 #: How a turn's speaker is written into memory. Real notes rarely start with a label, so the
-#: second stage is fitted and scored on every layout: the label first (the bench README's
+#: second stage is fitted and scored on every layout: the label first (the reference layout's
 #: layout), the speaker inside the sentence, the speaker last, and the speaker only in a
 #: heading over each run of turns.
 FORMATS = ("first", "inside", "last", "heading")
@@ -71,7 +75,7 @@ def conv_name(path: Path) -> str:
 
 
 def build_root(conv_file: Path, dest: Path, fmt: str = "first") -> MemoryRoot:
-    """The memory root of one conversation, as the bench README lays it out (``fmt``: where the
+    """The memory root of one conversation, in the reference layout (``fmt``: where the
     speaker goes, :data:`FORMATS`)."""
     data = json.loads(conv_file.read_text())
     conv = data.get("conversation", data)

@@ -1,6 +1,6 @@
 """MCP benchmark: `rightmemory_retrieve` through the official client over stdio, 10,000-node root.
 
-Prints, against the targets of issue 16:
+Prints, against its targets (the "Benchmarks" table of README.md):
 - start to first answer: a new MCP server process (vectors cached, model not loaded) from
   spawn until its first retrieve answers, the in-process model load included (<= 1.5 s), and
   which runtime loaded the model (ONNX Runtime or torch);

@@ -1,6 +1,6 @@
 """Retrieve speed on a 10,000-node root, through the real CLI (a new process per call).
 
-Prints, each against its target (issue 16) where it has one:
+Prints, each against its target (the "Benchmarks" table of README.md) where it has one:
 - first call on a cold machine: no embedding service running, no caches (corpus, BM25,
   vectors); the call starts the local warm service, answers within
   ``embedding.dense_budget_seconds`` and leaves a background indexer embedding the rest;

@@ -1,4 +1,5 @@
-"""A checker of the original RightMemory tool's tracked formats (COMPAT §1, §3, §4), written
+"""A checker of the original RightMemory tool's tracked formats (docs/formats.md, "Graph files",
+"Evidence queue", "Update records"), written
 from the facts independently of the engine, so a root rmtui wrote can be held against them.
 
 ``check_root(path)`` walks the whole history of a root and returns a list of violations:

@@ -1,4 +1,5 @@
-"""rightmemory.toml in the original's schema, rmtui.toml beside it (docs/architecture.md, "The memory root"; COMPAT.md section 2).
+"""rightmemory.toml in the original's schema, rmtui.toml beside it
+(docs/architecture.md, "The memory root"; docs/formats.md, "Configuration").
 
 rmtui loads every key RightMemory accepts (using those it has a feature for and saying which
 it ignores), refuses keys neither tool knows, writes only original keys into
@@ -26,7 +27,7 @@ from rmtui.engine.roles.executors import config as _executors  # noqa: F401  (ex
 from rmtui.engine.roles.executors.config import resolve_role_executor
 from tests.retrieve_kit import TOKEN, write_small_root
 
-# -- the original's key list (COMPAT.md section 2), written once ------------------------------------
+# -- the original's key list (docs/formats.md, "Configuration"), written once -----------------------------
 
 ROLE_TABLES = ("dreamer", "historian", "insight", "pruner", "retrieve", "reviewer", "shared-view-builder",
                "sync-reconciler", "update")
@@ -66,7 +67,7 @@ def only_original_keys(path) -> set[str]:
     return leaf_keys(tomlkit.parse(path.read_text(encoding="utf-8")).unwrap()) - ORIGINAL_KEYS
 
 
-# -- a root configured by hand for RightMemory, every section of COMPAT.md section 2 ------------------
+# -- a root configured by hand for RightMemory, every table of docs/formats.md, "Configuration" ---
 
 ORIGINAL_TOML = """\
 # written for RightMemory

@@ -113,7 +113,8 @@ def test_operations_restart_undo_redo_checkpoint(proot, cli):
     assert msg.startswith("pursuit: edit map\n\n- pursuit: create ship-the-cli\n")
     assert "- pursuit: edit body" not in msg  # undone and not redone
     assert "RightMemory-Pursuit-Editor: 1" in msg and f"RightMemory-Operation: {out['operation_id']}" in msg
-    # one trailer block in the original's order, signed over this exact parent and tree (COMPAT §8)
+    # one trailer block in the original's order, signed over this exact parent and tree
+    # (docs/formats.md, "Pursuit editor")
     block = msg.rstrip().rsplit("\n\n", 1)[1].splitlines()
     assert [line.split(": ")[0] for line in block] == [*pursuit.COMMIT_TRAILERS.values(), pursuit.SIGNATURE_TRAILER]
     _, values = pursuit.trailer_values(msg)

@@ -1,4 +1,4 @@
-"""The ONNX Runtime path of the embedding model (issue 16: a cheap restart of the warm service).
+"""The ONNX Runtime path of the embedding model (a cheap restart of the warm service).
 
 One export of the bundled MiniLM is made per test session, in a temporary cache, through
 the same helper process production uses; every test here points ``RMTUI_MODEL_CACHE`` at it.

@@ -1,4 +1,4 @@
-"""The embedding service under hostile or careless clients (issue 15, defect 4): binding
+"""The embedding service under hostile or careless clients: binding
 rules, IPv6, concurrency, slow clients, body size and cost limits, bad bodies."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Graph rules as the original RightMemory reads them (COMPAT.md §1, docs/architecture.md, "The memory root").
+"""Graph rules as the original RightMemory reads them (docs/formats.md, "Graph files";
+docs/architecture.md, "The memory root").
 
 Roots the original accepts validate here (possibly with warnings, which never fail a run);
 roots it rejects fail here; and nothing rmtui hands to roles or agents writes an anchor the

@@ -1,4 +1,4 @@
-"""Hostile bytes and values through the real CLI (issue 15, defects 6, 7 and 8): refused
+"""Hostile bytes and values through the real CLI: refused
 cleanly before any operation starts, content never passes for structure or terminal
 commands, and nothing is created outside memory roots."""
 

@@ -16,7 +16,7 @@ from compat_checker import check_root
 from rmtui.engine.memory.roots import MemoryRoot
 from tests.retrieve_kit import TOKEN
 
-# The original's rightmemory.toml schema (COMPAT §2), as data: every table and its keys.
+# The original's rightmemory.toml schema (docs/formats.md, "Configuration"), as data: every table and its keys.
 # A role table holds `model` xor `agent_cli`.
 MODEL_KEYS = {"model_id", "api_base", "api_key", "kwargs"}
 ROLE_TABLE = {"model": MODEL_KEYS, "agent_cli": {"provider", "model"}}

@@ -253,3 +253,13 @@ def test_an_update_refuses_while_the_original_holds_pending_evidence(root):
 
     with pytest.raises(UnavailableError):  # the original finished: rmtui goes on (to its missing model here)
         UpdateDriver(root).run_once()
+
+
+def test_a_role_with_both_executors_is_refused_when_the_file_loads(root):
+    from rmtui.engine.errors import UsageError
+    from rmtui.engine.memory.config import load_config
+
+    (root.path / "rightmemory.toml").write_text(
+        '[pruner.model]\nmodel_id = "openai:x"\n\n[pruner.agent_cli]\nprovider = "codex"\n', encoding="utf-8")
+    with pytest.raises(UsageError, match=r"\[pruner.model\] and \[pruner.agent_cli\] are both set"):
+        load_config(root.path)

@@ -1,4 +1,4 @@
-"""The MCP server over raw stdio bytes (issue 15, defect 5): every request with an id gets a
+"""The MCP server over raw stdio bytes: every request with an id gets a
 response, malformed input gets the JSON-RPC error the specification names, and the session
 keeps working afterwards."""
 

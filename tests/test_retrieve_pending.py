@@ -1,4 +1,4 @@
-"""Pending evidence in retrieval (issue 16, item 2): what was submitted but not yet reconciled
+"""Pending evidence in retrieval: what was submitted but not yet reconciled
 into memory is found by `retrieve`, shown apart from memory and marked as evidence, and
 leaves once an Update consumes it or a person rejects it."""
 

@@ -1,4 +1,4 @@
-"""Shared views (COMPAT §6) with real roots and real Git: a provider builds a version-2
+"""Shared views (docs/formats.md, "Shared views") with real roots and real Git: a provider builds a version-2
 package, publishes it to a Git share repository (a bare repository over ``file://``), a
 consumer connects, pulls, and retrieves the imported items beside its own memory.
 Refused packages (crafted in the share repository or served by a hostile HTTP provider)

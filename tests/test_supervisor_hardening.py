@@ -1,4 +1,4 @@
-"""Hardening of the write path (issue 15, defects 1-3): admission checks exactly what it publishes,
+"""Hardening of the write path: admission checks exactly what it publishes,
 a branch moved behind the supervisor's back is refused, a dead publisher never wedges the root,
 and configuration reaches the root only admitted."""
 

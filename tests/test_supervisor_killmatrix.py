@@ -1,4 +1,4 @@
-"""The kill matrix (issue 15): every writer kind is SIGKILLed — its whole process group, Git children
+"""The kill matrix: every writer kind is SIGKILLed — its whole process group, Git children
 included — at every phase boundary of an operation and inside the Git commands of publication; then
 `recover` runs, the writer's job is finished the way a person or host would finish it, and the root
 must be whole: no Git lock files, index and work tree equal to HEAD, a valid graph, every piece of

@@ -1,5 +1,5 @@
 """The vector cache in a long-lived process: the parsed file and the last row lookup are reused
-while the file is unchanged, and never once another writer replaced it (issue 16, warm latency)."""
+while the file is unchanged, and never once another writer replaced it (warm latency)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``shared-view …``: the front of shared views (engine: rmtui.engine.views, COMPAT §6).
+"""``shared-view …``: the front of shared views (engine: rmtui.engine.views, docs/formats.md, "Shared views").
 
 Provider: ``create VIEW --include ID…`` (or ``--question``), ``build VIEW``,
 ``publish VIEW [--git REPO_URL]``, ``token VIEW``, ``serve``. Consumer:

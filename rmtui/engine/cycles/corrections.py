@@ -1,4 +1,4 @@
-"""Corrections of a landing (COMPAT §7, §9): a person sends a landed Update back.
+"""Corrections of a landing (docs/formats.md, "Corrections"): a person sends a landed Update back.
 
 ``correct_landing(root, receipt, comment)`` finds the receipt of a landed Update (role
 ``update`` or ``update-correction``), opens a supervisor operation of kind ``correction`` at

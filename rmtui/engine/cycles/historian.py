@@ -1,4 +1,5 @@
-"""The Historian (COMPAT §7, DESIGN §10): read-only answers from history.
+"""The Historian: read-only answers from history (docs/formats.md, "Maintenance cycles";
+docs/architecture.md, "Sync, shared views, cycles").
 
 The ``historian`` role works over the live root with read and history tools only (the role
 table grants no write tool and it commits nothing): current Memory, ``prune:`` ledgers, and

@@ -1,4 +1,5 @@
-"""The Insight cycle (COMPAT §7, DESIGN §10): reflection once enough evidence has landed.
+"""The Insight cycle: reflection once enough evidence has landed (docs/formats.md,
+"Maintenance cycles"; docs/architecture.md, "Sync, shared views, cycles").
 
 Points come from the supervisor's ``insight_points`` effect (one per landed Memory-changing
 update transaction, :mod:`rmtui.engine.writes.triggers`). At ``insight.watch.trigger_points``

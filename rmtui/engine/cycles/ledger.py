@@ -1,4 +1,4 @@
-"""The prune ledger in a ``prune:`` commit body (COMPAT §7), read and written.
+"""The prune ledger in a ``prune:`` commit body (docs/formats.md, "Maintenance cycles"), read and written.
 
 Grammar: a line ``Removed`` or ``Revival grace`` (any case, colon optional) starts a section;
 any other ``Words:`` line (a trailer such as ``RightMemory-Operation:`` included) ends it.

@@ -1,4 +1,5 @@
-"""The Pruner cycle (COMPAT §7, DESIGN §10): expire stale active memory in generations.
+"""The Pruner cycle: expire stale active memory in generations (docs/formats.md,
+"Maintenance cycles"; docs/architecture.md, "Sync, shared views, cycles").
 
 Due after ``pruner.generation_commits`` commits touching ``MEMORY.md``/``MEMORY_*.md`` since
 the newest commit whose subject starts ``prune:`` (with none, after that many such commits;

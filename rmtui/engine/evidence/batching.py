@@ -30,7 +30,7 @@ class Batch:
 
 
 def batch_id(evidence: list[Evidence]) -> str:
-    """The original's batch id over the evidence's candidate records (COMPAT §3)."""
+    """The original's batch id over the evidence's candidate records (docs/formats.md, "Evidence queue")."""
     return records.batch_id(e.candidate() for e in evidence)
 
 

@@ -64,7 +64,7 @@ class Evidence:
         return ""
 
     def candidate(self) -> dict:
-        """This evidence as the original's candidate record (COMPAT §3)."""
+        """This evidence as the original's candidate record (docs/formats.md, "Evidence queue")."""
         return records.candidate(self.uid, self.session, self.display_id, self.text, self.submitted_at)
 
     def to_json(self, *, with_text: bool = False) -> dict:

@@ -1,4 +1,5 @@
-"""The original tool's tracked record shapes for evidence (COMPAT §3-4), byte for byte.
+"""The original tool's tracked record shapes for evidence (docs/formats.md, "Evidence queue";
+docs/formats.md, "Update records"), byte for byte.
 
 Evidence lives in rmtui's durable local store; these functions give each item the
 original's candidate record (``schema_version``, ``uid``, ``session_id``, per-session

@@ -1,7 +1,7 @@
 """Configuration of a root, in two files (docs/architecture.md, "The memory root").
 
 ``rightmemory.toml`` is shared with RightMemory and holds exactly the original's schema
-(COMPAT.md section 2): every key the original accepts is read, a key neither tool knows is
+(docs/formats.md, "Configuration"): every key the original accepts is read, a key neither tool knows is
 refused with the nearest known key, and rmtui never writes a key the original does not know.
 ``rmtui.toml`` beside it holds the settings only rmtui has (approval mode, model paths,
 ranking knobs, executor limits); the root's allow-list ``.gitignore`` leaves it untracked, so

@@ -1,7 +1,7 @@
 """The schemas of a root's two configuration files and their default texts, and the checking
 of a parsed file against its schema (docs/architecture.md, "The memory root").
 
-``rightmemory.toml`` holds exactly the original's schema (COMPAT.md section 2); ``rmtui.toml``
+``rightmemory.toml`` holds exactly the original's schema (docs/formats.md, "Configuration"); ``rmtui.toml``
 the settings only rmtui has. Every key is a :class:`Key` (types, default, rules); a key
 neither file knows is refused with the nearest known key.
 """
@@ -389,9 +389,13 @@ def check_value(dotted: str, spec: Key, value: Any, label: str = CONFIG_FILE) ->
 
 
 def _original_rules(data: dict[str, Any], label: str) -> None:
-    """The original's rules that span keys (COMPAT.md section 2)."""
+    """The original's rules that span keys (docs/formats.md, "Configuration")."""
     for role in ORIGINAL_ROLES:
         model = (data.get(role) or {}).get("model")
+        if model is not None and (data.get(role) or {}).get("agent_cli") is not None:
+            # the original refuses the pair when it loads the file, not when the role runs
+            raise UsageError(f"{label}: [{role}.model] and [{role}.agent_cli] are both set; keep one",
+                             details={"key": f"{role}.agent_cli"})
         if model is None:
             continue
         if "model_id" not in model:

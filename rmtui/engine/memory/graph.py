@@ -773,7 +773,7 @@ def load_graph(root: Path | str) -> Graph:
 
 
 def load_mf_graph(dist: Path | str) -> Graph:
-    """An imported shared view's ``dist/`` under the MF profile (COMPAT §1): MEMORY.md is the only
+    """An imported shared view's ``dist/`` under the MF profile (docs/formats.md, "Graph files"): MEMORY.md is the only
     root, no Pursuit and no Focus, and a nested ``MF#``/``MQ#`` heading is an error (a view
     never carries other views). The namespace (``MF#<view>``) is the importer's to apply."""
     parser = _Parser(Path(dist), MF_ROOT_FILES)

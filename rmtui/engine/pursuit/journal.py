@@ -138,7 +138,8 @@ def drop_journal(root: MemoryRoot) -> None:
 
 
 def session_hash(session: str) -> str:
-    """How the journal's ``owner`` and the commit's session trailer name a session (COMPAT §8)."""
+    """How the journal's ``owner`` and the commit's session trailer name a session
+    (docs/formats.md, "Pursuit editor")."""
     return sha(session.encode("utf-8"))
 
 
@@ -292,7 +293,9 @@ class Session:
     def revision(self) -> str:
         return revision_of(self.root, self.head, self.branch, self.view)
 
-    def check(self, expected: str | None, session: str | None) -> None:
+    def check(self, expected: str | None) -> None:
+        """Refuse (exit 3) when the head moved under the edits or ``expected`` is stale; whose
+        edits these are is checked by :func:`rmtui.engine.pursuit.sessions.check_owner`."""
         if self.conflicts:
             raise RevisionConflict(
                 f"memory changed under the pending Pursuit edits ({', '.join(self.conflicts[:5])}); checkpoint is "
@@ -301,14 +304,6 @@ class Session:
         if expected is not None and expected != self.revision:
             raise RevisionConflict("the Pursuit map changed since that revision; reload and try again",
                                    details={"revision": self.revision, "expected": expected})
-        owner = self.record.get("owner")
-        if session is not None and owner and owner != session_hash(session) and self.record["cursor"]:
-            from rmtui.engine.pursuit.sessions import describe, name_of  # sessions imports this module
-
-            name = name_of(self.root, owner)
-            drop = f"`pursuit discard --session {name}`" if name else "`pursuit discard`"
-            raise SessionConflict(f"{describe(self.root, owner)} has pending Pursuit edits; it must checkpoint them, "
-                                  f"or {drop} drops them", details={"owner": owner, "owner_session": name})
 
     def record_action(self, op: dict, before_view: dict[str, str], after_view: dict[str, str], *,
                       description: str, selected_id: str | None, session: str | None) -> None:

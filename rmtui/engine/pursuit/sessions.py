@@ -15,7 +15,7 @@ import json
 from rmtui.engine.errors import UsageError
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.memory.roots import MemoryRoot
-from rmtui.engine.pursuit.journal import check_session, editor_dir, session_hash
+from rmtui.engine.pursuit.journal import Session, SessionConflict, check_session, editor_dir, session_hash
 
 SESSIONS_FILE = "sessions.json"
 MAX_NAMES = 64  # the newest sessions kept; older ones read as their hash again
@@ -55,3 +55,14 @@ def describe(root: MemoryRoot, owner: str) -> str:
     """How a message names the owner: its typed session, else its hash."""
     name = name_of(root, owner)
     return f"session {name!r}" if name else f"a session rmtui has not seen (sha256 {owner[:12]})"
+
+
+def check_owner(s: Session, session: str | None) -> None:
+    """Refuse (exit 3) a session's change while another session's edits are pending, naming the
+    owner as the person typed it and the command that drops its edits."""
+    owner = s.record.get("owner")
+    if session is not None and owner and owner != session_hash(session) and s.record["cursor"]:
+        name = name_of(s.root, owner)
+        drop = f"`pursuit discard --session {name}`" if name else "`pursuit discard`"
+        raise SessionConflict(f"{describe(s.root, owner)} has pending Pursuit edits; it must checkpoint them, "
+                              f"or {drop} drops them", details={"owner": owner, "owner_session": name})

@@ -29,7 +29,7 @@ from rmtui.engine.pursuit.journal import (
     save_record,
     session_hash,
 )
-from rmtui.engine.pursuit.sessions import describe, name_of, remember
+from rmtui.engine.pursuit.sessions import check_owner, describe, name_of, remember
 from rmtui.engine.pursuit.trailers import sign_checkpoint
 
 WRITER = "pursuit-editor"
@@ -95,7 +95,8 @@ def apply(root: MemoryRoot, op: dict, *, expected_revision: str | None, session:
     session = check_session(session)
     with editor_lock(root):
         s = Session(root)
-        s.check(expected_revision, session)
+        s.check(expected_revision)
+        check_owner(s, session)
         before = dict(s.view)
         new, description, selected = apply_op(root, before, op)
         for name in set(before) | set(new):
@@ -124,7 +125,8 @@ def _step(root: MemoryRoot, direction: int, expected: str | None, session: str |
     session = check_session(session)
     with editor_lock(root):
         s = Session(root)
-        s.check(expected, session)
+        s.check(expected)
+        check_owner(s, session)
         action = s.step(direction)
         out = _state(s)
         out.update(changed=True, selected_id=action.get("selected_id"),
@@ -159,7 +161,8 @@ def checkpoint(root: MemoryRoot, *, expected_revision: str | None = None, sessio
     session = check_session(session)
     with editor_lock(root):
         s = Session(root)
-        s.check(expected_revision, session)
+        s.check(expected_revision)
+        check_owner(s, session)
         rec = s.record
         changed = {p: t for p, t in s.view.items() if s.head_files.get(p) != t}
         removed = [p for p in s.head_files if p not in s.view]

@@ -12,7 +12,7 @@ import json
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.pursuit.journal import root_key, signing_key
 
-#: the checkpoint's trailer block, in the original's order (COMPAT §8); the signature comes last
+#: the checkpoint's trailer block, in the original's order (docs/formats.md, "Pursuit editor"); the signature comes last
 COMMIT_TRAILERS = {"editor": "RightMemory-Pursuit-Editor", "operation": "RightMemory-Operation",
                    "session": "RightMemory-Pursuit-Session", "action": "RightMemory-Pursuit-Action",
                    "target": "RightMemory-Pursuit-Target", "id_remaps": "RightMemory-Pursuit-ID-Remaps"}

@@ -11,8 +11,8 @@ dropped when they outnumber the live ones.
 A long-lived process (the warm service, the MCP server) retrieves many times over the same
 file: the parsed file is kept per process while its signature (size, mtime, inode) holds, and
 so is the row lookup of the last key set asked for, so a warm call neither reads 15 MB nor
-searches 10,000 keys again (issue 16: warm retrieval latency). Shared arrays are read-only;
-writers build new ones.
+searches 10,000 keys again (warm retrieval latency; docs/architecture.md,
+"The warm local embedding service"). Shared arrays are read-only; writers build new ones.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Memory across machines: sync with the branch's Git upstream and the Git-backed evidence
-queue (COMPAT §3, §5).
+queue (docs/formats.md, "Evidence queue"; docs/formats.md, "Sync").
 
 Public face: :func:`pull`, :func:`push`, :func:`status`, :func:`maybe_pull` (the bounded
 check a reading agent makes), :class:`SyncResult`, and :func:`coordinator_for` (the shared

@@ -33,7 +33,7 @@ class RepairInfo:
 @dataclass
 class SyncOverview:
     enabled: bool
-    status: str  # COMPAT §5 statuses, "unknown" before the first sync, "error" when unreadable
+    status: str  # the statuses of docs/formats.md, "Sync", "unknown" before the first sync, "error" when unreadable
     message: str
     upstream: str | None = None  # "origin/main"
     head: str | None = None

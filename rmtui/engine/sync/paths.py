@@ -1,4 +1,4 @@
-"""The synchronized allow-list (COMPAT §5): the only paths that cross machines.
+"""The synchronized allow-list (docs/formats.md, "Sync"): the only paths that cross machines.
 
 Segment-wise globs (``*`` never crosses ``/``). Queue and record paths are synchronized but
 never repaired: a conflict there is refused, not handed to the sync-reconciler.

@@ -1,4 +1,4 @@
-"""Sync with the upstream: pull, push, status (COMPAT §5).
+"""Sync with the upstream: pull, push, status (docs/formats.md, "Sync").
 
 Pull: fetch; refuse any incoming path off the allow-list (and any symlink, executable or
 submodule); stage the incoming state in a candidate worktree (the exact upstream commit

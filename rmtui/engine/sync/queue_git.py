@@ -1,4 +1,4 @@
-"""The Git-backed evidence queue (COMPAT §3): several machines share one queue through the
+"""The Git-backed evidence queue (docs/formats.md, "Evidence queue"): several machines share one queue through the
 upstream, and a lease committed with compare-and-swap makes exactly one of them reconcile
 each batch.
 
@@ -526,7 +526,7 @@ class GitQueue:
         must name one candidate) or a uid prefix of 8-32 hex. A candidate in the live lease is
         refused; recoveries holding it are re-keyed (a new batch id over the
         rest, a ``RightMemory-Queue-Supersede`` trailer for each old one). The subject names
-        the uid; ``RightMemory-Queue-Cancel`` carries a one-off token (COMPAT §3)."""
+        the uid; ``RightMemory-Queue-Cancel`` carries a one-off token (docs/formats.md, "Evidence queue")."""
         out: dict = {}
         token = uuid.uuid4().hex
 

@@ -1,4 +1,4 @@
-"""Shared views (COMPAT §6): MF# file views and MQ# question views, provider and consumer sides.
+"""Shared views (docs/formats.md, "Shared views"): MF# file views and MQ# question views, provider and consumer sides.
 
 - :mod:`files`: ids, places, ``shared_views.toml``, credentials, tokens, pull state, the supervised write;
 - :mod:`package`: the version-2 package rules, safe unpacking, atomic promotion;

@@ -1,4 +1,4 @@
-"""The consumer's HTTP client of a shared view provider (COMPAT §6 routes), on ``http.client``.
+"""The consumer's HTTP client of a shared view provider (routes: docs/formats.md, "Shared views"), on ``http.client``.
 
 ``GET /api/views/<view>/package`` (the version-2 package as a zip), ``GET
 /api/share/questions/<view>/ready`` and ``POST /api/share/questions/<view>/ask``, each with

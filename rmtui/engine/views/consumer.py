@@ -1,4 +1,4 @@
-"""The consumer side of shared views (COMPAT §6): connect, pull, list, ask.
+"""The consumer side of shared views (docs/formats.md, "Shared views"): connect, pull, list, ask.
 
 ``connect`` records the connection in ``shared_views.toml`` and appends the local
 ``### <title> {MF#id}`` (or ``MQ#``) heading, with a body saying what the view is and where
@@ -25,6 +25,7 @@ from rmtui.engine.locks import file_lock, try_lock
 from rmtui.engine.memory.graph import load_graph
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.views import files
+from rmtui.engine.views.address import parse_join_url
 from rmtui.engine.views.package import (
     PackageRefused,
     candidate_beside,
@@ -45,7 +46,7 @@ REFRESH_BUDGET = 3.0
 @dataclass
 class PullResult:
     view_id: str
-    status: str  # pulled | stale | unavailable (COMPAT §6)
+    status: str  # pulled | stale | unavailable (docs/formats.md, "Shared views")
     reason: str | None = None
     version: str | None = None
     items: int | None = None
@@ -109,7 +110,7 @@ def connect_git(root: MemoryRoot, url: str, *, as_id: str | None = None, relatio
     """Connect a Git share (``<repo>#share=<id>[&branch=<b>]``): its file view, by its view id."""
     from rmtui.engine.views import gitshare
 
-    ref = gitshare.parse_join_url(url)
+    ref = parse_join_url(url)
     meta = gitshare.describe(root, ref)
     part = meta["file"]
     view_id = part["view_id"]

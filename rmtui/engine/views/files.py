@@ -1,4 +1,4 @@
-"""What shared views keep where (COMPAT §6): ids, paths, ``shared_views.toml``, credentials,
+"""What shared views keep where (docs/formats.md, "Shared views"): ids, paths, ``shared_views.toml``, credentials,
 provider tokens, pull state, and the one supervised write every tracked change goes through.
 
 Tracked (synchronised): ``shared_views.toml`` (the consumer's connections) and, on the
@@ -23,8 +23,8 @@ from pathlib import Path
 
 from rmtui.engine.errors import UsageError
 from rmtui.engine.fsutil import atomic_write_bytes, atomic_write_text
-from rmtui.engine.memory.graph import ID_RE
 from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.views.address import check_view_id, parse_join_url
 
 REGISTRY_FILE = "shared_views.toml"
 PROVIDER_DIR = "shared_views"
@@ -35,13 +35,6 @@ TARGET_KINDS = ("none", "http-file", "http-question", "revoked", "git-file")
 TARGET_KEYS = ("kind", "view_id", "base_url", "credential_id", "question_base_url", "question_credential_id",
                "git_url", "git_branch", "git_share_id", "version_id", "accepted_from_url")
 CONNECTION_KEYS = ("type", "ref", "relationship", "maintainer", "description", "accepted_from", "target")
-
-
-def check_view_id(value: object, what: str = "shared view id") -> str:
-    """A view (or connection) id: the graph's id grammar, and never ``.`` or ``..`` (it names folders)."""
-    if not isinstance(value, str) or not ID_RE.match(value) or value in (".", ".."):
-        raise UsageError(f"{what} {value!r} must match [A-Za-z0-9_.-]+ (and not be . or ..)")
-    return value
 
 
 def now_iso() -> str:
@@ -210,8 +203,6 @@ def _git_target(target: dict, where: str) -> None:
         url = target.get("accepted_from_url")
         if not url:
             raise UsageError(f"{REGISTRY_FILE}: {where}.target of kind git-file needs git_url and git_share_id")
-        from rmtui.engine.views.gitshare import parse_join_url
-
         ref = parse_join_url(url)
         target.setdefault("git_url", ref.repo_url)
         target.setdefault("git_share_id", ref.share_id)

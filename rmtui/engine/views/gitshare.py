@@ -1,4 +1,4 @@
-"""Git share transport (COMPAT §6; RightMemory's git share design): file views through a plain
+"""Git share transport (docs/formats.md, "Shared views"): file views through a plain
 Git repository, no server needed. Repository access is the privacy boundary.
 
 Layout of the share repository, one folder per share::
@@ -25,15 +25,15 @@ import os
 import shutil
 import subprocess
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from rmtui.engine.display import remote_text
 from rmtui.engine.errors import UnavailableError, UsageError
 from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.views import files
+from rmtui.engine.views.address import ShareRef, join_url, strip_fragment
 from rmtui.engine.views.package import PackageRefused, safe_name, walk_package, write_entries
 
 GIT_TIMEOUT = 60.0
@@ -49,45 +49,8 @@ class GitShareError(UnavailableError):
     """The share repository could not be reached or read (exit 4)."""
 
 
-@dataclass(frozen=True)
-class ShareRef:
-    repo_url: str
-    share_id: str
-    branch: str | None = None
-
-    @property
-    def url(self) -> str:
-        return join_url(self.repo_url, self.share_id, self.branch)
-
-
-def _strip_fragment(url: str) -> str:
-    p = urlsplit(url.strip())
-    return urlunsplit((p.scheme, p.netloc, p.path, p.query, ""))
-
-
-def parse_join_url(url: str) -> ShareRef:
-    """``<repo>#share=<id>[&branch=<b>]`` → its parts; a URL without ``share`` is refused."""
-    text = url.strip()
-    frag = parse_qs(urlsplit(text).fragment, keep_blank_values=False)
-    share = (frag.get("share") or [""])[0]
-    if not share:
-        raise UsageError(f"{url!r} is not a Git share URL: it needs #share=<share-id>")
-    branch: str | None = (frag.get("branch") or [""])[0] or None
-    repo = _strip_fragment(text)
-    if not repo:
-        raise UsageError(f"{url!r} names no repository")
-    if branch is not None and (branch.startswith("-") or ".." in branch or not branch.strip()):
-        raise UsageError(f"branch {branch!r} in {url!r} is not a branch name")
-    return ShareRef(repo, files.check_view_id(share, "share id"), branch.strip() if branch else None)
-
-
-def join_url(repo_url: str, share_id: str, branch: str | None = None) -> str:
-    frag = {"share": share_id} | ({"branch": branch} if branch else {})
-    return f"{_strip_fragment(repo_url)}#{urlencode(frag)}"
-
-
 def cache_path(root: MemoryRoot, repo_url: str, branch: str | None) -> Path:
-    key = f"{_strip_fragment(repo_url)}\0{(branch or '').strip()}"
+    key = f"{strip_fragment(repo_url)}\0{(branch or '').strip()}"
     return root.ensure_runtime() / "git_shares" / hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
 
@@ -119,7 +82,7 @@ def _clone(root: MemoryRoot, repo_url: str, branch: str | None, timeout: float) 
     tmp = path.with_name(f".{path.name}.clone-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
-    url = _strip_fragment(repo_url)
+    url = strip_fragment(repo_url)
     try:
         proc = _git(path.parent, "clone", "--quiet", *(["--branch", branch] if branch else []), "--", url, str(tmp),
                     timeout=timeout, check=False)

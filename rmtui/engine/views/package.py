@@ -1,4 +1,5 @@
-"""Shared view packages, version 2 (COMPAT §6): the exact checks, safe unpacking, atomic promotion.
+"""Shared view packages, version 2 (docs/formats.md, "Shared views"): the exact checks, safe
+unpacking, atomic promotion.
 
 A package is a folder holding exactly ``view.md``, ``recipe.toml``,
 ``rightmemory-shared-view.toml`` and a flat ``dist/`` with ``MEMORY.md``, ``manifest.toml``

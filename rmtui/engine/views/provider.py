@@ -1,4 +1,4 @@
-"""The provider side of shared views (COMPAT §6): define a view, build its version-2 package.
+"""The provider side of shared views (docs/formats.md, "Shared views"): define a view, build its version-2 package.
 
 A file view is ``shared_views/<view>/`` in the tracked root: ``view.md`` (what it is, for
 people) and ``recipe.toml`` (the approved headings, nodes and files, and ids to leave out).

@@ -1,4 +1,4 @@
-"""Answering a question view (COMPAT §6, MQ#): the provider's retrieve role answers against its
+"""Answering a question view (MQ#; docs/formats.md, "Shared views"): the provider's retrieve role answers against its
 private memory; the memory itself is never handed over, and nothing is written to memory.
 
 With a retrieve model configured (``[retrieve.model]`` or ``[retrieve.agent_cli]``) the

@@ -1,4 +1,4 @@
-"""The HTTP provider of shared views (COMPAT §6 routes), on Starlette served by uvicorn.
+"""The HTTP provider of shared views (routes: docs/formats.md, "Shared views"), on Starlette served by uvicorn.
 
 Routes, each behind a bearer token issued for that view (``shared-view token``; only its
 SHA-256 is kept):

@@ -86,7 +86,8 @@ def _update_record(sup: Supervisor, op: Operation) -> None:
 
 @effect("insight_points")
 def _insight_points(sup: Supervisor, op: Operation) -> None:
-    """A landed Memory-changing update transaction adds Insight's points once (COMPAT §7)."""
+    """A landed Memory-changing update transaction adds Insight's points once (docs/formats.md,
+    "Maintenance cycles")."""
     from rmtui.engine.writes import triggers
 
     if op.role not in triggers.POINT_ROLES or not op.landed_commit:

@@ -237,7 +237,8 @@ class Supervisor:
             return active
 
     def _with_update_record(self, tree: str, op: Operation) -> str:
-        """``tree`` plus ``update_records/<batch id>.json`` (COMPAT §4), built in a scratch index."""
+        """``tree`` plus ``update_records/<batch id>.json`` (docs/formats.md, "Update records"),
+        built in a scratch index."""
         from rmtui.engine.evidence.queue import EvidenceQueue
 
         with EvidenceQueue(self.root) as q:

@@ -1,4 +1,5 @@
-"""Trigger state of the pressure-triggered cycles (COMPAT §7): ``.runtime/<name>/trigger-state.json``.
+"""Trigger state of the pressure-triggered cycles (docs/formats.md, "Maintenance cycles"):
+``.runtime/<name>/trigger-state.json``.
 
 Each landed Memory-changing update transaction adds ``update_candidate_points`` once (the
 supervisor's ``insight_points`` effect calls :func:`add_points`; ``applied_operation_ids``

@@ -233,7 +233,7 @@ def start_local_service(model_path: Path, reranker_path: str | None, *, idle_tim
     """Launch the local service unless it runs or is starting; never waits for it (True: launched).
 
     A CLI call that finds no service calls this first, so that the service starts while the
-    CLI loads the corpus instead of after it (restart to first answer, issue 16).
+    CLI loads the corpus instead of after it (restart to first answer; `bench/retrieve_speed.py`).
     """
     state_dir = _prepare_dir(model_path, reranker_path)
     try:
@@ -379,7 +379,7 @@ def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int
 
 def _launch_early(root_path: Path, cfg, model: Path) -> None:
     """No warm service: start one now, so that it loads its model while this CLI call loads
-    the corpus, instead of after it (a restart then costs about one service start, issue 16).
+    the corpus, instead of after it (a restart then costs about one service start; `bench/retrieve_speed.py`).
 
     Only for a root whose vectors are cached already (a restart after the idle exit): a new or
     empty root may not need the model at all, and its first call starts the service as before.

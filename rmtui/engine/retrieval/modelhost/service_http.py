@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 from urllib.parse import urlsplit
 
 from rmtui.engine.display import remote_text
@@ -47,8 +48,6 @@ class JsonHttpClient:
         if self._conn is None:
             host, port = self._parts.hostname or "", self._parts.port
             if self._parts.scheme == "https":
-                import ssl  # here: a plain http call (the local warm service) never pays its import
-
                 context = ssl.create_default_context(cafile=self.cafile)
                 self._conn = http.client.HTTPSConnection(host, port, timeout=self.timeout, context=context)
             else:
@@ -80,14 +79,12 @@ class JsonHttpClient:
                 if resp.will_close:
                     self.close()
                 break
+            except ssl.SSLCertVerificationError as exc:
+                self.close()
+                raise ServiceError(f"embedding service at {self.url} has an untrusted certificate: "
+                                   f"{exc.verify_message}") from exc
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
-                if self._parts.scheme == "https":
-                    import ssl
-
-                    if isinstance(exc, ssl.SSLCertVerificationError):
-                        raise ServiceError(f"embedding service at {self.url} has an untrusted certificate: "
-                                           f"{exc.verify_message}") from exc
                 if attempt:
                     # a malformed answer's exception quotes the service's bytes (a bad status line)
                     raise ServiceError(f"embedding service at {self.url} is unavailable: {remote_text(exc)}") from exc
