@@ -35,7 +35,9 @@ SIZE = (120, 32)
 A_DEVICE = "4a1c0de5" + "9" * 24
 B_DEVICE = "b0b0cafe" + "1" * 24
 UIDS = ("0" * 31 + "1", "0" * 31 + "2")
-BATCH = "update-batch-" + "ab" * 32
+SUBMITTED = "2025-06-02T09:00:00+00:00"  # canonical UTC, as the original writes it (a pull refuses others)
+#: The batch id of the two candidates, by the original's formula (a lease naming another is not honoured)
+BATCH = records.batch_id([records.candidate(uid, "s1", i + 1, f"fact {i}\n", SUBMITTED) for i, uid in enumerate(UIDS)])
 
 
 def set_device(root, device: str) -> None:
@@ -47,7 +49,7 @@ def set_device(root, device: str) -> None:
 def queue_files() -> dict[str, str]:
     """Two candidates of machine a and a's lease on their batch, as the original writes them."""
     out = {f"update_queue/candidates/{uid}.json": records.record_bytes(
-        records.candidate(uid, "s1", i + 1, f"fact {i}\n", "2025-06-02T09:00:00Z")).decode()
+        records.candidate(uid, "s1", i + 1, f"fact {i}\n", SUBMITTED)).decode()
         for i, uid in enumerate(UIDS)}
     lease = {"schema_version": 1, "holder": A_DEVICE, "token": "7" * 32, "base_commit": "0" * 40,
              "batch_id": BATCH, "candidate_uids": list(UIDS), "expires_at": "2025-06-02T10:30:00+00:00"}
