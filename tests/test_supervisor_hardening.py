@@ -255,15 +255,16 @@ def test_a_finished_operations_ref_locks_do_not_block_its_cleanup(sup):
 
 # -- defect 3: configuration only through admission ---------------------------------------------------------
 
-@pytest.mark.parametrize(("name", "content", "why"), [
-    ("rightmemory.toml", b"\x00\xff\xfe binary", "UTF-8"),
-    ("rightmemory.toml", b"[update\nx = 1\n", "malformed TOML"),
-    ("rightmemory.toml", b"[update]\nno_such_key = 3\n", "unknown key"),
-    ("rightmemory.toml", b"[update.async]\ntarget_batch_candidates = -1\n", "target_batch_candidates"),
-    ("shared_views.toml", b"views = [\n", "malformed TOML"),
-    ("shared_views.toml", b"\xff\xfe", "UTF-8"),
+@pytest.mark.parametrize(("name", "content", "rule", "why"), [
+    # bytes that are not text are refused by the rule every tracked file passes, before the loader's
+    ("rightmemory.toml", b"\x00\xff\xfe binary", "not-text", "UTF-8"),
+    ("rightmemory.toml", b"[update\nx = 1\n", "config", "malformed TOML"),
+    ("rightmemory.toml", b"[update]\nno_such_key = 3\n", "config", "unknown key"),
+    ("rightmemory.toml", b"[update.async]\ntarget_batch_candidates = -1\n", "config", "target_batch_candidates"),
+    ("shared_views.toml", b"views = [\n", "config", "malformed TOML"),
+    ("shared_views.toml", b"\xff\xfe", "not-text", "UTF-8"),
 ])
-def test_maintenance_cannot_land_a_config_the_loader_refuses(sup, cli, name, content, why):
+def test_maintenance_cannot_land_a_config_the_loader_refuses(sup, cli, name, content, rule, why):
     rp = sup.root.path
     r = cli("--headless", "maintain", "begin", "--root", str(rp), "--json")
     wt = Path(r.json()["worktree"])
@@ -271,7 +272,7 @@ def test_maintenance_cannot_land_a_config_the_loader_refuses(sup, cli, name, con
     (wt / name).write_bytes(content)
     r = cli("--headless", "maintain", "land", "--root", str(rp), "--json")
     assert r.code == 1, r.stdout
-    assert r.json()["details"]["rule"] == "config" and r.json()["details"]["path"] == name
+    assert r.json()["details"]["rule"] == rule and r.json()["details"]["path"] == name
     assert why in r.stderr
     untouched(rp, head, before)
     assert cli("--headless", "status", "--root", str(rp)).code == 0
