@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from test_tui_support import FROZEN_TS, frozen_demo_root, main_loaded, row_to, type_text, wait_for
@@ -21,6 +22,7 @@ from rmtui.tui import readers
 from rmtui.tui.app import RmtuiApp
 from rmtui.tui.screens.dialogs import ConfirmScreen, ErrorScreen, EvidenceScreen, HelpScreen, PromptScreen
 from rmtui.tui.screens.diff import DiffScreen
+from rmtui.tui.widgets.evidence_pane import EvidencePane
 from rmtui.tui.widgets.evidence_table import EvidenceTable
 from rmtui.tui.widgets.preview import ItemPreview
 
@@ -229,6 +231,22 @@ def test_reject_reason_dialog(snap_compare, app):
         await pilot.press("e", "x")
         await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the reason prompt")
         await pilot.press("enter")  # an empty reason is refused: the dialog says so
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
+
+
+def test_correct_a_landing_dialog(snap_compare, app):
+    """The correction prompt names the landing it reworks in words (its commit and the files it
+    changed). The demo root has no landed Update, so the pane is handed one receipt's fields."""
+    landed = SimpleNamespace(operation_id="update-batch-" + "c" * 64, landed_commit="4f2a9c0d1e" + "0" * 30,
+                             changed_paths=["MEMORY.md", "MEMORY_build.md", "MEMORY_deploy.md", "PURSUITS.md"],
+                             correction=None)
+
+    async def run_before(pilot) -> None:
+        await loaded(app, pilot)
+        app.screen.query_one(EvidencePane).correct(landed)
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the correction prompt")
         await settle(app, pilot)
 
     assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
