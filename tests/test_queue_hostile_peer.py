@@ -14,7 +14,7 @@ import pytest
 from fake_provider import FakeProvider, Turn
 from test_queue_trust import landed, upstream_files
 from test_sync import enable, git, ident
-from test_sync_git_daemon import Daemon
+from test_sync_git_daemon import daemon  # noqa: F401 - the git daemon fixture, shared
 
 from rmtui.engine import sync
 from rmtui.engine.evidence import records
@@ -26,14 +26,9 @@ from rmtui.engine.sync.queue_git import GitQueue, device_id, snapshot
 
 
 @pytest.fixture
-def served(tmp_path):
-    base = tmp_path / "served"
-    base.mkdir()
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(base / "upstream.git")], check=True)
-    d = Daemon(base)
-    d.start()
-    yield d, base / "upstream.git"
-    d.stop()
+def served(daemon):  # noqa: F811 - the fixture imported above
+    """The suite's one git daemon on loopback, and the bare upstream it serves."""
+    return daemon, daemon.base / "upstream.git"
 
 
 @pytest.fixture
@@ -72,8 +67,8 @@ def submit(root, text, session) -> str:
 
 @pytest.mark.slow
 def test_two_honest_machines_outlast_a_hostile_one_over_git_daemon(served, provider, tmp_path):
-    daemon, bare = served
-    url = daemon.url
+    server, bare = served
+    url = server.url
     a = honest(tmp_path, url, "a", provider, first=True)
     b = honest(tmp_path, url, "b", provider)
     mine: list[str] = []
