@@ -16,7 +16,17 @@ import pytest
 from rmtui.engine.errors import UsageError
 from rmtui.engine.evidence.queue import EvidenceQueue
 from rmtui.engine.host.demo import EVIDENCE, create_demo_root, land_insight_log
-from rmtui.engine.host.watch import GRAPH, HEAD, INSIGHT, STATE, WORKTREE, ChangeSet, classify, watch_root
+from rmtui.engine.host.watch import (
+    CYCLES,
+    GRAPH,
+    HEAD,
+    INSIGHT,
+    STATE,
+    WORKTREE,
+    ChangeSet,
+    classify,
+    watch_root,
+)
 from rmtui.engine.memory.validation import validate_root
 from rmtui.engine.writes.operations import OperationStore
 
@@ -67,8 +77,11 @@ def test_classify_keeps_what_fronts_show_and_drops_noise():
     assert classify(".git/refs/heads/main") == HEAD
     assert classify(".runtime/state.sqlite3-wal") == STATE
     assert classify(".runtime/worktrees/maintenance-1/MEMORY.md") == WORKTREE
+    assert classify(".runtime/insight/trigger-state.json") == CYCLES  # the points a gauge shows
+    assert classify(".runtime/cycles/insight.json") == CYCLES  # the last outcome
     for noise in (".git/objects/ab/cdef", ".git/index", ".git/refs/heads/main.lock", ".runtime/memory.lock",
-                  ".runtime/state.sqlite3-shm", ".runtime/worktrees/m-1/.git", "notes/x.txt"):
+                  ".runtime/state.sqlite3-shm", ".runtime/worktrees/m-1/.git", "notes/x.txt",
+                  ".runtime/insight/trigger-state.lock", ".runtime/cycles/insight.lock"):
         assert classify(noise) is None, noise
     assert classify(".runtime/state.sqlite3-wal", deleted=True) is None
 

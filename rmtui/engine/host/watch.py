@@ -4,7 +4,7 @@ A burst of file events (a publish rewrites several files, moves a ref and append
 state database) arrives as one :class:`ChangeSet`, so a front repaints once per burst.
 Events are classified into *kinds* so a front reloads only what changed: the graph, Insight
 logs, the queue, runtime state (evidence, operations, receipts), maintenance worktrees, the
-Pursuit editor's journal or the branch head. Noise the fronts cause themselves (Git object writes, index refreshes,
+Pursuit editor's journal, the cycles' points and outcomes or the branch head. Noise the fronts cause themselves (Git object writes, index refreshes,
 SQLite shared memory, lock files) is dropped here, which keeps a reader from triggering
 itself in a loop. SQLite touches its WAL file even when a connection only reads, so a
 state event counts only when the database's ``data_version`` moved: a commit happened.
@@ -28,10 +28,14 @@ STATE = "state"          # .runtime/state.sqlite3 (evidence, operations, receipt
 WORKTREE = "worktree"    # files inside .runtime/worktrees/<operation>/
 HEAD = "head"            # the branch head moved (.git/HEAD, refs, packed-refs)
 EDITOR = "editor"        # .runtime/pursuit-editor/session.json: the Pursuit editor's pending edits
-KINDS = (GRAPH, INSIGHT, QUEUE, STATE, WORKTREE, HEAD, EDITOR)
+CYCLES = "cycles"        # .runtime/cycles/<name>.json and .runtime/<name>/trigger-state.json
+KINDS = (GRAPH, INSIGHT, QUEUE, STATE, WORKTREE, HEAD, EDITOR, CYCLES)
 
 #: the same folder as pursuit.EDITOR_DIR, spelled out so classifying a path imports no editor code
 _EDITOR_JOURNAL = ("pursuit-editor", "session.json")
+#: the cycles' state files (cycles.common.CYCLES_DIR, writes.triggers.FILE), spelled out for the same reason
+_CYCLE_STATE_DIR = "cycles"
+_TRIGGER_STATE = "trigger-state.json"
 
 _TOP_LEVEL_SUFFIXES = (".md", ".toml")
 
@@ -81,6 +85,8 @@ def classify(rel: str, deleted: bool = False) -> str | None:
             return WORKTREE
         if parts[1:] == _EDITOR_JOURNAL:
             return EDITOR
+        if len(parts) == 3 and (name == _TRIGGER_STATE or (parts[1] == _CYCLE_STATE_DIR and name.endswith(".json"))):
+            return CYCLES  # points and last outcomes: written after a cycle's commit, so HEAD alone is too early
         return None
     if head == "insight_logs":
         return INSIGHT if name.endswith(".md") else None

@@ -22,7 +22,7 @@ from rmtui.tui.screens.base import LiveScreen, workbench
 
 class InsightScreen(LiveScreen):
     CSS_PATH = Path(__file__).parent / "insight.tcss"
-    WATCH_KINDS = frozenset({watch.INSIGHT, watch.HEAD, watch.STATE})  # STATE: points move with receipts
+    WATCH_KINDS = frozenset({watch.INSIGHT, watch.HEAD, watch.STATE, watch.CYCLES})  # points move with receipts
     BINDINGS: ClassVar = [
         Binding("f", "toggle_follow", "Follow new logs", id="insight.follow"),
     ]
