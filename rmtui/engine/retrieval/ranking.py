@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rmtui.engine.retrieval.corpus import Corpus, Entry, slug_words, split_passages
-from rmtui.engine.retrieval.subjects import heading_label, lead_label
+from rmtui.engine.retrieval.subjects import dense_label
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -176,8 +176,8 @@ def dense_text(corpus: Corpus, index: int, params: RankParams) -> str:
         body = "\n".join([*before, body, *after])
     if params.context_in_dense and entry.context:
         return f"{entry.context}: {body}"
-    if not lead_label(entry) and (label := heading_label(corpus, entry)):
-        return f"{label}: {body}"  # the subject only its heading names (subjects.py)
+    if label := dense_label(corpus, entry):
+        return f"{label}: {body}"  # the subject written last or only in its heading, first (subjects.py)
     return body
 
 
