@@ -18,8 +18,6 @@ client may take to send a request head and body (:mod:`.connections`).
 
 from __future__ import annotations
 
-import asyncio
-import hmac
 import ipaddress
 import socket
 import threading
@@ -28,9 +26,6 @@ from dataclasses import dataclass
 
 from rmtui.engine.errors import UsageError
 from rmtui.engine.memory.roots import MemoryRoot
-from rmtui.engine.views import files
-
-JSON_TYPES = ("application/json",)
 
 
 @dataclass(frozen=True)
@@ -53,137 +48,17 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _bearer(request) -> str | None:
-    value = request.headers.get("authorization", "")
-    scheme, _, token = value.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token.strip()
-
-
-def authorized(root: MemoryRoot, token: str | None, view_id: str, kind: str) -> bool:
-    """A token issued for ``view_id`` of ``kind``, compared by hash in constant time."""
-    if token is None:
-        return False
-    digest = files.token_hash(token)
-    ok = False
-    for entry in files.token_hashes(root).values():
-        if entry.get("view_id") == view_id and entry.get("kind") == kind:
-            ok |= hmac.compare_digest(str(entry.get("sha256", "")), digest)
-    return ok
-
-
 def make_app(root: MemoryRoot, limits: Limits = Limits()):
+    """The Starlette app of ``root``'s views; the handlers, auth and body limits live in :mod:`.routes`."""
     from starlette.applications import Starlette
-    from starlette.concurrency import run_in_threadpool
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    answering = asyncio.Semaphore(limits.max_answers)
+    from rmtui.engine.views.routes import ViewRoutes
 
-    def denied() -> Response:
-        return JSONResponse({"ok": False, "error": "unauthorized", "message": "a valid bearer token is required"},
-                            status_code=401, headers={"WWW-Authenticate": 'Bearer realm="rightmemory"'})
-
-    def failure(status: int, error: str, message: str) -> Response:
-        return JSONResponse({"ok": False, "error": error, "message": message}, status_code=status)
-
-    def view_of(request: Request, kind: str) -> str | None:
-        vid = request.path_params["view_id"]
-        try:
-            files.check_view_id(vid)
-        except UsageError:
-            return None
-        return vid if authorized(root, _bearer(request), vid, kind) else None
-
-    async def package(request: Request) -> Response:
-        from rmtui.engine.views.package import validate_package, zip_package
-
-        vid = view_of(request, "file")
-        if vid is None:
-            return denied()
-        folder = files.builds_dir(root) / vid
-        if not folder.is_dir():
-            return failure(404, "not_built", f"view {vid} has no published package yet")
-
-        def load() -> tuple[bytes, str]:
-            for attempt in (0, 1):  # a rebuild may be swapping the folder right now
-                try:
-                    info = validate_package(folder, vid)
-                    return zip_package(folder), info.digest
-                except (FileNotFoundError, NotADirectoryError):
-                    if attempt:
-                        raise
-                    time.sleep(0.05)
-            raise FileNotFoundError(folder)  # pragma: no cover
-
-        try:
-            data, digest = await run_in_threadpool(load)
-        except Exception as exc:  # noqa: BLE001 - any failure to read the package is a 503, not a 500
-            return failure(503, "unavailable", f"the package of {vid} cannot be served: {exc}")
-        return Response(data, media_type="application/zip",
-                        headers={"X-RightMemory-Package-Version": digest, "Cache-Control": "no-store"})
-
-    async def ready(request: Request) -> Response:
-        vid = view_of(request, "question")
-        if vid is None:
-            return denied()
-        return JSONResponse({"ok": True, "message": "shared view question ready",
-                             "data": {"view_id": vid, "status": "ready"}})
-
-    async def ask(request: Request) -> Response:
-        from rmtui.engine.views import questions
-        from rmtui.engine.views.provider import load_question
-
-        vid = view_of(request, "question")
-        if vid is None:
-            return denied()
-        declared = request.headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > limits.max_body_bytes):
-            return failure(413, "too_large", f"request bodies are at most {limits.max_body_bytes} bytes")
-        if request.headers.get("content-type", "").split(";")[0].strip() not in JSON_TYPES:
-            return failure(415, "bad_input", "send JSON: {\"question\": \"...\"}")
-        from starlette.requests import ClientDisconnect
-
-        body = b""
-        try:
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > limits.max_body_bytes:
-                    return failure(413, "too_large", f"request bodies are at most {limits.max_body_bytes} bytes")
-        except ClientDisconnect:  # gone, or closed past the body deadline: nobody reads an answer
-            return failure(408, "timeout", "the request body did not arrive in time")
-        try:
-            import json
-
-            payload = json.loads(body)
-        except ValueError:
-            return failure(400, "bad_input", "the body is not JSON")
-        if not isinstance(payload, dict) or set(payload) != {"question"} or not isinstance(payload["question"], str):
-            return failure(400, "bad_input", "send exactly {\"question\": \"...\"}")
-        question = payload["question"].strip()
-        if not question or len(question) > questions.MAX_QUESTION_CHARS:
-            return failure(400, "bad_input", f"the question must be 1 to {questions.MAX_QUESTION_CHARS} characters")
-        try:
-            spec, _ = await run_in_threadpool(load_question, root.path, vid)
-        except UsageError as exc:
-            return JSONResponse({"ok": True, "message": "shared view question unavailable",
-                                 "data": questions.result(vid, "unavailable", reason=exc.message)})
-        if answering.locked():
-            return failure(429, "busy", "the provider is answering other questions; ask again shortly")
-        async with answering:
-            try:
-                data = await asyncio.wait_for(run_in_threadpool(questions.answer, root, vid, question),
-                                              timeout=max(1, spec.answer_timeout_seconds))
-            except TimeoutError:
-                data = questions.result(vid, "unavailable",
-                                        reason=f"no answer within {spec.answer_timeout_seconds} s")
-        return JSONResponse({"ok": True, "message": f"shared view question {data['status']}", "data": data})
-
-    routes = [Route("/api/views/{view_id}/package", package, methods=["GET"]),
-              Route("/api/share/questions/{view_id}/ready", ready, methods=["GET"]),
-              Route("/api/share/questions/{view_id}/ask", ask, methods=["POST"])]
+    views = ViewRoutes(root, limits)
+    routes = [Route("/api/views/{view_id}/package", views.package, methods=["GET"]),
+              Route("/api/share/questions/{view_id}/ready", views.ready, methods=["GET"]),
+              Route("/api/share/questions/{view_id}/ask", views.ask, methods=["POST"])]
     return Starlette(routes=routes)
 
 
