@@ -11,6 +11,7 @@ import asyncio
 import hmac
 import json
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from starlette.concurrency import run_in_threadpool
@@ -22,6 +23,7 @@ from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.views import files
 
 if TYPE_CHECKING:
+    from rmtui.engine.views.hubroutes import HubRoutes
     from rmtui.engine.views.server import Limits
 
 JSON_TYPES = ("application/json",)
@@ -72,27 +74,28 @@ def view_of(root: MemoryRoot, request: Request, kind: str) -> str | None:
 
 # -- limits --------------------------------------------------------------------------------------
 
-async def read_json(request: Request, max_bytes: int, shape: str) -> object | Response:
+async def read_json(request: Request, max_bytes: int, shape: str, *,
+                    refuse: Callable[[int, str, str], Response] = failure) -> object | Response:
     """The request's JSON body, or the refusal to send: over ``max_bytes`` (413, checked on the
     declared length and again while streaming), not JSON (415/400), or not all there in time (408).
-    ``shape`` shows the sender what to send instead."""
+    ``shape`` shows the sender what to send instead; ``refuse`` shapes the refusal (the hub's differs)."""
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
-        return failure(413, "too_large", f"request bodies are at most {max_bytes} bytes")
+        return refuse(413, "too_large", f"request bodies are at most {max_bytes} bytes")
     if request.headers.get("content-type", "").split(";")[0].strip() not in JSON_TYPES:
-        return failure(415, "bad_input", f"send JSON: {shape}")
+        return refuse(415, "bad_input", f"send JSON: {shape}")
     body = b""
     try:
         async for chunk in request.stream():
             body += chunk
             if len(body) > max_bytes:
-                return failure(413, "too_large", f"request bodies are at most {max_bytes} bytes")
+                return refuse(413, "too_large", f"request bodies are at most {max_bytes} bytes")
     except ClientDisconnect:  # gone, or closed past the body deadline: nobody reads an answer
-        return failure(408, "timeout", "the request body did not arrive in time")
+        return refuse(408, "timeout", "the request body did not arrive in time")
     try:
         return json.loads(body)
     except (ValueError, RecursionError):
-        return failure(400, "bad_input", "the body is not JSON")
+        return refuse(400, "bad_input", "the body is not JSON")
 
 
 # -- handlers ------------------------------------------------------------------------------------
@@ -100,18 +103,43 @@ async def read_json(request: Request, max_bytes: int, shape: str) -> object | Re
 class ViewRoutes:
     """The package and question routes of one root, under one set of limits."""
 
-    def __init__(self, root: MemoryRoot, limits: Limits) -> None:
+    def __init__(self, root: MemoryRoot, limits: Limits, hub: HubRoutes | None = None) -> None:
         self.root = root
         self.limits = limits
+        self.hub = hub
         self.answering = asyncio.Semaphore(limits.max_answers)
 
     async def package(self, request: Request) -> Response:
+        """The view's own build for a view token; for a hub connection token, the hub's current version."""
         vid = view_of(self.root, request, "file")
         if vid is None:
-            return denied()
+            return await self._hub_package(request)
         folder = files.builds_dir(self.root) / vid
         if not folder.is_dir():
             return failure(404, "not_built", f"view {vid} has no published package yet")
+        return await self._send_package(folder, vid)
+
+    async def _hub_package(self, request: Request) -> Response:
+        from rmtui.engine.views.hubroutes import detail
+
+        vid = request.path_params["view_id"]
+        if self.hub is None or bearer(request) is None:
+            return denied()
+        try:
+            files.check_view_id(vid)
+        except UsageError:
+            return denied()
+        actor = await self.hub.connection_actor(request, vid)
+        if isinstance(actor, Response):
+            return denied() if actor.status_code == 401 else actor
+        folder = await self.hub.call(self.hub.store.current_version, vid)
+        if isinstance(folder, Response):
+            return folder
+        if folder is None:
+            return detail(404, "view not found")
+        return await self._send_package(folder, vid)
+
+    async def _send_package(self, folder, vid: str) -> Response:
         try:
             data, digest = await run_in_threadpool(_load_package, folder, vid)
         except Exception as exc:  # noqa: BLE001 - any failure to read the package is a 503, not a 500

@@ -8,6 +8,10 @@ SHA-256 is kept):
 - ``POST /api/share/questions/<view>/ask`` ``{"question"}``: the provider's retrieve role
   answers (``{"ok", "message", "data": {"view_id", "status", "answer"|"reason", "text"}}``).
 
+With a hub root (by default ``.runtime/hub/``), the hub's routes too (:mod:`.hubroutes`:
+publishing a version, invitations, accepting one, interactions, the provider's inbox), and
+the package route also serves the hub's current version of a view to its connection tokens.
+
 A missing or wrong token, or a token of another view, gets 401 and nothing else, and so
 does a view that does not exist (no probing for names). Loopback only unless
 ``allow_remote``. Limits: request bodies (``max_body_bytes``), question length,
@@ -23,9 +27,11 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from rmtui.engine.errors import UsageError
 from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.views.hubstore import HubStore
 
 
 @dataclass(frozen=True)
@@ -48,17 +54,34 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def make_app(root: MemoryRoot, limits: Limits = Limits()):
-    """The Starlette app of ``root``'s views; the handlers, auth and body limits live in :mod:`.routes`."""
+def hub_root_of(root: MemoryRoot) -> Path:
+    """Where ``shared-view serve`` keeps its hub unless told otherwise (docs/formats.md, "The hub")."""
+    return root.ensure_runtime() / "hub"
+
+
+def make_app(root: MemoryRoot, limits: Limits = Limits(), hub: HubStore | None = None):
+    """The Starlette app of ``root``'s views and, with ``hub``, the hub's routes; the handlers,
+    auth and body limits live in :mod:`.routes` and :mod:`.hubroutes`."""
     from starlette.applications import Starlette
     from starlette.routing import Route
 
+    from rmtui.engine.views.hubroutes import HubRoutes
     from rmtui.engine.views.routes import ViewRoutes
 
-    views = ViewRoutes(root, limits)
+    hubs = HubRoutes(hub, limits) if hub is not None else None
+    views = ViewRoutes(root, limits, hubs)
     routes = [Route("/api/views/{view_id}/package", views.package, methods=["GET"]),
               Route("/api/share/questions/{view_id}/ready", views.ready, methods=["GET"]),
               Route("/api/share/questions/{view_id}/ask", views.ask, methods=["POST"])]
+    if hubs is not None:
+        routes += [Route("/health", hubs.health, methods=["GET"]),
+                   Route("/api/views/{view_id}/versions", hubs.publish, methods=["POST"]),
+                   Route("/api/views/{view_id}/invitations", hubs.create_invitation, methods=["POST"]),
+                   Route("/i/{token}", hubs.landing, methods=["GET"]),
+                   Route("/api/invitations/{token}/view", hubs.describe_invitation, methods=["GET"]),
+                   Route("/api/invitations/{token}/accept", hubs.accept_invitation, methods=["POST"]),
+                   Route("/api/views/{view_id}/interactions", hubs.post_interaction, methods=["POST"]),
+                   Route("/api/providers/{provider_id}/inbox", hubs.inbox, methods=["GET"])]
     return Starlette(routes=routes)
 
 
@@ -66,7 +89,7 @@ class ViewServer:
     """uvicorn serving :func:`make_app` on one bound socket (port 0 picks a free one)."""
 
     def __init__(self, root: MemoryRoot, *, host: str = "127.0.0.1", port: int = 8767, allow_remote: bool = False,
-                 limits: Limits = Limits()) -> None:
+                 limits: Limits = Limits(), hub_root: Path | None = None, public_url: str | None = None) -> None:
         import uvicorn
 
         if not is_loopback(host) and not allow_remote:
@@ -93,7 +116,8 @@ class ViewServer:
                                     body_timeout_seconds=limits.body_timeout_seconds)
         # the protocol bounds connections itself; uvicorn's own limit (which answers 503 to a
         # request while idle connections fill it) sits just past that bound
-        config = uvicorn.Config(make_app(root, limits), http=protocol, log_level="warning", access_log=False,
+        hub = HubStore(hub_root or hub_root_of(root), public_base_url=public_url, serving_url=self.url)
+        config = uvicorn.Config(make_app(root, limits, hub), http=protocol, log_level="warning", access_log=False,
                                 lifespan="off", limit_concurrency=limits.max_connections + 1,
                                 timeout_keep_alive=limits.keep_alive_seconds, server_header=False)
         self.server = uvicorn.Server(config)
