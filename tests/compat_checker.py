@@ -655,3 +655,45 @@ def check_hub_db(path: Path) -> list[str]:
             if keys != HUB_MANIFEST_KEYS:
                 out.append(f"hub.db view_versions: manifest keys {sorted(keys)} are not the original's")
     return out
+
+
+# -- rightmemory.toml: how the original checks booleans, integers and the agent CLI provider -------
+
+#: Integers the original checks with ``isinstance(value, int)`` alone, so ``true`` passes as 1.
+ORIGINAL_INTS_TAKING_TRUE = {("review", "idle_seconds"), ("review", "since_days")}
+ORIGINAL_INTS = {("review", "batch_size"), ("sync", "stale_pull_after_hours"), ("pruner", "generation_commits"),
+                 ("pruner", "revival_grace_checkpoints"), ("update.async", "target_batch_candidates"),
+                 ("update.async", "max_wait_seconds"), ("retrieve", "max_output_chars")}
+ORIGINAL_BOOLS = {("sync", "enabled"), ("debug", "trace")}
+
+
+def original_config_verdict(text: str) -> str | None:
+    """What the original says of these keys of a ``rightmemory.toml``: None when it loads them,
+    else the key it refuses. Booleans must be TOML booleans; integers refuse booleans except where
+    the original forgot to; ``provider`` is stripped, then must be exactly ``codex`` or ``claude``."""
+    import tomllib
+
+    data = tomllib.loads(text)
+
+    def table(dotted: str) -> dict:
+        node: object = data
+        for part in dotted.split("."):
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        return node if isinstance(node, dict) else {}
+
+    for section, key in ORIGINAL_BOOLS:
+        if key in table(section) and not isinstance(table(section)[key], bool):
+            return f"{section}.{key}"
+    for section, key in ORIGINAL_INTS | ORIGINAL_INTS_TAKING_TRUE:
+        if key not in table(section):
+            continue
+        value = table(section)[key]
+        takes_bool = (section, key) in ORIGINAL_INTS_TAKING_TRUE
+        if (isinstance(value, bool) and not takes_bool) or not isinstance(value, int) or value < 1:
+            return f"{section}.{key}"
+    sections = ["agent_cli"] + [f"{role}.agent_cli" for role in data if isinstance(data[role], dict)]
+    for section in sections:
+        provider = table(section).get("provider")
+        if provider is not None and (not isinstance(provider, str) or provider.strip() not in ("codex", "claude")):
+            return f"{section}.provider"
+    return None
