@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -230,3 +231,91 @@ def test_hub_db_has_the_original_tables(tmp_path):
     assert set(HUB_TABLES) <= names
     assert 'max_package_bytes = 10485760' in (tmp_path / "hub" / "hub.toml").read_text()
     assert Path(tmp_path / "hub" / "storage" / "views").is_dir()
+
+
+def test_two_providers_creating_one_view_at_once(tmp_path):
+    """Real threads, one SQLite hub: exactly one provider owns the new view, the other is refused."""
+    import threading
+
+    from rmtui.engine.views.hubstore import HubRefused, HubStore
+
+    prov = make_provider(tmp_path)
+    provider.create_file_view(prov, "platform", ["platform"])
+    archive = zip_package(provider.build(prov, "platform").package)
+    store = HubStore(tmp_path / "hub")
+    actors = [store.find_token(store.create_provider_token(p)["token"], "publish") for p in ("alice", "mallory")]
+    results: list[object] = []
+    start = threading.Barrier(2)
+
+    def run(actor):
+        start.wait()
+        try:
+            results.append(store.publish("platform", archive, actor)["provider_id"])
+        except HubRefused as exc:
+            results.append(exc.status)
+
+    threads = [threading.Thread(target=run, args=(a,)) for a in actors]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(map(str, results)) in (["403", "alice"], ["403", "mallory"])
+    with sqlite3.connect(store.db_path) as db:
+        [(owner, current)] = db.execute("SELECT provider_id, current_version_id FROM views").fetchall()
+        [(version, made_by)] = db.execute("SELECT id, created_by_token_id FROM view_versions").fetchall()
+    winner = next(a for a in actors if a.provider_id == owner)
+    assert owner in results and current == version and made_by == winner.token_id
+    versions = store.storage_root / "views" / "platform" / "versions"
+    assert [p.name for p in versions.iterdir()] == [version]  # the refused one left nothing behind
+
+
+def test_a_hostile_hub_changes_nothing(tmp_path):
+    """A hub whose answers lack what they must carry (or carry a token no header can hold) is refused
+    before any file is written."""
+    import threading
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    answers: dict[str, object] = {}
+
+    async def view(request):
+        return JSONResponse(answers["view"])
+
+    async def accept(request):
+        return JSONResponse(answers["accept"], status_code=201)
+
+    app = Starlette(routes=[Route("/api/invitations/{t}/view", view), Route("/api/invitations/{t}/accept", accept,
+                                                                            methods=["POST"])])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/i/abc"
+    cons = make_consumer(tmp_path)
+    good_view = {"view_id": "platform", "title": "Platform", "kind": "file"}
+    cases = [
+        ({"view_id": "../etc", "title": "x"}, {}, 2, "view id"),
+        ({"title": "no id"}, {}, 4, "view_id"),
+        ({"view_id": "q", "kind": "question"}, {}, 2, "question view"),
+        (good_view, {"connection_token": "bad\r\nX-Injected: 1"}, 4, "connection_token"),
+        (good_view, {"connection_token": ""}, 4, "connection_token"),
+        (good_view, {"view_id": "other", "connection_token": "tok"}, 4, "not 'platform'"),
+    ]
+    try:
+        for view_answer, accept_answer, code, words in cases:
+            answers.update(view=view_answer, accept=accept_answer)
+            r = run_cli("--headless", "shared-view", "accept", url, "--no-pull", "--root", str(cons.path))
+            assert r.code == code and words in r.stderr and "Traceback" not in r.stderr, (view_answer, r.stderr)
+            assert not (cons.path / "shared_views.toml").exists()
+            assert not (cons.path / ".runtime" / "shared_views" / "credentials.toml").exists()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()

@@ -178,19 +178,12 @@ def cmd_publish(args) -> Result:
     if args.hub:
         from rmtui.engine.views import hub
 
-        pub = hub.HubClient(args.hub, _token(args.token_env, "--hub")).publish(
-            args.view, _zip(res.package))
+        pub = hub.publish_package(res.package, args.view, args.hub, _token(args.token_env, "--hub"))
         data["hub"] = pub
         text.append(f"published {args.view} to {args.hub}: version {pub['version_id']}")
     if not args.git and not args.hub:
         text.append("served by `shared-view serve` (issue consumer tokens with `shared-view token`)")
     return Result(data, "\n".join(text))
-
-
-def _zip(folder) -> bytes:
-    from rmtui.engine.views.package import zip_package
-
-    return zip_package(folder)
 
 
 def _token(env: str | None, what: str) -> str:

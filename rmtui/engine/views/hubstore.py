@@ -208,13 +208,20 @@ class HubStore:
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
         self.root.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.db_path, timeout=30)
+        db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
         db.row_factory = sqlite3.Row
         try:
             db.execute("PRAGMA foreign_keys = ON")
-            with db:
+            # one writer at a time from the first statement on: a check and the write it guards
+            # (who owns a view, which invitation a token opens) see the same state
+            db.execute("BEGIN IMMEDIATE")
+            try:
                 self._migrate(db)
                 yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
         finally:
             db.close()
 
@@ -346,6 +353,9 @@ class HubStore:
         now = now_iso()
         try:
             with self._db() as db:
+                owner = db.execute("SELECT provider_id FROM views WHERE id = ?", (vid,)).fetchone()
+                if owner is not None and owner["provider_id"] not in (None, actor.provider_id):
+                    raise HubRefused(403, "token cannot manage this view")  # another provider made it meanwhile
                 db.execute("INSERT INTO providers(id, label, created_at, updated_at) VALUES(?, NULL, ?, ?) "
                            "ON CONFLICT(id) DO UPDATE SET updated_at = excluded.updated_at",
                            (actor.provider_id, now, now))
