@@ -319,3 +319,24 @@ def test_a_hostile_hub_changes_nothing(tmp_path):
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+def test_a_publish_killed_halfway_is_swept_by_the_next(tmp_path):
+    """A publish that died leaves a hidden candidate folder and no row; the next publish removes it
+    once it is older than a live one can be, and a fresh one (a publish still running) stays."""
+    from rmtui.engine.views.hubstore import DEAD_CANDIDATE_SECONDS, HubStore
+
+    prov = make_provider(tmp_path)
+    provider.create_file_view(prov, "platform", ["platform"])
+    archive = zip_package(provider.build(prov, "platform").package)
+    store = HubStore(tmp_path / "hub")
+    actor = store.find_token(store.create_provider_token("alice")["token"], "publish")
+    versions = store.storage_root / "views" / "platform" / "versions"
+    dead, live = versions / ".ver_dead.incoming-000000000000", versions / ".ver_live.incoming-111111111111"
+    for folder in (dead, live):
+        (folder / "dist").mkdir(parents=True)
+        (folder / "dist" / "MEMORY.md").write_text("half\n")
+    old = time.time() - DEAD_CANDIDATE_SECONDS - 60
+    os.utime(dead, (old, old))
+    out = store.publish("platform", archive, actor)
+    assert sorted(p.name for p in versions.iterdir()) == sorted([live.name, out["version_id"]])

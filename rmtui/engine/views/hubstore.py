@@ -18,6 +18,7 @@ import os
 import re
 import secrets
 import sqlite3
+import time
 import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -328,6 +329,7 @@ class HubStore:
         version_id = new_id("ver")
         versions = self.storage_root / "views" / vid / "versions"
         versions.mkdir(parents=True, exist_ok=True)
+        _sweep_dead_candidates(versions)
         final = versions / version_id
         candidate = candidate_beside(final)
         try:
@@ -503,6 +505,21 @@ class HubStore:
                         "connection_id": row["connection_id"], "actor_id": row["actor_id"],
                         "payload": payload if isinstance(payload, dict) else {}, "created_at": row["created_at"]})
         return out
+
+
+#: A candidate folder older than this belongs to a publish that died (killed, or the machine stopped).
+DEAD_CANDIDATE_SECONDS = 3600
+
+
+def _sweep_dead_candidates(versions: Path) -> None:
+    """Remove the hidden candidates (``.ver_….incoming-…``) dead publishes left; a live one is younger."""
+    for entry in versions.iterdir():
+        try:
+            dead = entry.name.startswith(".") and time.time() - entry.lstat().st_mtime > DEAD_CANDIDATE_SECONDS
+        except FileNotFoundError:
+            continue
+        if dead:
+            remove_tree(entry)
 
 
 def _metadata(manifest_json: object) -> dict[str, str]:
