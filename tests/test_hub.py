@@ -340,3 +340,39 @@ def test_a_publish_killed_halfway_is_swept_by_the_next(tmp_path):
     os.utime(dead, (old, old))
     out = store.publish("platform", archive, actor)
     assert sorted(p.name for p in versions.iterdir()) == sorted([live.name, out["version_id"]])
+
+
+def test_the_originals_client_publishes_and_joins_through_rmtuis_hub(tmp_path, hub):
+    """The original's client, as compat_checker makes its requests (urllib, its zip, its bodies):
+    publish, invite, read and accept the invitation, download, send a note, read the inbox."""
+    from compat_checker import ORIGINAL_IMPORT_NAMES, original_hub_call, original_package_zip
+
+    prov, url, token = hub
+    package = provider.build(prov, "platform").package
+    status, published = original_hub_call(url, "POST", "/api/views/platform/versions", token=token,
+                                          data=original_package_zip(package), content_type="application/zip")
+    assert status == 201 and check_hub_answer("publish", published) == []
+    status, inv = original_hub_call(url, "POST", "/api/views/platform/invitations", token=token, json_body={})
+    assert status == 201 and check_hub_answer("invitation", inv) == []
+    invite = inv["invitation_url"].rsplit("/i/", 1)[1]
+    status, view = original_hub_call(url, "GET", f"/api/invitations/{invite}/view")
+    assert status == 200 and view["view_id"] == "platform" and view["kind"] == "file"
+    assert view["ref"] == "rightmemory://mf/platform" and view["current_version_id"] == published["version_id"]
+    status, accepted = original_hub_call(url, "POST", f"/api/invitations/{invite}/accept", json_body={})
+    assert status == 201 and accepted["consumer_label"] is None
+    conn = accepted["connection_token"]
+    status, archive = original_hub_call(url, "GET", "/api/views/platform/package", token=conn)
+    assert status == 200
+    with zipfile.ZipFile(io.BytesIO(archive)) as zf:
+        assert set(zf.namelist()) >= ORIGINAL_IMPORT_NAMES
+        assert zf.read("dist/MEMORY.md") == (package / "dist" / "MEMORY.md").read_bytes()
+    note = {"created_at": "2026-12-01T00:00:00Z", "heading_id": "platform", "view_type": "file",
+            "ref": "rightmemory://mf/platform", "relationship": "human", "maintainer": "alice", "actor": "user",
+            "message": "please add the rollback runbook"}
+    status, rec = original_hub_call(url, "POST", "/api/views/platform/interactions", token=conn, json_body=note)
+    assert status == 201 and check_hub_answer("interaction", rec) == []
+    status, inbox = original_hub_call(url, "GET", "/api/providers/alice/inbox", token=token)
+    assert status == 200 and check_hub_answer("inbox", inbox) == []
+    assert inbox["interactions"][0]["payload"] == note  # every field of the note, as sent
+    status, refused = original_hub_call(url, "GET", "/api/providers/alice/inbox", token=conn)
+    assert status == 401 and refused == {"detail": "invalid bearer token"}
