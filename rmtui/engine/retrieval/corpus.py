@@ -35,6 +35,7 @@ PASSAGE_CHARS = 1500
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _EDGE_TAIL_RE = re.compile(r"\s*(?:→|->)\s*\[[^\]]*\]\s*$")
 _NODE_HEAD_RE = re.compile(r"^[ \t]*[-*+]\s+`([^`]*)`\s*")
+_SLUG_RE = re.compile(r"[-_.]+")
 _ANCHOR_RE = re.compile(r"\s*\{[A-Z]*#\s*[^\s{}]+\}.*$")
 #: Where promoted shared view imports live (the views package downloads, validates and promotes
 #: them; retrieval only reads them): ``<root>/.runtime/shared_views/imports/<view>/dist/``.
@@ -174,7 +175,7 @@ def _digest(path: Path) -> str | None:
 
 
 def slug_words(ident: str | None) -> str:
-    return re.sub(r"[-_.]+", " ", ident or "").strip()
+    return _SLUG_RE.sub(" ", ident or "").strip()
 
 
 def node_prose(line: str) -> str:
