@@ -170,7 +170,7 @@ def _history_tool(server, root: MemoryRoot) -> None:
 
         def run() -> CallToolResult:
             out = ask(root, _text_arg(question, "question"))
-            return _result(f"[historical answer, from history up to {out['head'][:12]}]\n\n{out['answer']}")
+            return _result(f"[historical answer, from history up to {out.head[:12]}]\n\n{out.answer}")
 
         return _call(run)
 

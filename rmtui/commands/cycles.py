@@ -115,18 +115,18 @@ def cmd_prune_run(args) -> Result:
     from rmtui.engine.cycles.pruner import run_prune
 
     out = run_prune(root_of(args), force=args.force)
-    state = out["state"]
-    if state == "idle":
-        return Result(out, f"not due: {out['memory_commits_since_prune']} of {out['generation_commits']} Memory "
-                           "commits since the last prune (use --force to run anyway)")
-    if state == "failed":
-        return Result(out, f"prune failed: {out['message']}", exit_code=out.get("exit_code", 1))
-    text = f"{out['message']} as {out['landed_commit'][:12]}\noperation: {out['operation_id']}"
-    if out["removed"]:
-        text += "\nremoved: " + ", ".join(out["removed"])
-    if out["revival_grace"]:
-        text += "\nrevival grace: " + ", ".join(f"{g['id']} {g['grace']}" for g in out["revival_grace"])
-    return Result(out, text)
+    if out.state == "idle" and out.status is not None:
+        return Result(out.to_json(), f"not due: {out.status['memory_commits_since_prune']} of "
+                                     f"{out.status['generation_commits']} Memory commits since the last prune "
+                                     "(use --force to run anyway)")
+    if out.state == "failed":
+        return Result(out.to_json(), f"prune failed: {out.message}", exit_code=out.exit_code)
+    text = f"{out.message} as {(out.landed_commit or '')[:12]}\noperation: {out.operation_id}"
+    if out.removed:
+        text += "\nremoved: " + ", ".join(out.removed)
+    if out.revival_grace:
+        text += "\nrevival grace: " + ", ".join(f"{g['id']} {g['grace']}" for g in out.revival_grace)
+    return Result(out.to_json(), text)
 
 
 # -- insight -------------------------------------------------------------------------------
@@ -148,17 +148,17 @@ def cmd_insight_run(args) -> Result:
     from rmtui.engine.cycles.insight import run_insight
 
     out = run_insight(root_of(args), force=args.force)
-    state = out["state"]
-    if state == "idle":
-        return Result(out, f"below the threshold: {out['points']:g} of {out['threshold']:g} points "
-                           "(use --force to run anyway)")
-    if state == "failed":
-        return Result(out, f"insight failed: {out['message']} (points kept: {out['points']:g})",
-                      exit_code=out.get("exit_code", 1))
-    if state == "artifact":
-        return Result(out, f"wrote {out['log']} as {out['landed_commit'][:12]}\noperation: {out['operation_id']}\n"
-                           f"points now {out['points']:g}")
-    return Result(out, f"no insight this time (no-op)\noperation: {out['operation_id']}\npoints now {out['points']:g}")
+    if out.state == "idle":
+        return Result(out.to_json(), f"below the threshold: {out.points:g} of {out.threshold:g} points "
+                                     "(use --force to run anyway)")
+    if out.state == "failed":
+        return Result(out.to_json(), f"insight failed: {out.message} (points kept: {out.points:g})",
+                      exit_code=out.exit_code)
+    if out.state == "artifact":
+        return Result(out.to_json(), f"wrote {out.log} as {(out.landed_commit or '')[:12]}\n"
+                                     f"operation: {out.operation_id}\npoints now {out.points:g}")
+    return Result(out.to_json(), f"no insight this time (no-op)\noperation: {out.operation_id}\n"
+                                 f"points now {out.points:g}")
 
 
 # -- history -------------------------------------------------------------------------------
@@ -167,7 +167,7 @@ def cmd_history_ask(args) -> Result:
     from rmtui.engine.cycles.historian import ask
 
     out = ask(root_of(args), args.question)
-    return Result(out, f"[historical answer, from history up to {out['head'][:12]}]\n\n{out['answer']}")
+    return Result(out.to_json(), f"[historical answer, from history up to {out.head[:12]}]\n\n{out.answer}")
 
 
 # -- update correct ------------------------------------------------------------------------
@@ -176,13 +176,12 @@ def cmd_update_correct(args) -> Result:
     from rmtui.engine.cycles.corrections import correct_landing
 
     out = correct_landing(root_of(args), args.receipt, args.comment)
-    status = out["status"]
-    text = f"{status}: {out['message']}"
-    if out.get("landed_commit"):
-        text += f"\nlanded as {out['landed_commit'][:12]} (operation {out['operation_id']})"
-    if status == "needs_input":
-        text += "\n(answer with `update correct " + out["receipt"] + " --comment \"…\"`)"
-    return Result(out, text, exit_code=out.get("exit_code", 0))
+    text = f"{out.status}: {out.message}"
+    if out.landed_commit:
+        text += f"\nlanded as {out.landed_commit[:12]} (operation {out.operation_id})"
+    if out.status == "needs_input":
+        text += f"\n(answer with `update correct {out.receipt} --comment \"…\"`)"
+    return Result(out.to_json(), text, exit_code=out.exit_code)
 
 
 # -- pursuit editor --------------------------------------------------------------------------
