@@ -14,6 +14,7 @@ from rmtui.engine.cycles.insight import InsightRun
 from rmtui.engine.cycles.pruner import PruneRun
 from rmtui.engine.errors import OperationFailed
 from rmtui.engine.host.assistant import Begun, CycleTask, TaskOutcome, UpdateIdle, UpdateTask
+from rmtui.engine.pursuit import PursuitCheckpoint, PursuitEdit, PursuitState
 from rmtui.engine.writes.operations import Receipt
 
 
@@ -95,6 +96,27 @@ def test_historian_answer_and_host_idle_json():
     same(HostIdle("insight", "below", {"points": 1.0, "threshold": 3.0, "due": False}),
          {"claimed": False, "state": "idle", "role": "insight", "message": "below", "points": 1.0,
           "threshold": 3.0, "due": False})
+
+
+def pursuit_fields() -> dict:
+    """The old ``_state`` dict, in its order."""
+    return {"revision": "r" * 64, "head": "h" * 40, "base_head": "h" * 40, "cursor": 1, "actions": ["pursuit: create a"],
+            "pending_edits": 1, "changed_files": ["PURSUITS.md"], "can_undo": True, "can_redo": False,
+            "owner": "o" * 64, "owner_session": "s1", "conflicts": [], "focus": ["a"],
+            "pursuits": [{"id": "a", "title": "A", "parent_id": None}], "last_description": "pursuit: create a"}
+
+
+def test_pursuit_results_json():
+    fields = pursuit_fields()
+    same(PursuitState(**fields), fields)
+    same(PursuitEdit(**fields, changed=True, selected_id="a", description="pursuit: create a"),
+         {**fields, "changed": True, "selected_id": "a", "description": "pursuit: create a"})
+    same(PursuitCheckpoint(**fields, state="no_change", landed_commit=None),
+         {**fields, "state": "no_change", "landed_commit": None})
+    same(PursuitCheckpoint(**fields, state="committed", landed_commit="c" * 40, operation_id="0" * 32,
+                           changed_paths=["PURSUITS.md"], message="pursuit: create a"),
+         {**fields, "state": "committed", "landed_commit": "c" * 40, "operation_id": "0" * 32,
+          "changed_paths": ["PURSUITS.md"], "message": "pursuit: create a"})
 
 
 def update_task() -> UpdateTask:

@@ -9,10 +9,14 @@ commands never import them.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from rmtui.commands import Result
 from rmtui.commands.core import root_of
 from rmtui.commands.outcomes import outcome_line
+
+if TYPE_CHECKING:
+    from rmtui.engine.pursuit import PursuitState
 
 
 def register(sub, common) -> None:
@@ -186,12 +190,12 @@ def cmd_update_correct(args) -> Result:
 
 # -- pursuit editor --------------------------------------------------------------------------
 
-def _pursuit_text(st: dict, head: str = "") -> str:
+def _pursuit_text(st: PursuitState, head: str = "") -> str:
     lines = [head] if head else []
-    lines.append(f"revision {st['revision']}")
-    by_id = {p["id"]: p for p in st["pursuits"]}
-    focus = st["focus"]
-    for p in st["pursuits"]:
+    lines.append(f"revision {st.revision}")
+    by_id = {p["id"]: p for p in st.pursuits}
+    focus = st.focus
+    for p in st.pursuits:
         depth = 0
         parent = p["parent_id"]
         while parent in by_id:
@@ -200,11 +204,10 @@ def _pursuit_text(st: dict, head: str = "") -> str:
         mark = f" [focus {focus.index(p['id']) + 1}]" if p["id"] in focus else ""
         kind = "" if p["kind"] == "#" else f" ({p['kind']})"
         lines.append(f"{'  ' * depth}- {p['title']} `{p['id']}`{kind}{mark}")
-    pending = st["pending_edits"]
-    lines.append(f"pending edits: {pending}" + (f" ({', '.join(st['changed_files'])})" if st["changed_files"] else "")
-                 + (" · undo" if st["can_undo"] else "") + (" · redo" if st["can_redo"] else ""))
-    if st["conflicts"]:
-        lines.append("conflict: memory changed under the pending edits: " + ", ".join(st["conflicts"]))
+    lines.append(f"pending edits: {st.pending_edits}" + (f" ({', '.join(st.changed_files)})" if st.changed_files else "")
+                 + (" · undo" if st.can_undo else "") + (" · redo" if st.can_redo else ""))
+    if st.conflicts:
+        lines.append("conflict: memory changed under the pending edits: " + ", ".join(st.conflicts))
     return "\n".join(lines)
 
 
@@ -212,7 +215,7 @@ def cmd_pursuit_show(args) -> Result:
     from rmtui.engine import pursuit
 
     st = pursuit.show(root_of(args))
-    return Result(st, _pursuit_text(st))
+    return Result(st.to_json(), _pursuit_text(st))
 
 
 def cmd_pursuit_apply(args) -> Result:
@@ -221,37 +224,37 @@ def cmd_pursuit_apply(args) -> Result:
 
     st = pursuit.apply(root_of(args), parse_op(args.op), expected_revision=args.expected_revision,
                        session=args.session)
-    head = st["description"] if st["changed"] else "no change"
-    return Result(st, _pursuit_text(st, head))
+    head = (st.description or "") if st.changed else "no change"
+    return Result(st.to_json(), _pursuit_text(st, head))
 
 
 def cmd_pursuit_undo(args) -> Result:
     from rmtui.engine import pursuit
 
     st = pursuit.undo(root_of(args), expected_revision=args.expected_revision, session=args.session)
-    return Result(st, _pursuit_text(st, st["description"]))
+    return Result(st.to_json(), _pursuit_text(st, st.description or ""))
 
 
 def cmd_pursuit_redo(args) -> Result:
     from rmtui.engine import pursuit
 
     st = pursuit.redo(root_of(args), expected_revision=args.expected_revision, session=args.session)
-    return Result(st, _pursuit_text(st, st["description"]))
+    return Result(st.to_json(), _pursuit_text(st, st.description or ""))
 
 
 def cmd_pursuit_checkpoint(args) -> Result:
     from rmtui.engine import pursuit
 
     st = pursuit.checkpoint(root_of(args), expected_revision=args.expected_revision, session=args.session)
-    if not st.get("landed_commit"):
-        return Result(st, "nothing to checkpoint")
-    return Result(st, f"{st['message']} as {st['landed_commit'][:12]}\noperation: {st['operation_id']}\n"
-                      f"changed: {', '.join(st['changed_paths'])}")
+    if not st.landed_commit:
+        return Result(st.to_json(), "nothing to checkpoint")
+    return Result(st.to_json(), f"{st.message} as {st.landed_commit[:12]}\noperation: {st.operation_id}\n"
+                                f"changed: {', '.join(st.changed_paths or [])}")
 
 
 def cmd_pursuit_discard(args) -> Result:
     from rmtui.engine import pursuit
 
     st = pursuit.discard(root_of(args), session=args.session)
-    return Result(st, _pursuit_text(st, f"pending edits of {args.session!r} dropped" if args.session
-                                    else "pending edits dropped"))
+    return Result(st.to_json(), _pursuit_text(st, f"pending edits of {args.session!r} dropped" if args.session
+                                              else "pending edits dropped"))
