@@ -15,6 +15,8 @@ from rmtui.engine.cycles.pruner import PruneRun
 from rmtui.engine.errors import OperationFailed
 from rmtui.engine.host.assistant import Begun, CycleTask, TaskOutcome, UpdateIdle, UpdateTask
 from rmtui.engine.pursuit import PursuitCheckpoint, PursuitEdit, PursuitState
+from rmtui.engine.sync.pull import SyncResult
+from rmtui.engine.sync.queue_git import Cancelled
 from rmtui.engine.writes.operations import Receipt
 
 
@@ -147,3 +149,11 @@ def test_assistant_results_json():
                                                                                 "operation_id": c.task_id})
     same(TaskOutcome.from_json(recorded), recorded)
 
+
+def test_sync_results_json():
+    same(Cancelled("a" * 32, ["update-batch-1"]), {"uid": "a" * 32, "superseded": ["update-batch-1"]})
+    result = SyncResult("synced", "pulled 1 commit(s) from origin/main", ["MEMORY.md"], 0, 1, "h" * 40,
+                        "origin/main", "t" * 40)
+    same(result, {"status": "synced", "message": "pulled 1 commit(s) from origin/main", "files": ["MEMORY.md"],
+                  "ahead": 0, "behind": 1, "head": "h" * 40, "upstream": "origin/main", "upstream_commit": "t" * 40,
+                  "receipt": None, "repair": None, "state": None, "rule": None})
