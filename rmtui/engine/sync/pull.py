@@ -177,6 +177,8 @@ def pull(root: MemoryRoot, *, fetch_timeout: float | None = None, executor=None)
         return _finish(root, off)
     assert up is not None
     with sync_lock(root):
+        with Supervisor(root) as sup:
+            sup.recover()  # a pull killed after its compare-and-swap is finished first, or the root looks dirty
         timeout = fetch_timeout if fetch_timeout is not None else float(root.config().get("sync.fetch_timeout_seconds"))
         got = fetch(root.path, up, timeout=timeout)
         if not got.ok:
