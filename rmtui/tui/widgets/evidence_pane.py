@@ -381,9 +381,9 @@ class EvidencePane(Vertical):
         except EngineError as exc:
             self.post_message(EngineFailed("correct", error_text(exc)[0]))
             return
-        if out["status"] == "failed":
-            self.post_message(EngineFailed("correct", out["message"]))
+        if out.status == "failed":
+            self.post_message(EngineFailed("correct", out.message))
             return
         text = {"applied": "correction applied", "no_change": "the landing stands",
-                "needs_input": "the correction asks"}[out["status"]]
-        self.post_message(EngineDone(f"{text}: {out['message']}", reload=("operations",)))
+                "needs_input": "the correction asks"}[out.status]
+        self.post_message(EngineDone(f"{text}: {out.message}", reload=("operations",)))
