@@ -697,3 +697,45 @@ def original_config_verdict(text: str) -> str | None:
         if provider is not None and (not isinstance(provider, str) or provider.strip() not in ("codex", "claude")):
             return f"{section}.provider"
     return None
+
+
+def original_hub_call(base_url: str, method: str, path: str, *, token: str | None = None,
+                      json_body: dict | None = None, data: bytes | None = None,
+                      content_type: str | None = None) -> tuple[int, object]:
+    """One request as the original's hub client makes it (urllib; JSON bodies, a bearer token)."""
+    import urllib.error
+    import urllib.request
+
+    headers = {}
+    if json_body is not None:
+        data, content_type = json.dumps(json_body).encode("utf-8"), "application/json"
+    if content_type:
+        headers["Content-Type"] = content_type
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(f"{base_url.rstrip('/')}{path}", data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            status, raw, kind = resp.status, resp.read(), resp.headers.get("Content-Type", "")
+    except urllib.error.HTTPError as exc:
+        status, raw, kind = exc.code, exc.read(), exc.headers.get("Content-Type", "")
+    return status, (json.loads(raw) if "json" in kind else raw)
+
+
+def original_package_zip(package_root: Path) -> bytes:
+    """A package folder zipped as the original's client zips it before publishing: every regular
+    file under the folder, by its relative name, no folder entries."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(Path(package_root).rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                zf.write(path, path.relative_to(package_root).as_posix())
+    return buf.getvalue()
+
+
+#: What the original's consumer requires of a downloaded package before it imports it.
+ORIGINAL_IMPORT_NAMES = {"view.md", "recipe.toml", "rightmemory-shared-view.toml", "dist/MEMORY.md",
+                         "dist/manifest.toml"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -230,3 +231,148 @@ def test_hub_db_has_the_original_tables(tmp_path):
     assert set(HUB_TABLES) <= names
     assert 'max_package_bytes = 10485760' in (tmp_path / "hub" / "hub.toml").read_text()
     assert Path(tmp_path / "hub" / "storage" / "views").is_dir()
+
+
+def test_two_providers_creating_one_view_at_once(tmp_path):
+    """Real threads, one SQLite hub: exactly one provider owns the new view, the other is refused."""
+    import threading
+
+    from rmtui.engine.views.hubstore import HubRefused, HubStore
+
+    prov = make_provider(tmp_path)
+    provider.create_file_view(prov, "platform", ["platform"])
+    archive = zip_package(provider.build(prov, "platform").package)
+    store = HubStore(tmp_path / "hub")
+    actors = [store.find_token(store.create_provider_token(p)["token"], "publish") for p in ("alice", "mallory")]
+    results: list[object] = []
+    start = threading.Barrier(2)
+
+    def run(actor):
+        start.wait()
+        try:
+            results.append(store.publish("platform", archive, actor)["provider_id"])
+        except HubRefused as exc:
+            results.append(exc.status)
+
+    threads = [threading.Thread(target=run, args=(a,)) for a in actors]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(map(str, results)) in (["403", "alice"], ["403", "mallory"])
+    with sqlite3.connect(store.db_path) as db:
+        [(owner, current)] = db.execute("SELECT provider_id, current_version_id FROM views").fetchall()
+        [(version, made_by)] = db.execute("SELECT id, created_by_token_id FROM view_versions").fetchall()
+    winner = next(a for a in actors if a.provider_id == owner)
+    assert owner in results and current == version and made_by == winner.token_id
+    versions = store.storage_root / "views" / "platform" / "versions"
+    assert [p.name for p in versions.iterdir()] == [version]  # the refused one left nothing behind
+
+
+def test_a_hostile_hub_changes_nothing(tmp_path):
+    """A hub whose answers lack what they must carry (or carry a token no header can hold) is refused
+    before any file is written."""
+    import threading
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    answers: dict[str, object] = {}
+
+    async def view(request):
+        return JSONResponse(answers["view"])
+
+    async def accept(request):
+        return JSONResponse(answers["accept"], status_code=201)
+
+    app = Starlette(routes=[Route("/api/invitations/{t}/view", view), Route("/api/invitations/{t}/accept", accept,
+                                                                            methods=["POST"])])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/i/abc"
+    cons = make_consumer(tmp_path)
+    good_view = {"view_id": "platform", "title": "Platform", "kind": "file"}
+    cases = [
+        ({"view_id": "../etc", "title": "x"}, {}, 2, "view id"),
+        ({"title": "no id"}, {}, 4, "view_id"),
+        ({"view_id": "q", "kind": "question"}, {}, 2, "question view"),
+        (good_view, {"connection_token": "bad\r\nX-Injected: 1"}, 4, "connection_token"),
+        (good_view, {"connection_token": ""}, 4, "connection_token"),
+        (good_view, {"view_id": "other", "connection_token": "tok"}, 4, "not 'platform'"),
+    ]
+    try:
+        for view_answer, accept_answer, code, words in cases:
+            answers.update(view=view_answer, accept=accept_answer)
+            r = run_cli("--headless", "shared-view", "accept", url, "--no-pull", "--root", str(cons.path))
+            assert r.code == code and words in r.stderr and "Traceback" not in r.stderr, (view_answer, r.stderr)
+            assert not (cons.path / "shared_views.toml").exists()
+            assert not (cons.path / ".runtime" / "shared_views" / "credentials.toml").exists()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def test_a_publish_killed_halfway_is_swept_by_the_next(tmp_path):
+    """A publish that died leaves a hidden candidate folder and no row; the next publish removes it
+    once it is older than a live one can be, and a fresh one (a publish still running) stays."""
+    from rmtui.engine.views.hubstore import DEAD_CANDIDATE_SECONDS, HubStore
+
+    prov = make_provider(tmp_path)
+    provider.create_file_view(prov, "platform", ["platform"])
+    archive = zip_package(provider.build(prov, "platform").package)
+    store = HubStore(tmp_path / "hub")
+    actor = store.find_token(store.create_provider_token("alice")["token"], "publish")
+    versions = store.storage_root / "views" / "platform" / "versions"
+    dead, live = versions / ".ver_dead.incoming-000000000000", versions / ".ver_live.incoming-111111111111"
+    for folder in (dead, live):
+        (folder / "dist").mkdir(parents=True)
+        (folder / "dist" / "MEMORY.md").write_text("half\n")
+    old = time.time() - DEAD_CANDIDATE_SECONDS - 60
+    os.utime(dead, (old, old))
+    out = store.publish("platform", archive, actor)
+    assert sorted(p.name for p in versions.iterdir()) == sorted([live.name, out["version_id"]])
+
+
+def test_the_originals_client_publishes_and_joins_through_rmtuis_hub(tmp_path, hub):
+    """The original's client, as compat_checker makes its requests (urllib, its zip, its bodies):
+    publish, invite, read and accept the invitation, download, send a note, read the inbox."""
+    from compat_checker import ORIGINAL_IMPORT_NAMES, original_hub_call, original_package_zip
+
+    prov, url, token = hub
+    package = provider.build(prov, "platform").package
+    status, published = original_hub_call(url, "POST", "/api/views/platform/versions", token=token,
+                                          data=original_package_zip(package), content_type="application/zip")
+    assert status == 201 and check_hub_answer("publish", published) == []
+    status, inv = original_hub_call(url, "POST", "/api/views/platform/invitations", token=token, json_body={})
+    assert status == 201 and check_hub_answer("invitation", inv) == []
+    invite = inv["invitation_url"].rsplit("/i/", 1)[1]
+    status, view = original_hub_call(url, "GET", f"/api/invitations/{invite}/view")
+    assert status == 200 and view["view_id"] == "platform" and view["kind"] == "file"
+    assert view["ref"] == "rightmemory://mf/platform" and view["current_version_id"] == published["version_id"]
+    status, accepted = original_hub_call(url, "POST", f"/api/invitations/{invite}/accept", json_body={})
+    assert status == 201 and accepted["consumer_label"] is None
+    conn = accepted["connection_token"]
+    status, archive = original_hub_call(url, "GET", "/api/views/platform/package", token=conn)
+    assert status == 200
+    with zipfile.ZipFile(io.BytesIO(archive)) as zf:
+        assert set(zf.namelist()) >= ORIGINAL_IMPORT_NAMES
+        assert zf.read("dist/MEMORY.md") == (package / "dist" / "MEMORY.md").read_bytes()
+    note = {"created_at": "2026-12-01T00:00:00Z", "heading_id": "platform", "view_type": "file",
+            "ref": "rightmemory://mf/platform", "relationship": "human", "maintainer": "alice", "actor": "user",
+            "message": "please add the rollback runbook"}
+    status, rec = original_hub_call(url, "POST", "/api/views/platform/interactions", token=conn, json_body=note)
+    assert status == 201 and check_hub_answer("interaction", rec) == []
+    status, inbox = original_hub_call(url, "GET", "/api/providers/alice/inbox", token=token)
+    assert status == 200 and check_hub_answer("inbox", inbox) == []
+    assert inbox["interactions"][0]["payload"] == note  # every field of the note, as sent
+    status, refused = original_hub_call(url, "GET", "/api/providers/alice/inbox", token=conn)
+    assert status == 401 and refused == {"detail": "invalid bearer token"}

@@ -178,19 +178,12 @@ def cmd_publish(args) -> Result:
     if args.hub:
         from rmtui.engine.views import hub
 
-        pub = hub.HubClient(args.hub, _token(args.token_env, "--hub")).publish(
-            args.view, _zip(res.package))
+        pub = hub.publish_package(res.package, args.view, args.hub, _token(args.token_env, "--hub"))
         data["hub"] = pub
         text.append(f"published {args.view} to {args.hub}: version {pub['version_id']}")
     if not args.git and not args.hub:
         text.append("served by `shared-view serve` (issue consumer tokens with `shared-view token`)")
     return Result(data, "\n".join(text))
-
-
-def _zip(folder) -> bytes:
-    from rmtui.engine.views.package import zip_package
-
-    return zip_package(folder)
 
 
 def _token(env: str | None, what: str) -> str:
@@ -213,22 +206,18 @@ def cmd_invite(args) -> Result:
 
 
 def cmd_inbox(args) -> Result:
+    from rmtui.engine.display import remote_text
     from rmtui.engine.views import hub
 
     items = hub.inbox(args.hub, _token(args.token_env, "inbox"), args.provider)
     lines = []
-    for it in items:
-        payload = it.get("payload") if isinstance(it.get("payload"), dict) else {}
-        lines.append(f"{it.get('created_at')}  {it.get('view_id')}  {payload.get('actor', '?')}: "
-                     f"{remote(payload.get('message', ''))}")
+    for it in items:  # every field came from the hub: quoted, never printed raw
+        raw = it.get("payload")
+        payload = raw if isinstance(raw, dict) else {}
+        lines.append("  ".join(remote_text(v, 200) for v in (it.get("created_at"), it.get("view_id")))
+                     + f"  {remote_text(payload.get('actor', '?'), 80)}: {remote_text(payload.get('message', ''))}")
     return Result({"provider_id": args.provider, "interactions": items},
                   "\n".join(lines) or f"no notes for {args.provider}")
-
-
-def remote(value: object) -> str:
-    from rmtui.engine.display import remote_text
-
-    return remote_text(value)
 
 
 def cmd_hub_token(args) -> Result:
@@ -271,11 +260,11 @@ def cmd_token(args) -> Result:
 
 
 def cmd_serve(args) -> Result:
+    from pathlib import Path
+
     from rmtui.engine.views.server import Limits, ViewServer
 
     root = root_of(args)
-    from pathlib import Path
-
     srv = ViewServer(root, host=args.host, port=args.port, allow_remote=args.allow_remote,
                      limits=Limits(max_answers=max(1, args.max_answers)),
                      hub_root=Path(args.hub_root) if args.hub_root else None, public_url=args.public_url)

@@ -15,7 +15,9 @@ the fields it must carry before anything is written.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from rmtui.engine.display import remote_text
@@ -27,6 +29,8 @@ from rmtui.engine.views import files
 from rmtui.engine.views.client import ProviderClient, ProviderError
 
 MAX_NOTE_CHARS = 4000
+#: A bearer token a hub hands out: visible ASCII, no blanks (it goes into a header as it is).
+_TOKEN = re.compile(r"^[\x21-\x7e]{1,512}$")
 #: Relationships whose notes reach a person: sending one needs an explicit yes (as in the original).
 CONFIRM_RELATIONSHIPS = ("human", "external")
 
@@ -92,7 +96,8 @@ class HubClient(ProviderClient):
         what = "accepting the invitation"
         payload = {"consumer_label": consumer_label} if consumer_label else {}
         data = self._json("POST", f"/api/invitations/{quote(token, safe='')}/accept", payload, what, ok=(200, 201))
-        _text(data, "connection_token", what)
+        if not isinstance(data.get("connection_token"), str) or not _TOKEN.match(data["connection_token"]):
+            raise ProviderError(f"{what}: the hub's answer lacks a valid 'connection_token'")
         return data
 
     def post_interaction(self, view_id: str, record: dict) -> dict:
@@ -110,20 +115,20 @@ class HubClient(ProviderClient):
 
 # -- provider -----------------------------------------------------------------------------------
 
-def publish(root: MemoryRoot, view_id: str, hub_url: str, token: str) -> dict:
-    """Build ``view_id`` and publish the package to the hub as its new current version."""
-    from rmtui.engine.views import provider
+def publish_package(folder: Path, view_id: str, hub_url: str, token: str) -> dict:
+    """Publish a built package folder to the hub as the view's new current version."""
     from rmtui.engine.views.package import zip_package
 
-    res = provider.build(root, view_id)
-    published = HubClient(hub_url, token).publish(view_id, zip_package(res.package))
-    return {"build": res.to_json(), "hub": published}
+    return HubClient(hub_url, token).publish(view_id, zip_package(folder))
 
 
 def invite(root: MemoryRoot, view_id: str, hub_url: str, token: str, *, label: str | None = None,
            expires_at: str | None = None) -> dict:
-    """Publish ``view_id`` (as the original does before inviting), then make one invitation."""
-    out = publish(root, view_id, hub_url, token)
+    """Build and publish ``view_id`` (as the original does before inviting), then make one invitation."""
+    from rmtui.engine.views import provider
+
+    res = provider.build(root, view_id)
+    out = {"build": res.to_json(), "hub": publish_package(res.package, view_id, hub_url, token)}
     out["invitation"] = HubClient(hub_url, token).create_invitation(view_id, label=label, expires_at=expires_at)
     return out
 
@@ -166,8 +171,9 @@ def accept(root: MemoryRoot, url: str, *, as_id: str | None = None, title: str |
                             maintainer=remote_text(maintainer, 200) if maintainer else None,
                             description=remote_text(description, 1000) if description else None,
                             accepted_from=inv.base_url, target=target)
-    body = remote_text(description) if description else "Use this mirrored file view when its provider context " \
-        "is relevant."
+    # the provider's words sit inside our sentence, on one line: they can never start a heading or a node
+    body = (f"Read-only shared file view `{view_id}` from the hub {inv.base_url}"
+            + (f": {remote_text(description, 1000)}" if description else "") + ". Its items are imported, not edited here.")
     heading = title or (remote_text(info["title"], 200) if isinstance(info.get("title"), str) else view_id)
     landed = consumer.record(root, conn, heading, body)
     out = {"connection": conn.to_json(), "landed": landed, "connection_id": accepted.get("connection_id")}
@@ -221,21 +227,3 @@ def _append(root: MemoryRoot, cid: str, record: dict) -> None:
         old = path.read_bytes() if path.exists() else b""
         line = json.dumps(record, ensure_ascii=False, sort_keys=True).encode() + b"\n"
         atomic_write_bytes(path, old + line, mode=0o600)
-
-
-def notes(root: MemoryRoot, view: str | None = None) -> list[dict]:
-    """The notes kept for one connection (or all), oldest first; lines that are not JSON objects are skipped."""
-    folder = files.runtime_dir(root) / "notes"
-    paths = [_notes_path(root, files.check_view_id(view))] if view else sorted(folder.glob("*.jsonl"))
-    out: list[dict] = []
-    for path in paths:
-        if not path.is_file():
-            continue
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                item = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(item, dict):
-                out.append(item)
-    return out

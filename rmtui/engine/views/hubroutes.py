@@ -8,7 +8,8 @@ bodies by ``Limits.max_body_bytes``, a published package by the hub's ``max_pack
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 #: original passes them through, other fields of the consumer's note, within these bounds.
 MAX_MESSAGE_CHARS = 4000
 MAX_INTERACTION_KEYS = 32
+T = TypeVar("T")
 
 
 def detail(status: int, text: str) -> Response:
@@ -42,7 +44,7 @@ class HubRoutes:
         self.store = store
         self.limits = limits
 
-    async def call(self, fn, *args) -> object:
+    async def call(self, fn: Callable[..., T], *args: object) -> T | Response:
         try:
             return await run_in_threadpool(fn, *args)
         except HubRefused as exc:
@@ -89,7 +91,7 @@ class HubRoutes:
         config = await self.call(self.store.config)
         if isinstance(config, Response):
             return config
-        limit = config.max_package_bytes  # type: ignore[attr-defined]
+        limit = config.max_package_bytes
         declared = request.headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > limit):
             return detail(413, "package upload is too large")
@@ -150,7 +152,6 @@ class HubRoutes:
         info = await self.call(self.store.describe_invitation, token)
         if isinstance(info, Response):
             return info
-        assert isinstance(info, dict)
         return JSONResponse({"view_id": info["view_id"], "title": info["title"], "description": info["description"],
                              "api": {"view": f"/api/invitations/{token}/view",
                                      "accept": f"/api/invitations/{token}/accept"}})

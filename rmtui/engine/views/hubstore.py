@@ -18,6 +18,7 @@ import os
 import re
 import secrets
 import sqlite3
+import time
 import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -208,13 +209,20 @@ class HubStore:
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
         self.root.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.db_path, timeout=30)
+        db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
         db.row_factory = sqlite3.Row
         try:
             db.execute("PRAGMA foreign_keys = ON")
-            with db:
+            # one writer at a time from the first statement on: a check and the write it guards
+            # (who owns a view, which invitation a token opens) see the same state
+            db.execute("BEGIN IMMEDIATE")
+            try:
                 self._migrate(db)
                 yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
         finally:
             db.close()
 
@@ -321,6 +329,7 @@ class HubStore:
         version_id = new_id("ver")
         versions = self.storage_root / "views" / vid / "versions"
         versions.mkdir(parents=True, exist_ok=True)
+        _sweep_dead_candidates(versions)
         final = versions / version_id
         candidate = candidate_beside(final)
         try:
@@ -346,6 +355,9 @@ class HubStore:
         now = now_iso()
         try:
             with self._db() as db:
+                owner = db.execute("SELECT provider_id FROM views WHERE id = ?", (vid,)).fetchone()
+                if owner is not None and owner["provider_id"] not in (None, actor.provider_id):
+                    raise HubRefused(403, "token cannot manage this view")  # another provider made it meanwhile
                 db.execute("INSERT INTO providers(id, label, created_at, updated_at) VALUES(?, NULL, ?, ?) "
                            "ON CONFLICT(id) DO UPDATE SET updated_at = excluded.updated_at",
                            (actor.provider_id, now, now))
@@ -493,6 +505,21 @@ class HubStore:
                         "connection_id": row["connection_id"], "actor_id": row["actor_id"],
                         "payload": payload if isinstance(payload, dict) else {}, "created_at": row["created_at"]})
         return out
+
+
+#: A candidate folder older than this belongs to a publish that died (killed, or the machine stopped).
+DEAD_CANDIDATE_SECONDS = 3600
+
+
+def _sweep_dead_candidates(versions: Path) -> None:
+    """Remove the hidden candidates (``.ver_….incoming-…``) dead publishes left; a live one is younger."""
+    for entry in versions.iterdir():
+        try:
+            dead = entry.name.startswith(".") and time.time() - entry.lstat().st_mtime > DEAD_CANDIDATE_SECONDS
+        except FileNotFoundError:
+            continue
+        if dead:
+            remove_tree(entry)
 
 
 def _metadata(manifest_json: object) -> dict[str, str]:
