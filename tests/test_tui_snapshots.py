@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 from test_tui_support import FROZEN_TS, frozen_demo_root, main_loaded, row_to, type_text, wait_for
+from textual.widgets import Input
 from tui_faults import broken_last_commit
 
 from rmtui.engine.retrieval import retrieve as retrieve_module
@@ -65,6 +66,8 @@ async def show_item(app, pilot, item_id: str) -> None:
 
 async def settle(app, pilot) -> None:
     app.clear_notifications()
+    for field in app.screen.query(Input):
+        field.cursor_blink = False  # a steady cursor: a blinking one makes the picture depend on timing
     await pilot.pause(0.2)
 
 
