@@ -576,3 +576,166 @@ def write_original_async_state(root: Path, session: str, jobs: list[dict]) -> Pa
              "next_id": len(jobs) + 1}
     path.write_text(json.dumps(state, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+# -- the shared-view hub: its routes' answers and its hub root --------------------------------------
+
+#: The fields each hub route answers with, as the original hub names them (a set: exactly these).
+HUB_ANSWERS = {
+    "publish": {"view_id", "provider_id", "version_id", "current_version_id", "package_hash", "title"},
+    "invitation": {"invitation_id", "token_id", "view_id", "invitation_url", "expires_at"},
+    "landing": {"view_id", "title", "description", "api"},
+    "accept": {"connection_id", "token_id", "connection_token", "view_id", "consumer_label"},
+    "interaction": {"status", "interaction_id", "view_id", "connection_id"},
+    "inbox": {"provider_id", "interactions"},
+}
+HUB_INBOX_ITEM = {"interaction_id", "provider_id", "view_id", "connection_id", "actor_id", "payload", "created_at"}
+#: The tables and columns of the original hub's ``hub.db`` (its migrations 1 and 2).
+HUB_TABLES = {
+    "providers": ("id", "label", "created_at", "updated_at"),
+    "views": ("id", "provider_id", "title", "ref", "description", "current_version_id", "created_at", "updated_at"),
+    "view_versions": ("id", "view_id", "package_hash", "storage_path", "manifest_json", "created_at",
+                      "created_by_token_id"),
+    "invitations": ("id", "view_id", "token_id", "label", "expires_at", "revoked_at", "created_at", "accepted_count"),
+    "connections": ("id", "invitation_id", "view_id", "token_id", "consumer_label", "created_at", "revoked_at"),
+    "tokens": ("id", "nonce", "token_hash", "action", "provider_id", "view_id", "label", "created_at", "revoked_at"),
+    "interactions": ("id", "view_id", "connection_id", "actor_id", "payload_json", "created_at"),
+    "audit_events": ("id", "kind", "actor_id", "provider_id", "view_id", "details_json", "created_at"),
+    "share_invitations": ("id", "share_id", "provider_id", "token_id", "title", "label", "expires_at", "revoked_at",
+                          "created_at", "accepted_count", "payload_json"),
+    "schema_migrations": ("version", "applied_at"),
+}
+HUB_MANIFEST_KEYS = {"view_id", "title", "ref", "description", "maintainer", "files", "size_bytes", "package_hash",
+                     "version_id", "invitation_metadata"}
+_HUB_ID = re.compile(r"^(tok|inv|con|int|ver|aud)_[A-Za-z0-9_-]{22}$")
+
+
+def check_hub_answer(route: str, data: dict) -> list[str]:
+    """A hub route's JSON answer against the original's field names and value rules."""
+    out = []
+    want = HUB_ANSWERS[route]
+    if set(data) != want:
+        out.append(f"{route}: fields {sorted(data)} are not the original's {sorted(want)}")
+    for key in ("version_id", "invitation_id", "token_id", "connection_id", "interaction_id"):
+        if key in data and not _HUB_ID.match(str(data[key])):
+            out.append(f"{route}: {key} {data[key]!r} is not <prefix>_<22 url-safe characters>")
+    if route == "publish" and not re.fullmatch(r"[0-9a-f]{64}", str(data.get("package_hash"))):
+        out.append("publish: package_hash is not a SHA-256")
+    if route == "invitation" and "/i/" not in str(data.get("invitation_url")):
+        out.append("invitation: invitation_url has no /i/<token>")
+    if route == "landing" and set(data.get("api") or {}) != {"view", "accept"}:
+        out.append("landing: api must name view and accept")
+    if route == "interaction" and data.get("status") != "recorded":
+        out.append("interaction: status must be recorded")
+    if route == "inbox":
+        for item in data.get("interactions", []):
+            if set(item) != HUB_INBOX_ITEM:
+                out.append(f"inbox: item fields {sorted(item)} are not the original's")
+    return out
+
+
+def check_hub_db(path: Path) -> list[str]:
+    """``hub.db`` as the original opens it: its tables and columns, migrations 1 and 2 recorded, tokens
+    kept as ``sha256(nonce:token)`` hex, and each version's manifest with the original's keys."""
+    import sqlite3
+
+    out = []
+    with sqlite3.connect(path) as db:
+        for table, columns in HUB_TABLES.items():
+            got = tuple(r[1] for r in db.execute(f"PRAGMA table_info({table})"))
+            if got != columns:
+                out.append(f"hub.db {table}: columns {got} are not the original's {columns}")
+        if {r[0] for r in db.execute("SELECT version FROM schema_migrations")} != {1, 2}:
+            out.append("hub.db: migrations 1 and 2 are not both recorded")
+        for (digest,) in db.execute("SELECT token_hash FROM tokens"):
+            if not re.fullmatch(r"[0-9a-f]{64}", digest):
+                out.append("hub.db tokens: a token_hash is not a SHA-256 hex digest")
+        for (manifest,) in db.execute("SELECT manifest_json FROM view_versions"):
+            keys = set(json.loads(manifest))
+            if keys != HUB_MANIFEST_KEYS:
+                out.append(f"hub.db view_versions: manifest keys {sorted(keys)} are not the original's")
+    return out
+
+
+# -- rightmemory.toml: how the original checks booleans, integers and the agent CLI provider -------
+
+#: Integers the original checks with ``isinstance(value, int)`` alone, so ``true`` passes as 1.
+ORIGINAL_INTS_TAKING_TRUE = {("review", "idle_seconds"), ("review", "since_days")}
+ORIGINAL_INTS = {("review", "batch_size"), ("sync", "stale_pull_after_hours"), ("pruner", "generation_commits"),
+                 ("pruner", "revival_grace_checkpoints"), ("update.async", "target_batch_candidates"),
+                 ("update.async", "max_wait_seconds"), ("retrieve", "max_output_chars")}
+ORIGINAL_BOOLS = {("sync", "enabled"), ("debug", "trace")}
+
+
+def original_config_verdict(text: str) -> str | None:
+    """What the original says of these keys of a ``rightmemory.toml``: None when it loads them,
+    else the key it refuses. Booleans must be TOML booleans; integers refuse booleans except where
+    the original forgot to; ``provider`` is stripped, then must be exactly ``codex`` or ``claude``."""
+    import tomllib
+
+    data = tomllib.loads(text)
+
+    def table(dotted: str) -> dict:
+        node: object = data
+        for part in dotted.split("."):
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        return node if isinstance(node, dict) else {}
+
+    for section, key in ORIGINAL_BOOLS:
+        if key in table(section) and not isinstance(table(section)[key], bool):
+            return f"{section}.{key}"
+    for section, key in ORIGINAL_INTS | ORIGINAL_INTS_TAKING_TRUE:
+        if key not in table(section):
+            continue
+        value = table(section)[key]
+        takes_bool = (section, key) in ORIGINAL_INTS_TAKING_TRUE
+        if (isinstance(value, bool) and not takes_bool) or not isinstance(value, int) or value < 1:
+            return f"{section}.{key}"
+    sections = ["agent_cli"] + [f"{role}.agent_cli" for role in data if isinstance(data[role], dict)]
+    for section in sections:
+        provider = table(section).get("provider")
+        if provider is not None and (not isinstance(provider, str) or provider.strip() not in ("codex", "claude")):
+            return f"{section}.provider"
+    return None
+
+
+def original_hub_call(base_url: str, method: str, path: str, *, token: str | None = None,
+                      json_body: dict | None = None, data: bytes | None = None,
+                      content_type: str | None = None) -> tuple[int, object]:
+    """One request as the original's hub client makes it (urllib; JSON bodies, a bearer token)."""
+    import urllib.error
+    import urllib.request
+
+    headers = {}
+    if json_body is not None:
+        data, content_type = json.dumps(json_body).encode("utf-8"), "application/json"
+    if content_type:
+        headers["Content-Type"] = content_type
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(f"{base_url.rstrip('/')}{path}", data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            status, raw, kind = resp.status, resp.read(), resp.headers.get("Content-Type", "")
+    except urllib.error.HTTPError as exc:
+        status, raw, kind = exc.code, exc.read(), exc.headers.get("Content-Type", "")
+    return status, (json.loads(raw) if "json" in kind else raw)
+
+
+def original_package_zip(package_root: Path) -> bytes:
+    """A package folder zipped as the original's client zips it before publishing: every regular
+    file under the folder, by its relative name, no folder entries."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(Path(package_root).rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                zf.write(path, path.relative_to(package_root).as_posix())
+    return buf.getvalue()
+
+
+#: What the original's consumer requires of a downloaded package before it imports it.
+ORIGINAL_IMPORT_NAMES = {"view.md", "recipe.toml", "rightmemory-shared-view.toml", "dist/MEMORY.md",
+                         "dist/manifest.toml"}

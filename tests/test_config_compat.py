@@ -526,3 +526,43 @@ def test_service_counts_drive_rerank_and_result_count(root, backend):
     write_original(root, text.replace("candidate_count = 3", "candidate_count = 500"), commit=False)
     with pytest.raises(UsageError, match="candidate_count = 500 exceeds"):
         retrieve(root, "s2", "billing database owner", backend=rec)
+
+
+# -- booleans, integers and the provider, checked as the original checks them ----------------------------
+
+@pytest.mark.parametrize("text", [
+    "[agent_cli]\nprovider = \" codex \"\n",
+    "[update.agent_cli]\nprovider = \"\\tclaude\"\nmodel = \" opus \"\n",
+    "[update.agent_cli]\nprovider = \"Codex\"\n",
+    "[agent_cli]\nprovider = \"co dex\"\n",
+    "[agent_cli]\nprovider = \"   \"\n",
+    "[review]\nidle_seconds = true\n",
+    "[review]\nsince_days = true\n",
+    "[review]\nsince_days = false\n",
+    "[review]\nbatch_size = true\n",
+    "[sync]\nstale_pull_after_hours = true\n",
+    "[sync]\nenabled = 1\n",
+    "[sync]\nenabled = true\n",
+    "[debug]\ntrace = \"true\"\n",
+    "[debug]\ntrace = false\n",
+])
+def test_booleans_and_provider_as_the_original_checks_them(root, text):
+    from compat_checker import original_config_verdict
+
+    write_original(root, text, commit=False)
+    refused = original_config_verdict(text)
+    if refused is None:
+        load_config(root.path)
+    else:
+        with pytest.raises(UsageError) as err:
+            load_config(root.path)
+        assert repr(refused) in err.value.message
+
+
+def test_a_provider_with_blanks_runs_without_them(root):
+    write_original(root, "[agent_cli]\nprovider = \" codex \"\n[historian.agent_cli]\nprovider = \"claude \"\n"
+                         "model = \" opus\"\n", commit=False)
+    cfg = load_config(root.path)
+    r = resolve_role_executor(cfg, "historian")
+    assert (r.settings.provider, r.settings.model) == ("claude", "opus")
+    assert resolve_role_executor(cfg, "retrieve").settings.provider == "codex"

@@ -141,14 +141,14 @@ def test_noop_deducts_and_failure_keeps_points(provider, root):
     # a failed run (the model errors out): points are kept
     provider.push(*[Turn(text="", tool_calls=[("read", {"path": "/etc/passwd"})]) for _ in range(30)])
     out = run_insight(root)
-    assert out["state"] == "failed" and out["points"] == 2
+    assert out.state == "failed" and out.points == 2
     st = insight_status(root)
     assert st["points"] == 2 and st["active_operation_id"] is None and st["failures"] == 1
     # a no-op is a success: the claimed points are deducted
     provider.script.clear()
     provider.push(call("outline"), Turn(text="Nothing stands out."))
     out = run_insight(root)
-    assert out["state"] == "noop" and out["points"] == 0 and out["log"] is None
+    assert out.state == "noop" and out.points == 0 and out.log is None
     assert insight_status(root)["last_success_result"] == "noop"
 
 
@@ -171,8 +171,8 @@ def test_insight_editing_memory_is_refused_by_the_supervisor(provider, root):
     provider.push(call("read", path="MEMORY.md"),
                   call("edit", path="MEMORY.md", old_text="# Memory", new_text="# Memory!"), sneak)
     out = run_insight(root)
-    assert out["state"] == "failed" and out["error"]["error"] == "refused"
-    assert "forbidden-path" in out["message"] and "MEMORY.md" in out["message"]
+    assert out.state == "failed" and out.failure is not None and out.failure.error["error"] == "refused"
+    assert "forbidden-path" in out.message and "MEMORY.md" in out.message
     # the tool refused the first attempt already
     assert "may not write MEMORY.md" in provider.seen[2].tool_results()[0]["content"]
     assert head(root) == before and (root.path / "MEMORY.md").read_text() == memory_before
@@ -187,7 +187,7 @@ def test_two_new_logs_are_refused(provider, root):
                   call("create", path="insight_logs/2020-01-01-000001.md", content=LOG),
                   call("git_add", paths=["."]), call("git_commit", message="insight: two"), Turn(text="two logs"))
     out = run_insight(root)
-    assert out["state"] == "failed" and "exactly one new" in out["message"]
+    assert out.state == "failed" and "exactly one new" in out.message
     assert not (root.path / "insight_logs").exists()
 
 

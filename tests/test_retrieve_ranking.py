@@ -10,11 +10,7 @@ from rmtui.engine.retrieval.corpus import load_corpus
 from rmtui.engine.retrieval.ranking import (
     DEFAULT_PARAMS,
     LexicalIndex,
-    lexical_text,
-    passages,
     tokenize,
-    tokenize_many,
-    window_tokens,
 )
 
 
@@ -46,17 +42,16 @@ def test_window_joins_words_of_adjacent_entries(root):
     assert own[ids.index("x1")] == 0 and both[ids.index("x1")] > 0  # borrowed from its neighbour only
 
 
-def test_window_tokens_stop_at_the_span(root):
+def test_window_stops_at_the_span(root):
     _write(root)
     corpus = load_corpus(root.path)
     ids = [e.id for e in corpus.entries]
     params = replace(DEFAULT_PARAMS, lexical_window=1)
-    texts = [lexical_text(e, params) for e in corpus.entries]
-    parts, owner = passages(texts)
-    toks = window_tokens(corpus, tokenize_many(parts), owner, params)
-    first = toks[ids.index("q1")]
-    assert "postgr" in first or "postgres" in first  # the next entry's words
-    assert "weather" not in first  # two steps away
+    window = LexicalIndex.build(corpus, params, "k").window
+    assert window is not None
+    assert window.own_scores(tokenize("postgres"))[ids.index("q1")] > 0  # the next entry's words
+    assert window.own_scores(tokenize("weather"))[ids.index("q1")] == 0  # two steps away
+    assert window.own_scores(tokenize("weather"))[ids.index("a1")] > 0
 
 
 def test_round_trip_keeps_the_window(root):

@@ -44,7 +44,7 @@ def test_pursuit_screen_with_a_pending_edit(snap_compare, app):
         while tree.highlighted_id != "faster-ingestion":
             await pilot.press("down")
         await pilot.press("f")  # into Focus: one pending edit
-        await wait_for(pilot, lambda: not screen.busy and screen.state["pending_edits"] == 1, what="the edit")
+        await wait_for(pilot, lambda: not screen.busy and screen.state.pending_edits == 1, what="the edit")
         app.clear_notifications()
         await pilot.pause(0.2)
 

@@ -84,7 +84,7 @@ def cmd_context(args) -> Result:
 def cmd_begin(args) -> Result:
     from rmtui.engine.host import assistant
 
-    return _json(assistant.begin(root_of(args), retry=args.retry))
+    return _json(assistant.begin(root_of(args), retry=args.retry).to_json())
 
 
 def cmd_status(args) -> Result:
@@ -96,20 +96,21 @@ def cmd_status(args) -> Result:
 def cmd_complete(args) -> Result:
     from rmtui.engine.host import assistant
 
-    return _json(assistant.complete(root_of(args), args.task))
+    return _json(assistant.complete(root_of(args), args.task).to_json())
 
 
 def cmd_begin_role(args) -> Result:
     from rmtui.engine.host import assistant
 
     return _json(assistant.begin_role(root_of(args), args.role, retry=args.retry, force=args.force,
-                                      receipt=args.receipt, comment=args.comment))
+                                      receipt=args.receipt, comment=args.comment).to_json())
 
 
 def cmd_complete_task(args) -> Result:
     from rmtui.engine.host import assistant
 
-    return _json(assistant.complete_task(root_of(args), args.task, summary=args.summary, result=args.result))
+    return _json(assistant.complete_task(root_of(args), args.task, summary=args.summary,
+                                         result=args.result).to_json())
 
 
 def cmd_task_status(args) -> Result:

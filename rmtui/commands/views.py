@@ -1,8 +1,11 @@
 """``shared-view …``: the front of shared views (engine: rmtui.engine.views, docs/formats.md, "Shared views").
 
 Provider: ``create VIEW --include ID…`` (or ``--question``), ``build VIEW``,
-``publish VIEW [--git REPO_URL]``, ``token VIEW``, ``serve``. Consumer:
+``publish VIEW [--git REPO_URL | --hub URL --token-env NAME]``, ``token VIEW``, ``serve``;
+through a hub: ``hub-token --provider ID``, ``invite VIEW --hub URL --token-env NAME``,
+``inbox --hub URL --provider ID --token-env NAME``. Consumer:
 ``connect REPO_URL#share=VIEW`` (Git) or ``connect URL --token-env NAME`` (HTTP),
+``accept INVITATION_URL`` (a hub), ``note VIEW MESSAGE``,
 ``pull [VIEW]``, ``list`` (``--json``: each view with ``view_id`` and ``status``),
 ``ask VIEW "question"``.
 """
@@ -46,7 +49,29 @@ def register(sub, common) -> None:
     q.add_argument("--share", help="share id in the repository (default: the view id)")
     q.add_argument("--provider", help="provider id recorded in share.toml (default: $USER)")
     q.add_argument("--no-push", action="store_true", help="commit in the local cache only")
+    q.add_argument("--hub", metavar="URL", help="a shared-view hub to publish the version to")
+    q.add_argument("--token-env", metavar="NAME", help="environment variable holding the hub publish token")
     q.set_defaults(handler=cmd_publish)
+
+    q = s.add_parser("invite", parents=[common], help="publish a view to a hub and make an invitation URL")
+    q.add_argument("view")
+    q.add_argument("--hub", metavar="URL", required=True)
+    q.add_argument("--token-env", metavar="NAME", required=True, help="variable holding the hub publish token")
+    q.add_argument("--label", help="who the invitation is for")
+    q.add_argument("--expires-at", metavar="ISO_TIME", help="when the invitation stops working")
+    q.set_defaults(handler=cmd_invite)
+
+    q = s.add_parser("inbox", parents=[common], help="the notes consumers sent about your views (from a hub)")
+    q.add_argument("--hub", metavar="URL", required=True)
+    q.add_argument("--provider", required=True, help="your provider id on the hub")
+    q.add_argument("--token-env", metavar="NAME", required=True, help="variable holding the hub publish token")
+    q.set_defaults(handler=cmd_inbox)
+
+    q = s.add_parser("hub-token", parents=[common], help="issue a hub publish token for a provider (served hub)")
+    q.add_argument("--provider", required=True)
+    q.add_argument("--label")
+    q.add_argument("--hub-root", metavar="DIR", help="the hub root (default: .runtime/hub of this root)")
+    q.set_defaults(handler=cmd_hub_token)
 
     q = s.add_parser("token", parents=[common], help="issue a bearer token for one consumer of a view")
     q.add_argument("view")
@@ -59,6 +84,8 @@ def register(sub, common) -> None:
     q.add_argument("--port", type=int, default=8767, help="0 picks a free port")
     q.add_argument("--allow-remote", action="store_true", help="listen on a non-loopback address")
     q.add_argument("--max-answers", type=int, default=2, help="questions answered at once")
+    q.add_argument("--hub-root", metavar="DIR", help="the hub root to serve (default: .runtime/hub of this root)")
+    q.add_argument("--public-url", metavar="URL", help="base of invitation URLs (default: hub.toml's, else this server)")
     q.set_defaults(handler=cmd_serve)
 
     q = s.add_parser("connect", parents=[common], help="connect a view: REPO_URL#share=VIEW, or an HTTP URL")
@@ -69,6 +96,22 @@ def register(sub, common) -> None:
     q.add_argument("--relationship", default="human", choices=("human", "owned-agent", "team-space", "external"))
     q.add_argument("--no-pull", action="store_true", help="record the connection only")
     q.set_defaults(handler=cmd_connect)
+
+    q = s.add_parser("accept", parents=[common], help="accept a hub invitation (…/i/<token>) and pull the view")
+    q.add_argument("url")
+    q.add_argument("--as", dest="as_id", metavar="ID", help="local heading id (default: the view id)")
+    q.add_argument("--title", help="title of the local heading")
+    q.add_argument("--relationship", default="human", choices=("human", "owned-agent", "team-space", "external"))
+    q.add_argument("--consumer-label", help="how the provider sees this connection")
+    q.add_argument("--no-pull", action="store_true", help="record the connection only")
+    q.set_defaults(handler=cmd_accept)
+
+    q = s.add_parser("note", parents=[common], help="send a note about a connected view to its provider's inbox")
+    q.add_argument("view")
+    q.add_argument("message", nargs="+")
+    q.add_argument("--task-context", help="what you were doing when the note arose")
+    q.add_argument("--yes", action="store_true", help="confirm sending to a person (relationship human/external)")
+    q.set_defaults(handler=cmd_note)
 
     q = s.add_parser("pull", parents=[common], help="download, validate and import file views")
     q.add_argument("view", nargs="?")
@@ -132,9 +175,65 @@ def cmd_publish(args) -> Result:
         data["git"] = pub
         state = "pushed" if pub["pushed"] else ("unchanged" if not pub["changed"] else "committed, not pushed")
         text += [f"git share {pub['share_id']} on {pub['branch']}: {state}", f"  join: {pub['join_url']}"]
-    else:
+    if args.hub:
+        from rmtui.engine.views import hub
+
+        pub = hub.publish_package(res.package, args.view, args.hub, _token(args.token_env, "--hub"))
+        data["hub"] = pub
+        text.append(f"published {args.view} to {args.hub}: version {pub['version_id']}")
+    if not args.git and not args.hub:
         text.append("served by `shared-view serve` (issue consumer tokens with `shared-view token`)")
     return Result(data, "\n".join(text))
+
+
+def _token(env: str | None, what: str) -> str:
+    if not env:
+        raise UsageError(f"{what} needs --token-env NAME (the variable holding the bearer token)")
+    token = os.environ.get(env, "")
+    if not token:
+        raise UsageError(f"${env} is empty or unset")
+    return token
+
+
+def cmd_invite(args) -> Result:
+    from rmtui.engine.views import hub
+
+    data = hub.invite(root_of(args), args.view, args.hub, _token(args.token_env, "invite"), label=args.label,
+                      expires_at=args.expires_at)
+    inv = data["invitation"]
+    return Result(data, f"{inv['invitation_url']}\n(invitation {inv.get('invitation_id')} to {args.view}; "
+                        f"version {data['hub']['version_id']})")
+
+
+def cmd_inbox(args) -> Result:
+    from rmtui.engine.display import remote_text
+    from rmtui.engine.views import hub
+
+    items = hub.inbox(args.hub, _token(args.token_env, "inbox"), args.provider)
+    lines = []
+    for it in items:  # every field came from the hub: quoted, never printed raw
+        raw = it.get("payload")
+        payload = raw if isinstance(raw, dict) else {}
+        lines.append("  ".join(remote_text(v, 200) for v in (it.get("created_at"), it.get("view_id")))
+                     + f"  {remote_text(payload.get('actor', '?'), 80)}: {remote_text(payload.get('message', ''))}")
+    return Result({"provider_id": args.provider, "interactions": items},
+                  "\n".join(lines) or f"no notes for {args.provider}")
+
+
+def cmd_hub_token(args) -> Result:
+    from pathlib import Path
+
+    from rmtui.engine.views.hubstore import HubRefused, HubStore
+    from rmtui.engine.views.server import hub_root_of
+
+    where = Path(args.hub_root) if args.hub_root else hub_root_of(root_of(args))
+    try:
+        data = HubStore(where).create_provider_token(args.provider, args.label)
+    except HubRefused as exc:
+        raise UsageError(exc.detail) from None
+    data["hub_root"] = str(where)
+    return Result(data, f"{data['token']}\n(publish token {data['token_id']} for provider {data['provider_id']} "
+                        f"on the hub at {where}; shown once, only its hash is kept)")
 
 
 def _provider_id() -> str:
@@ -161,11 +260,14 @@ def cmd_token(args) -> Result:
 
 
 def cmd_serve(args) -> Result:
+    from pathlib import Path
+
     from rmtui.engine.views.server import Limits, ViewServer
 
     root = root_of(args)
     srv = ViewServer(root, host=args.host, port=args.port, allow_remote=args.allow_remote,
-                     limits=Limits(max_answers=max(1, args.max_answers)))
+                     limits=Limits(max_answers=max(1, args.max_answers)),
+                     hub_root=Path(args.hub_root) if args.hub_root else None, public_url=args.public_url)
     sys.stderr.write(f"rmtui: serving shared views at {srv.url} (Ctrl-C stops)\n")
     sys.stderr.flush()
     srv.serve_forever()
@@ -196,6 +298,28 @@ def cmd_connect(args) -> Result:
         text.append(_pull_line(data["pull"]))
         code = 4 if data["pull"]["status"] in FAILED else 0
     return Result(data, "\n".join(text), code)
+
+
+def cmd_accept(args) -> Result:
+    from rmtui.engine.views import hub
+
+    data = hub.accept(root_of(args), args.url, as_id=args.as_id, title=args.title, relationship=args.relationship,
+                      consumer_label=args.consumer_label, pull_now=not args.no_pull)
+    conn = data["connection"]
+    text = [f"accepted {conn['id']} (file view via {conn['target']['base_url']})"]
+    code = 0
+    if "pull" in data:
+        text.append(_pull_line(data["pull"]))
+        code = 4 if data["pull"]["status"] in FAILED else 0
+    return Result(data, "\n".join(text), code)
+
+
+def cmd_note(args) -> Result:
+    from rmtui.engine.views import hub
+
+    rec = hub.send_note(root_of(args), args.view, " ".join(args.message), task_context=args.task_context,
+                        confirmed=args.yes)
+    return Result(rec, f"note for {args.view}: {rec['status']}")
 
 
 def _pull_line(r: dict) -> str:

@@ -18,14 +18,17 @@ the grace is over and the item may be pruned again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmtui.engine.cycles import common
 from rmtui.engine.cycles.ledger import PRUNE_PREFIX, Ledger, compose_message, parse_ledger, reasons_from
 from rmtui.engine.errors import ConflictError, EngineError, OperationFailed
 from rmtui.engine.memory.roots import MemoryRoot
+
+if TYPE_CHECKING:
+    from rmtui.engine.writes.operations import Receipt
 
 ROLE = "pruner"
 KIND = "prune"
@@ -42,6 +45,40 @@ class PruneCommit:
 
     def to_json(self) -> dict:
         return {"commit": self.commit, "date": self.date, "subject": self.subject, **self.ledger.to_json()}
+
+
+@dataclass(frozen=True)
+class PruneRun:
+    """One Pruner run: ``idle`` (not due; ``status`` is :func:`prune_status`), ``expired`` or
+    ``checkpoint`` (landed as ``landed_commit``), or ``failed``: the ``failure``, or a landing
+    the supervisor did not commit (``receipt`` says why)."""
+
+    state: str
+    status: dict[str, Any] | None = None
+    operation_id: str | None = None
+    landed_commit: str | None = None
+    message: str = ""
+    removed: list[str] = field(default_factory=list)
+    #: each item kept in revival grace: ``id``, ``file``, ``grace`` ("K/N")
+    revival_grace: list[dict[str, str]] = field(default_factory=list)
+    receipt: Receipt | None = None
+    failure: common.Failure | None = None
+
+    @property
+    def exit_code(self) -> int:
+        if self.failure is not None:
+            return self.failure.exit_code
+        return 1 if self.state == "failed" else 0
+
+    def to_json(self) -> dict[str, Any]:
+        if self.failure is not None:
+            return self.failure.to_json()
+        if self.state == "idle":
+            return {"state": "idle", **(self.status or {})}
+        return {"state": self.state, "operation_id": self.operation_id, "landed_commit": self.landed_commit,
+                "message": self.message, "removed": self.removed, "revival_grace": self.revival_grace,
+                "receipt": self.receipt.to_json() if self.receipt else None,
+                "receipt_phase": self.receipt.phase if self.receipt else None}
 
 
 def _repo(path: Path | str):
@@ -202,22 +239,21 @@ def prune_prompt(worktree: str, status: dict[str, Any], keep_pursuit: set[str],
     return "\n\n".join(parts)
 
 
-def run_prune(root: MemoryRoot, *, force: bool = False, executor: Any = None) -> dict[str, Any]:
-    """One Pruner run if due (or ``force``): ``{"state": "idle"|"expired"|"checkpoint"|"failed", ...}``."""
+def run_prune(root: MemoryRoot, *, force: bool = False, executor: Any = None) -> PruneRun:
+    """One Pruner run if due (or ``force``)."""
     with common.cycle_lock(root, NAME):
         common.refuse_if_hosted(root, KIND)
         status = prune_status(root)
         if not status["due"] and not force:
-            return {"state": "idle", **status}
+            return PruneRun("idle", status=status)
         try:
             out = _run(root, status, executor)
         except ConflictError:
             raise  # busy (a host holds the task, a lock timed out): not a failure of the cycle
         except EngineError as exc:
-            out = common.error_outcome(exc)
-            common.record_outcome(root, NAME, out, failed=True)
+            common.record_outcome(root, NAME, common.error_outcome(exc).to_json(), failed=True)
             raise
-        common.record_outcome(root, NAME, out, failed=out["state"] == "failed")
+        common.record_outcome(root, NAME, out.to_json(), failed=out.state == "failed")
         return out
 
 
@@ -275,7 +311,7 @@ def begin_prune(root: MemoryRoot, sup: Any, *, lease: dict[str, Any] | None = No
     return common.begin_planned(sup, KIND, ROLE, lambda op: plan_prune(root, op), lease=lease)
 
 
-def land_prune(sup: Any, op: Any, plan: PrunePlan, summary: str) -> dict[str, Any]:
+def land_prune(sup: Any, op: Any, plan: PrunePlan, summary: str) -> PruneRun:
     """Compose the ``prune:`` commit from what was actually removed and let the supervisor
     admit and land it. Refuses (nothing lands, the operation stays open) the removal of an
     item that must stay."""
@@ -299,14 +335,14 @@ def land_prune(sup: Any, op: Any, plan: PrunePlan, summary: str) -> dict[str, An
     state = "expired" if receipt.changed_paths else "checkpoint"
     if receipt.landed_commit is None:
         state = "failed"
-    return {"state": state, "operation_id": op.id, "landed_commit": receipt.landed_commit,
-            "message": message.split("\n", 1)[0], "removed": removed,
-            "revival_grace": [{"id": i, "file": plan.before[i], "grace": f"{k}/{n}"}
-                              for i, (k, n) in plan.grace.items()],
-            "receipt": receipt.to_json(), "receipt_phase": receipt.phase}
+    return PruneRun(state, operation_id=op.id, landed_commit=receipt.landed_commit,
+                    message=message.split("\n", 1)[0], removed=removed,
+                    revival_grace=[{"id": i, "file": plan.before[i], "grace": f"{k}/{n}"}
+                                   for i, (k, n) in plan.grace.items()],
+                    receipt=receipt)
 
 
-def _run(root: MemoryRoot, status: dict[str, Any], executor: Any) -> dict[str, Any]:
+def _run(root: MemoryRoot, status: dict[str, Any], executor: Any) -> PruneRun:
     from rmtui.engine.writes.supervisor import Supervisor
 
     cfg = root.config()
@@ -320,7 +356,8 @@ def _run(root: MemoryRoot, status: dict[str, Any], executor: Any) -> dict[str, A
             summary = _converse(root, op, executor, cfg, status, plan)
             return land_prune(sup, op, plan, summary)
         except Exception as exc:  # noqa: BLE001 - a refusal or a defect must not leave the operation running
-            return common.failed_outcome(sup, op, exc)
+            failure = common.failed_outcome(sup, op, exc)
+            return PruneRun("failed", operation_id=op.id, message=failure.message, failure=failure)
 
 
 def _converse(root: MemoryRoot, op: Any, executor: Any, cfg: Any, status: dict[str, Any], plan: PrunePlan) -> str:

@@ -62,6 +62,8 @@ class Key:
     finite: bool = False       # no inf / nan
     nonempty: bool = False     # a string with something besides blanks
     fold: bool = False         # choices compared after strip().lower() (as the original does)
+    strip: bool = False        # choices compared after strip() only (the original's agent_cli provider)
+    true_is_one: bool = False  # an integer the original also takes as ``true`` (a bool is an int to it)
     check: Callable[[Any], str | None] | None = None  # a further rule; answers the problem or None
     items: dict[str, Any] | None = None  # an array of tables, each checked against this schema
 
@@ -72,6 +74,11 @@ def _pos_int(default: int | None = None) -> Key:
 
 def _pos_num(default: float | None = None) -> Key:
     return Key((int, float), default, positive=True, finite=True)
+
+
+def _provider() -> Key:
+    """``codex`` or ``claude``: the original strips blanks around it, but keeps case (``Codex`` is refused)."""
+    return Key((str,), choices=AGENT_CLI_PROVIDERS, strip=True)
 
 
 def _text() -> Key:
@@ -97,7 +104,7 @@ def _original_role() -> dict[str, Any]:
     return {
         "model": {"model_id": _text(), "api_base": _text(), "api_key": _text(),
                   "kwargs": Key((dict,), free_table=True)},
-        "agent_cli": {"provider": Key((str,), choices=AGENT_CLI_PROVIDERS), "model": _text()},
+        "agent_cli": {"provider": _provider(), "model": _text()},
     }
 
 
@@ -109,7 +116,7 @@ def _watch(trigger: float) -> dict[str, Key]:
 
 def _original_schema() -> dict[str, Any]:
     s: dict[str, Any] = {role: _original_role() for role in ORIGINAL_ROLES}
-    s["agent_cli"] = {"provider": Key((str,), choices=AGENT_CLI_PROVIDERS)}
+    s["agent_cli"] = {"provider": _provider()}
     s["retrieve"].update({
         "max_output_chars": _pos_int(100000),
         "backend": Key((str,), choices=("embedding",)),
@@ -121,7 +128,10 @@ def _original_schema() -> dict[str, Any]:
     s["dreamer"]["watch"] = _watch(50.0)
     s["insight"]["watch"] = _watch(150.0)
     s["pruner"].update({"generation_commits": _pos_int(70), "revival_grace_checkpoints": _pos_int(2)})
-    s["review"] = {"idle_seconds": _pos_int(21600), "since_days": _pos_int(3), "batch_size": _pos_int(3),
+    # the original checks idle_seconds and since_days without refusing bools (true passes as 1,
+    # false fails as 0), and batch_size like every other integer
+    s["review"] = {"idle_seconds": Key((int,), 21600, minimum=1, true_is_one=True),
+                   "since_days": Key((int,), 3, minimum=1, true_is_one=True), "batch_size": _pos_int(3),
                    "sources": Key((list,), items={"kind": Key((str,), choices=("codex", "claude"), fold=True),
                                                   "path": _text()})}
     s["debug"] = {"trace": Key((bool,), False)}
@@ -148,7 +158,7 @@ def _local_schema() -> dict[str, Any]:
         s[role] = _executor_knobs()
         if role not in ORIGINAL_ROLES:  # a role only rmtui has keeps its whole executor here
             s[role]["model"].update({"model_id": _text(), "api_base": _text(), "kwargs": Key((dict,), free_table=True)})
-            s[role]["agent_cli"].update({"provider": Key((str,), choices=AGENT_CLI_PROVIDERS), "model": _text()})
+            s[role]["agent_cli"].update({"provider": _provider(), "model": _text()})
     s["update"].update({
         "approval": Key((str,), "auto", choices=("auto", "required")),
         "max_evidence_bytes": Key((int,), 65536, minimum=1),
@@ -354,7 +364,8 @@ def _walk(doc: Any, schema: dict[str, Any], prefix: str, label: str, other: dict
 
 def check_value(dotted: str, spec: Key, value: Any, label: str = CONFIG_FILE) -> None:
     plain = value.unwrap() if hasattr(value, "unwrap") else value
-    ok = isinstance(plain, spec.types) and not (isinstance(plain, bool) and bool not in spec.types)
+    ok = isinstance(plain, spec.types) and not (isinstance(plain, bool) and bool not in spec.types
+                                                and not spec.true_is_one)
     if not ok:
         names = " or ".join(t.__name__ for t in spec.types).replace("dict", "table").replace("list", "array")
         raise UsageError(f"{label}: {dotted!r} must be {names}, got {type(plain).__name__}")
@@ -371,7 +382,9 @@ def check_value(dotted: str, spec: Key, value: Any, label: str = CONFIG_FILE) ->
             if missing:
                 raise UsageError(f"{label}: {dotted}[{i}] needs {missing[0]!r}")
         return
-    shown = plain.strip().lower() if spec.fold and isinstance(plain, str) else plain
+    shown = plain
+    if isinstance(plain, str) and (spec.fold or spec.strip):
+        shown = plain.strip().lower() if spec.fold else plain.strip()
     if spec.choices is not None and shown not in spec.choices:
         raise UsageError(f"{label}: {dotted!r} must be one of {', '.join(map(repr, spec.choices))}")
     if spec.nonempty and not plain.strip():

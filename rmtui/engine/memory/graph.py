@@ -312,6 +312,34 @@ ROOT_FILES = ((MEMORY_ROOT_FILE, "memory"), (PURSUIT_ROOT_FILE, "pursuit"))
 MF_ROOT_FILES = ((MEMORY_ROOT_FILE, "memory"),)
 
 
+@dataclass(eq=False)
+class _FileScan:
+    """What is open at the current line while one graph file is read top to bottom."""
+
+    name: str
+    domain: str
+    lines: list[str]
+    parent: Item | None  # the F# heading whose backing file this is, or None for a root file
+    stack: list[Item] = field(default_factory=list)  # open headings in this file
+    headings: list[Item] = field(default_factory=list)  # headings of this file in order, for end lines
+    items: list[Item] = field(default_factory=list)  # top-level items of this file
+    backing: list[Item] = field(default_factory=list)  # typed headings whose backing file is read after
+    fence: str | None = None  # the open code fence
+    body_fence: tuple[str, int] | None = None  # (colons, line) of an open :::body
+    last_node: Item | None = None  # the node that indented lines continue
+    list_col: int | None = None  # content column of the open top-level list item
+    after_blank: bool = False
+    in_focus: bool = False  # inside `## Focus` (a Pursuit file), until the next heading of depth <= 2
+    in_next: bool = False  # inside a Pursuit `**Next:**` block
+
+    def terminal(self) -> Item | None:
+        """The F# or terminal #### heading of this file the current line sits under."""
+        for h in reversed(self.stack):
+            if (h.heading_kind == "F#" and h.id) or (h.level == 4 and h.heading_kind in TYPED_KINDS):
+                return h
+        return None
+
+
 class _Parser:
     def __init__(self, root: Path, root_files: tuple[tuple[str, str], ...] = ROOT_FILES) -> None:
         self.graph = Graph(root=Path(root))
@@ -378,187 +406,193 @@ class _Parser:
         self.graph.files[name] = gf
         if "\x00" in text:
             self.err(name, text.count("\n", 0, text.index("\x00")) + 1, "encoding", "file contains NUL bytes")
-
         first_index = len(self.graph.ordered)  # items of this file are appended after here
-        stack: list[Item] = []  # open headings in this file
-        open_items: list[Item] = []  # headings of this file in order, for end lines
-        file_items: list[Item] = []
-        fence: str | None = None
-        last_node: Item | None = None
-        in_focus = False  # inside `## Focus` (a Pursuit file), until the next heading of depth <= 2
-        in_next = False  # inside a Pursuit `**Next:**` block
-        backing_headings: list[Item] = []
+        scan = _FileScan(name, domain, lines, parent)
+        for lineno, line in enumerate(lines, start=1):
+            self.scan_line(scan, lineno, line)
+        self.close_file(scan, gf, first_index, visiting)
 
-        def container() -> Item | None:
-            return stack[-1] if stack else parent
+    def scan_line(self, scan: _FileScan, lineno: int, line: str) -> None:
+        """Read one line of a graph file: code, a body fence, a heading, a field or a list item."""
+        if self.skip_fenced(scan, line):
+            return
+        blank = not line.strip()
+        flat = line.expandtabs(4)
+        indent = len(flat) - len(flat.lstrip(" "))
+        if self.inside_list_item(scan, lineno, blank, flat, indent):
+            return
+        if blank:
+            scan.last_node = None
+            return
+        if indent == 0 and line.startswith(":") and self.body_marker(scan, lineno, line):
+            return
+        hm = _HEADING_RE.match(flat[indent:]) if indent <= 3 and flat[indent:].startswith("#") else None
+        if hm and (hm.group(2) is not None or line.strip("#").strip() == ""):
+            self.heading_line(scan, lineno, len(hm.group(1)), hm.group(2) or "")
+            return
+        if scan.domain == "pursuit":
+            field_m = _PURSUIT_FIELD_RE.match(line)
+            if field_m:
+                scan.in_next = field_m.group(1).casefold() == "next"
+                scan.last_node = None
+                scan.list_col = None
+                return
+        item_m = _ITEM_START_RE.match(flat) if not _THEMATIC_BREAK_RE.match(flat) else None
+        if item_m is None:
+            # continuation of a node: indented lines directly below it
+            if scan.last_node is not None and line[:1] in (" ", "\t"):
+                scan.last_node.end_line = lineno
+            else:
+                scan.last_node = None
+            return
+        self.list_item_line(scan, lineno, line, item_m)
 
-        def attach(item: Item) -> None:
-            cont = container()
-            item.parent = cont
-            if cont is not None:
-                cont.children.append(item)
-            if not stack:
-                file_items.append(item)
-            self.graph.ordered.append(item)
+    def skip_fenced(self, scan: _FileScan, line: str) -> bool:
+        """Fenced code and an open ``:::body`` are never graph: True when ``line`` is one of them."""
+        fm = _FENCE_RE.match(line)
+        if scan.fence is not None:
+            fence = scan.fence
+            if (fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence)
+                    and not line.strip()[len(fm.group(1)):].strip()):
+                scan.fence = None
+            return True
+        if scan.body_fence is not None:
+            bm = _BODY_CLOSE_RE.match(line)
+            if bm and bm.group(1) == scan.body_fence[0]:
+                scan.body_fence = None
+            return True
+        if fm:
+            scan.fence = fm.group(1)
+            scan.last_node = None
+            scan.list_col = None
+            return True
+        return False
 
-        def terminal() -> Item | None:
-            """The F# or terminal #### heading of this file the current line sits under."""
-            for h in reversed(stack):
-                if (h.heading_kind == "F#" and h.id) or (h.level == 4 and h.heading_kind in TYPED_KINDS):
-                    return h
-            return None
+    def inside_list_item(self, scan: _FileScan, lineno: int, blank: bool, flat: str, indent: int) -> bool:
+        """True when the line is nested content of the open list item (no node, no heading there)."""
+        if not blank and scan.list_col is not None:
+            if indent >= scan.list_col:
+                if scan.last_node is not None:
+                    scan.last_node.end_line = lineno
+                scan.after_blank = False
+                return True
+            if scan.after_blank and not _ITEM_START_RE.match(flat):
+                scan.list_col = None  # a blank line and an unindented line close the list
+        scan.after_blank = blank
+        return False
 
-        def terminal_rule(h: Item) -> str:
-            return "backing-children" if h.heading_kind == "F#" and h.level != 4 else "h4-children"
+    def body_marker(self, scan: _FileScan, lineno: int, line: str) -> bool:
+        """An unindented ``:::body`` opens a body; a stray closing line is an error. True when consumed."""
+        bm = _BODY_OPEN_RE.match(line)
+        if bm:
+            scan.body_fence = (bm.group(1), lineno)
+            scan.last_node = None
+            scan.list_col = None
+            return True
+        if _BODY_CLOSE_RE.match(line):
+            self.err(scan.name, lineno, "body-fence", f"{line.strip()} closes no open :::body fence")
+            return True
+        return False
 
-        list_col: int | None = None  # content column of the open top-level list item
-        after_blank = False
-        body_fence: tuple[str, int] | None = None  # (colons, line) of an open :::body
-        for idx, line in enumerate(lines):
-            lineno = idx + 1
-            # fenced code is never graph
-            fm = _FENCE_RE.match(line)
-            if fence is not None:
-                if fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence) and not line.strip()[len(fm.group(1)):].strip():
-                    fence = None
-                continue
-            if body_fence is not None:
-                bm = _BODY_CLOSE_RE.match(line)
-                if bm and bm.group(1) == body_fence[0]:
-                    body_fence = None
-                continue
-            if fm:
-                fence = fm.group(1)
-                last_node = None
-                list_col = None
-                continue
-            blank = not line.strip()
-            flat = line.expandtabs(4)
-            indent = len(flat) - len(flat.lstrip(" "))
-            if not blank and list_col is not None:
-                if indent >= list_col:
-                    # nested content of the open list item: a bullet here is no node, a heading no heading
-                    if last_node is not None:
-                        last_node.end_line = lineno
-                    after_blank = False
-                    continue
-                if after_blank and not _ITEM_START_RE.match(flat):
-                    list_col = None  # a blank line and an unindented line close the list
-            after_blank = blank
-            if blank:
-                last_node = None
-                continue
-            if indent == 0 and line.startswith(":"):
-                bm = _BODY_OPEN_RE.match(line)
-                if bm:
-                    body_fence = (bm.group(1), lineno)
-                    last_node = None
-                    list_col = None
-                    continue
-                if _BODY_CLOSE_RE.match(line):
-                    self.err(name, lineno, "body-fence", f"{line.strip()} closes no open :::body fence")
-                    continue
+    def heading_line(self, scan: _FileScan, lineno: int, level: int, rest: str) -> None:
+        name, domain = scan.name, scan.domain
+        scan.last_node = None
+        scan.in_next = False
+        scan.list_col = None
+        heading = self.parse_heading(name, lineno, level, rest, domain)
+        # close headings at the same or deeper level
+        while scan.stack and scan.stack[-1].level >= heading.level:
+            scan.stack.pop()
+        self.attach(scan, heading)
+        scan.stack.append(heading)
+        scan.headings.append(heading)
+        if domain == "pursuit" and level <= 2:
+            scan.in_focus = level == 2 and heading.id is None and heading.title.casefold() == "focus"
+            if scan.in_focus and name == PURSUIT_ROOT_FILE and self.graph.focus_line is None:
+                self.graph.focus_line = lineno
+        reserved = (heading.heading_kind == "F#" and domain == "pursuit"
+                    and (heading.id or "").casefold() == "rules")  # {F#rules} in Pursuit: no backing
+        if heading.heading_kind in TYPED_KINDS and heading.id and not reserved:
+            scan.backing.append(heading)
 
-            hm = _HEADING_RE.match(flat[indent:]) if indent <= 3 and flat[indent:].startswith("#") else None
-            if hm and (hm.group(2) is not None or line.strip("#").strip() == ""):
-                last_node = None
-                in_next = False
-                list_col = None
-                level = len(hm.group(1))
-                rest = hm.group(2) or ""
-                heading = self.parse_heading(name, lineno, level, rest, domain)
-                # close headings at the same or deeper level
-                while stack and stack[-1].level >= heading.level:
-                    stack.pop()
-                attach(heading)
-                stack.append(heading)
-                open_items.append(heading)
-                if domain == "pursuit" and level <= 2:
-                    in_focus = level == 2 and heading.id is None and heading.title.casefold() == "focus"
-                    if in_focus and name == PURSUIT_ROOT_FILE and self.graph.focus_line is None:
-                        self.graph.focus_line = lineno
-                reserved = (heading.heading_kind == "F#" and domain == "pursuit"
-                            and (heading.id or "").casefold() == "rules")  # {F#rules} in Pursuit: no backing
-                if heading.heading_kind in TYPED_KINDS and heading.id and not reserved:
-                    backing_headings.append(heading)
-                continue
+    def list_item_line(self, scan: _FileScan, lineno: int, line: str, item_m: re.Match[str]) -> None:
+        """A top-level list item: a node, a Focus or Next entry, or a plain bullet."""
+        # its content starts after the marker and 1-4 spaces
+        spaces = item_m.group(3)
+        scan.list_col = item_m.end(2) + (len(spaces) if 1 <= len(spaces) <= 4 else 1)
+        scan.last_node = None
+        nm = _NODE_RE.match(line)
+        if nm is None:
+            th = scan.terminal() if not scan.in_focus and not scan.in_next else None
+            if th is not None:
+                self.err(scan.name, lineno, "terminal-bullet",
+                         f"a list item under `{th.id}`: RightMemory rejects list items under an F# or "
+                         "#### heading (write prose, or move it to the backing file)")
+            return
+        ident = nm.group("id")
+        rest = nm.group("rest")
+        if scan.in_focus:
+            self.focus_entry(scan.name, lineno, ident, rest)
+        elif scan.in_next:
+            if ident.strip() not in NEXT_VERBS:
+                self.warn(scan.name, lineno, "next-entry",
+                          f"**Next:** entries start with `do`, `ask` or `wait`, not `{ident}`")
+        else:
+            self.node_line(scan, lineno, ident, rest)
 
-            if domain == "pursuit":
-                field_m = _PURSUIT_FIELD_RE.match(line)
-                if field_m:
-                    in_next = field_m.group(1).casefold() == "next"
-                    last_node = None
-                    list_col = None
-                    continue
+    def node_line(self, scan: _FileScan, lineno: int, ident: str, rest: str) -> None:
+        """A ``- `id` prose → [edges]`` bullet; without an edge list RightMemory reads a plain bullet."""
+        name = scan.name
+        markers = list(_ARROW_OPEN_RE.finditer(_literal_mask(rest)))
+        if not markers:
+            # no `→ [`: RightMemory reads a plain bullet, not a node
+            th = scan.terminal()
+            if th is not None:
+                rule = "backing-children" if th.heading_kind == "F#" and th.level != 4 else "h4-children"
+                self.err(name, lineno, rule,
+                         f"`{th.id}` keeps no list items in its own file; "
+                         + ("move it to the backing file" if th.heading_kind == "F#" else "it is terminal"))
+            elif scan.domain == "memory" and ID_RE.match(ident):
+                self.warn(name, lineno, "node-plain",
+                          f"`{ident}` has no edge list, so it is a plain bullet, not a node "
+                          "(end it with → [] to make it a node)")
+            return
+        last = markers[-1]
+        tail = re.match(r"(.*)\]\s*$", rest[last.end():], re.S)
+        if not ID_RE.match(ident):
+            self.err(name, lineno, "id-format", f"id {ident!r} must match [A-Za-z0-9_.-]+")
+            return
+        if tail is None or not rest[last.start() - 1: last.start()].isspace():
+            self.err(name, lineno, "node-edges",
+                     f"node `{ident}` has a malformed edge list (end the line with → [type:target, ...])")
+            return
+        prose = rest[: last.start()].strip()
+        node = Item("node", ident, name, lineno, lineno, scan.domain, prose)
+        self.check_id(node)
+        node.edges = self.item_edges(name, lineno, tail.group(1), ident)
+        self.attach(scan, node)
+        scan.last_node = node
 
-            item_m = _ITEM_START_RE.match(flat) if not _THEMATIC_BREAK_RE.match(flat) else None
-            if item_m is None:
-                # continuation of a node: indented lines directly below it
-                if last_node is not None and line[:1] in (" ", "\t"):
-                    last_node.end_line = lineno
-                    continue
-                last_node = None
-                continue
-            # a top-level list item; its content starts after the marker and 1-4 spaces
-            spaces = item_m.group(3)
-            list_col = item_m.end(2) + (len(spaces) if 1 <= len(spaces) <= 4 else 1)
-            last_node = None
-            nm = _NODE_RE.match(line)
-            if nm is None:
-                th = terminal() if not in_focus and not in_next else None
-                if th is not None:
-                    self.err(name, lineno, "terminal-bullet",
-                             f"a list item under `{th.id}`: RightMemory rejects list items under an F# or "
-                             "#### heading (write prose, or move it to the backing file)")
-                continue
-            ident = nm.group("id")
-            rest = nm.group("rest")
-            if in_focus:
-                self.focus_entry(name, lineno, ident, rest)
-                continue
-            if in_next:
-                if ident.strip() not in NEXT_VERBS:
-                    self.warn(name, lineno, "next-entry",
-                              f"**Next:** entries start with `do`, `ask` or `wait`, not `{ident}`")
-                continue
-            mask = _literal_mask(rest)
-            markers = list(_ARROW_OPEN_RE.finditer(mask))
-            if not markers:
-                # no `→ [`: RightMemory reads a plain bullet, not a node
-                th = terminal()
-                if th is not None:
-                    self.err(name, lineno, terminal_rule(th),
-                             f"`{th.id}` keeps no list items in its own file; "
-                             + ("move it to the backing file" if th.heading_kind == "F#" else "it is terminal"))
-                elif domain == "memory" and ID_RE.match(ident):
-                    self.warn(name, lineno, "node-plain",
-                              f"`{ident}` has no edge list, so it is a plain bullet, not a node "
-                              "(end it with → [] to make it a node)")
-                continue
-            last = markers[-1]
-            tail = re.match(r"(.*)\]\s*$", rest[last.end():], re.S)
-            if not ID_RE.match(ident):
-                self.err(name, lineno, "id-format", f"id {ident!r} must match [A-Za-z0-9_.-]+")
-                continue
-            if tail is None or not rest[last.start() - 1: last.start()].isspace():
-                self.err(name, lineno, "node-edges",
-                         f"node `{ident}` has a malformed edge list (end the line with → [type:target, ...])")
-                continue
-            prose = rest[: last.start()].strip()
-            node = Item("node", ident, name, lineno, lineno, domain, prose)
-            self.check_id(node)
-            node.edges = self.item_edges(name, lineno, tail.group(1), ident)
-            attach(node)
-            last_node = node
+    def attach(self, scan: _FileScan, item: Item) -> None:
+        """Hang ``item`` under the open heading (or the claiming F# heading) and record its order."""
+        cont = scan.stack[-1] if scan.stack else scan.parent
+        item.parent = cont
+        if cont is not None:
+            cont.children.append(item)
+        if not scan.stack:
+            scan.items.append(item)
+        self.graph.ordered.append(item)
 
-        if body_fence is not None:
-            self.err(name, body_fence[1], "body-fence",
-                     f"{body_fence[0]}body is never closed (end the body with a line {body_fence[0]})")
-        gf.items = file_items
-        # end lines and blocks
-        for i, h in enumerate(open_items):
+    def close_file(self, scan: _FileScan, gf: GraphFile, first_index: int, visiting: tuple[str, ...]) -> None:
+        """After the last line: end lines and text of each item, structure checks, then the backing files."""
+        name, lines = scan.name, scan.lines
+        if scan.body_fence is not None:
+            colons, line = scan.body_fence
+            self.err(name, line, "body-fence", f"{colons}body is never closed (end the body with a line {colons})")
+        gf.items = scan.items
+        for i, h in enumerate(scan.headings):
             end = len(lines)
-            for later in open_items[i + 1:]:
+            for later in scan.headings[i + 1:]:
                 if later.level <= h.level:
                     end = later.line - 1
                     break
@@ -568,9 +602,8 @@ class _Parser:
         for item in self.graph.ordered[first_index:]:
             if item.file == name:
                 item.text = "\n".join(lines[item.line - 1: item.end_line])
-
-        self.check_heading_structure(name, open_items)
-        for heading in backing_headings:
+        self.check_heading_structure(name, scan.headings)
+        for heading in scan.backing:
             if heading.heading_kind in ("MF#", "MQ#"):
                 continue
             self.load_backing(heading, visiting)

@@ -20,6 +20,7 @@ from rmtui.engine.errors import ConflictError, OperationFailed, UsageError
 from rmtui.engine.evidence.queue import PENDING_STATES, EvidenceQueue, check_session_id
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock
+from rmtui.engine.memory.config import Config
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.retrieval.corpus import Corpus, current_fingerprint, load_corpus
 from rmtui.engine.retrieval.delivery import DeliveryHistory, already_delivered_text, filter_delivered
@@ -32,7 +33,7 @@ from rmtui.engine.retrieval.render import (
     resolve_selection,
 )
 from rmtui.engine.retrieval.result import RetrieveResult
-from rmtui.engine.roles.executors.base import AbortTurn, ToolError, ToolSpec
+from rmtui.engine.roles.executors.base import AbortTurn, Executor, ToolError, ToolSpec
 
 ROLE = "retrieve"
 GRAPH_PATHS = ("MEMORY.md", "MEMORY_*.md", "PURSUITS.md", "PURSUIT_*.md")
@@ -63,11 +64,9 @@ SELECTION_SCHEMA = {
 
 @dataclass
 class Selection:
-    """The accepted selection and what it rendered to (filled by the terminal tool)."""
+    """The accepted selection (filled by the terminal tool) and the attempts that led to it."""
 
     raw: dict | None = None
-    units: list[Unit] = field(default_factory=list)
-    text: str = ""
     attempts: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -197,58 +196,75 @@ def _render_selection(corpus: Corpus, raw: dict, recent: dict, delivered: dict, 
     return text, kept, skipped, status
 
 
-def agent_retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = None,
-                   include_returned: bool = False, executor=None, warnings: list[str] | None = None,
-                   include_pending: bool = True):
-    """Run the retrieve role for ``need`` and return the rendered selection (a RetrieveResult).
+@dataclass
+class _Call:
+    """What one retrieve call reads before the model runs; the final render may refresh corpus and commit."""
 
-    Without ``include_pending`` the model is shown no pending evidence, so it can select none.
-    """
+    root: MemoryRoot
+    session: str
+    corpus: Corpus
+    commit: str | None
+    pending: dict[str, PendingItem]
+    recent: dict[str, tuple[str, str]]  # uid -> (label, text) of the pending evidence shown to the model
+    delivered: dict
+    last_commit: str | None
+    include_returned: bool
+    max_chars: int
+    max_attempts: int
+
+    def render(self, raw: dict) -> tuple[str, list[Unit], list[str], dict]:
+        return _render_selection(self.corpus, raw, self.recent, self.delivered, self.include_returned,
+                                 self.max_chars)
+
+
+def _read_call(root: MemoryRoot, session: str, cfg: Config, include_returned: bool, include_pending: bool) -> _Call:
+    """The corpus and commit (under the shared lock), the pending evidence and the delivery history."""
     from rmtui.engine.gitutil import head_commit
-    from rmtui.engine.roles.executors import DebugTrace, make_executor
-    from rmtui.engine.roles.prompts import role_instructions
-    from rmtui.engine.roles.tools import RoleTools
 
-    check_session_id(session)
-    if not need or not need.strip():
-        raise UsageError("the need must not be empty")
-    cfg = root.config()
-    executor = executor or make_executor(cfg, ROLE)
     max_chars = int(cfg.get("retrieve.max_output_chars"))
     max_attempts = int(cfg.get("retrieve.max_selection_attempts"))
     with file_lock(root.lock_path, shared=True):
         corpus = load_corpus(root.path)
         commit = head_commit(root.path)
     pending = pending_items(root, session) if include_pending else {}
-    recent = {uid: (p.label, p.text) for uid, p in pending.items()}
     with DeliveryHistory(root.runtime) as hist:
         delivered = hist.delivered(session)
         last_commit = hist.last_commit(session)
-    context = build_context(root, session, need, corpus, commit, recent, delivered, last_commit)
-    if top:
-        context += f"\n\nSelect at most about {top} items."
+    return _Call(root, session, corpus, commit, pending, {uid: (p.label, p.text) for uid, p in pending.items()},
+                 delivered, last_commit, include_returned, max_chars, max_attempts)
 
-    sel = Selection()
+
+def _selection_tool(call: _Call, sel: Selection) -> ToolSpec:
+    """The terminal tool: it accepts a selection that resolves, or tells the model why not."""
 
     def submit_selection(args: dict) -> str:
         sel.attempts += 1
         try:
-            text, kept, skipped, status = _render_selection(corpus, args, recent, delivered, include_returned,
-                                                            max_chars)
+            _text, kept, skipped, _status = call.render(args)
         except UsageError as exc:
             sel.errors.append(exc.message)
-            if sel.attempts >= max_attempts:
+            if sel.attempts >= call.max_attempts:
                 raise AbortTurn(f"retrieve: no valid selection after {sel.attempts} attempts; last error: "
                                 f"{exc.message}", details={"errors": sel.errors}) from None
             raise ToolError(f"selection refused: {exc.message}. Correct it and call submit_selection again "
-                            f"({max_attempts - sel.attempts} attempt(s) left).") from None
-        sel.raw, sel.units, sel.text = args, kept, text
+                            f"({call.max_attempts - sel.attempts} attempt(s) left).") from None
+        sel.raw = args
         return f"accepted: {len(kept)} item(s) rendered, {len(skipped)} already delivered"
 
-    tools = RoleTools(root.path, ROLE).specs() + [
-        ToolSpec("submit_selection", "Finish: the memory to return, as ids, source ranges and recent candidates. "
-                 "The program renders the source text; your prose is not returned.",
-                 SELECTION_SCHEMA, submit_selection, terminal=True)]
+    return ToolSpec("submit_selection", "Finish: the memory to return, as ids, source ranges and recent candidates. "
+                    "The program renders the source text; your prose is not returned.",
+                    SELECTION_SCHEMA, submit_selection, terminal=True)
+
+
+def _converse(call: _Call, cfg: Config, executor: Executor, context: str) -> dict:
+    """Run the model until it submits a valid selection; prose answers count against the attempts."""
+    from rmtui.engine.roles.executors import DebugTrace
+    from rmtui.engine.roles.prompts import role_instructions
+    from rmtui.engine.roles.tools import RoleTools
+
+    root = call.root
+    sel = Selection()
+    tools = RoleTools(root.path, ROLE).specs() + [_selection_tool(call, sel)]
     trace = DebugTrace.for_role(root.runtime, ROLE, enabled=bool(cfg.get("debug.trace")))
     conv = executor.start(system=role_instructions(ROLE), tools=tools, cwd=str(root.path), trace=trace)
     try:
@@ -259,7 +275,7 @@ def agent_retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None
                 break
             sel.attempts += 1  # the model answered in prose: that is not a selection
             sel.errors.append("answered without calling submit_selection")
-            if sel.attempts >= max_attempts:
+            if sel.attempts >= call.max_attempts:
                 raise OperationFailed(f"retrieve: no valid selection after {sel.attempts} attempts; the model "
                                       "did not call submit_selection", details={"errors": sel.errors})
             message = ("Your answer was not a selection. Call submit_selection with ids, sources and "
@@ -267,30 +283,61 @@ def agent_retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None
     finally:
         conv.close()
     assert sel.raw is not None  # a terminal result means submit_selection accepted a selection
+    return sel.raw
 
-    # render against the files as they are now, under the lock (once more on a changed corpus)
-    for attempt in (0, 1):
-        with file_lock(root.lock_path, shared=True):
-            if attempt == 1:
-                corpus = load_corpus(root.path)
-                commit = head_commit(root.path)
-            elif not current_fingerprint(root.path, corpus):
-                continue
-            try:
-                text, units, skipped, status = _render_selection(corpus, sel.raw, recent, delivered,
-                                                                 include_returned, max_chars)
-            except UsageError as exc:
-                raise ConflictError(f"memory changed during retrieval and the selection no longer "
-                                    f"resolves: {exc.message}") from None
-            with DeliveryHistory(root.runtime) as hist:
-                hist.record(session, [(u.key, u.id, u.hash) for u in units], commit)
-            break
+
+def _render_final(call: _Call, raw: dict) -> tuple[str, list[Unit], list[str], dict]:
+    """Render against the files as they are now (reloaded under the lock if they changed while the model
+    ran) and record the delivery."""
+    from rmtui.engine.gitutil import head_commit
+
+    root = call.root
+    with file_lock(root.lock_path, shared=True):
+        if not current_fingerprint(root.path, call.corpus):
+            call.corpus = load_corpus(root.path)
+            call.commit = head_commit(root.path)
+        try:
+            rendered = call.render(raw)
+        except UsageError as exc:
+            raise ConflictError(f"memory changed during retrieval and the selection no longer "
+                                f"resolves: {exc.message}") from None
+        with DeliveryHistory(root.runtime) as hist:
+            hist.record(call.session, [(u.key, u.id, u.hash) for u in rendered[1]], call.commit)
+    return rendered
+
+
+def _result(call: _Call, text: str, units: list[Unit], skipped: list[str], status: dict,
+            warnings: list[str] | None) -> RetrieveResult:
     notices = [{"id": u.id, "key": u.key, "change": "changed", "selected": True}
                for u in units if status.get(u.key) == "changed"]
     results = [{"id": u.id, "key": u.key, "kind": u.kind, "score": None, "file": u.file,
                 "start_line": u.start_line, "end_line": u.end_line, "status": status[u.key]}
                for u in units if u.kind != "recent"]
     # selected pending evidence: rendered in its own section (render), listed apart from memory
-    chosen = [pending[u.key[len("recent:"):]].to_json() for u in units if u.kind == "recent"]
-    return RetrieveResult(text, results, commit, corpus.fingerprint, "agent", notices, skipped,
+    chosen = [call.pending[u.key[len("recent:"):]].to_json() for u in units if u.kind == "recent"]
+    return RetrieveResult(text, results, call.commit, call.corpus.fingerprint, "agent", notices, skipped,
                           warnings=list(warnings or []), pending=chosen)
+
+
+def agent_retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = None,
+                   include_returned: bool = False, executor=None, warnings: list[str] | None = None,
+                   include_pending: bool = True):
+    """Run the retrieve role for ``need`` and return the rendered selection (a RetrieveResult).
+
+    Without ``include_pending`` the model is shown no pending evidence, so it can select none.
+    """
+    from rmtui.engine.roles.executors import make_executor
+
+    check_session_id(session)
+    if not need or not need.strip():
+        raise UsageError("the need must not be empty")
+    cfg = root.config()
+    executor = executor or make_executor(cfg, ROLE)
+    call = _read_call(root, session, cfg, include_returned, include_pending)
+    context = build_context(root, session, need, call.corpus, call.commit, call.recent, call.delivered,
+                            call.last_commit)
+    if top:
+        context += f"\n\nSelect at most about {top} items."
+    raw = _converse(call, cfg, executor, context)
+    text, units, skipped, status = _render_final(call, raw)
+    return _result(call, text, units, skipped, status, warnings)

@@ -8,7 +8,8 @@ neighbours in source order (context for scoring).
 
 Parsing a large root costs far more than the rest of a warm retrieve, so the corpus is
 cached in ``.runtime/cache/`` and reused while every file it was built from is byte for
-byte the same (checked by SHA-256, never by timestamps).
+byte the same (checked by SHA-256; a long-lived process skips the hash of a file whose
+status has not moved since it was last hashed, see :func:`current_fingerprint`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import itertools
 import marshal
 import os
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +37,7 @@ PASSAGE_CHARS = 1500
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _EDGE_TAIL_RE = re.compile(r"\s*(?:→|->)\s*\[[^\]]*\]\s*$")
 _NODE_HEAD_RE = re.compile(r"^[ \t]*[-*+]\s+`([^`]*)`\s*")
+_SLUG_RE = re.compile(r"[-_.]+")
 _ANCHOR_RE = re.compile(r"\s*\{[A-Z]*#\s*[^\s{}]+\}.*$")
 #: Where promoted shared view imports live (the views package downloads, validates and promotes
 #: them; retrieval only reads them): ``<root>/.runtime/shared_views/imports/<view>/dist/``.
@@ -123,6 +126,8 @@ class Corpus:
     missing: list[str]  # referenced files that did not exist
     issues: int = 0
     texts: dict[str, list[str]] = field(default_factory=dict)  # file -> lines (filled on demand)
+    #: file -> its status when this process last found it unchanged (see current_fingerprint)
+    checked: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     def by_id(self) -> dict[str, Entry]:
         return {e.id: e for e in self.entries if e.id is not None and e.kind != "source"}
@@ -174,7 +179,7 @@ def _digest(path: Path) -> str | None:
 
 
 def slug_words(ident: str | None) -> str:
-    return re.sub(r"[-_.]+", " ", ident or "").strip()
+    return _SLUG_RE.sub(" ", ident or "").strip()
 
 
 def node_prose(line: str) -> str:
@@ -281,133 +286,155 @@ def build_corpus(root: Path, graph: Graph | None = None, *, imports: bool = True
     With ``imports``, every ``MF#`` heading whose view is imported brings that view's items
     too, with qualified ids (``MF#<view>/<id>``) and the heading as their context.
     """
-    from rmtui.engine.memory.graph import MEMORY_ROOT_FILE, load_graph
-
     root = Path(root)
-    if graph is None:
-        if not (root / MEMORY_ROOT_FILE).is_file():
-            raise UsageError(f"{root} has no {MEMORY_ROOT_FILE}: not a memory root")
-        graph = load_graph(root)
-    files = {}
-    for name in graph.files:
-        d = _digest(root / name)
-        if d is not None:
-            files[name] = d
+    graph = graph if graph is not None else _parse_root(root)
+    files = {name: d for name in graph.files if (d := _digest(root / name)) is not None}
     missing = sorted({i.backing_file for i in graph.ordered
                       if i.backing_file and i.backing_file not in graph.files} |
                      {n for n in ("MEMORY.md", "PURSUITS.md") if n not in graph.files})
-    texts = {name: gf.lines for name, gf in graph.files.items()}
-    order = _traversal(graph)
-    id_counts: dict[str, int] = {}
-    for item in order:
-        if item.id:
-            id_counts[item.id] = id_counts.get(item.id, 0) + 1
+    projection = _Projection(graph)
+    projection.project()
+    corpus = Corpus(root, graph.fingerprint(), projection.entries, projection.headings, files, missing,
+                    len(graph.issues), texts=dict(projection.texts))
+    if imports:
+        _add_imports(corpus, projection)
+    return corpus
 
-    headings: list[HeadingRef] = []
-    heading_index: dict[int, int] = {}
-    entries: list[Entry] = []
-    child_spans: dict[int, list[tuple[str, int, int]]] = {}
-    for item in order:
-        if item.parent is not None:
-            child_spans.setdefault(id(item.parent), []).append((item.file, item.line, item.end_line))
 
-    def heading_ref(h: Item) -> int:
-        if id(h) not in heading_index:
-            heading_index[id(h)] = len(headings)
-            line = texts[h.file][h.line - 1] if h.file in texts else h.title
-            headings.append(HeadingRef(h.id, h.file, h.line, heading_title(line) or h.title, h.hash))
-        return heading_index[id(h)]
+def _parse_root(root: Path) -> Graph:
+    from rmtui.engine.memory.graph import MEMORY_ROOT_FILE, load_graph
 
-    def key_for(item: Item) -> str:
-        if item.id and id_counts.get(item.id, 0) == 1:
+    if not (root / MEMORY_ROOT_FILE).is_file():
+        raise UsageError(f"{root} has no {MEMORY_ROOT_FILE}: not a memory root")
+    return load_graph(root)
+
+
+class _Projection:
+    """The walk that turns a parsed graph into entries, with the state its steps share:
+    heading records, ancestor scopes per parent, and runs of neighbouring nodes."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.texts = {name: gf.lines for name, gf in graph.files.items()}
+        self.order = _traversal(graph)
+        self.id_counts: dict[str, int] = {}
+        for item in self.order:
+            if item.id:
+                self.id_counts[item.id] = self.id_counts.get(item.id, 0) + 1
+        self.child_spans: dict[int, list[tuple[str, int, int]]] = {}
+        for item in self.order:
+            if item.parent is not None:
+                self.child_spans.setdefault(id(item.parent), []).append((item.file, item.line, item.end_line))
+        self.headings: list[HeadingRef] = []
+        self.heading_index: dict[int, int] = {}
+        self.entries: list[Entry] = []
+        self.scopes: dict[int, tuple[list[int], str]] = {}  # parent -> (ancestor records, context), shared
+        # Neighbours are the nodes of one run: the same parent, where a bare grouping heading (a
+        # title with no text of its own: a speaker, a date, a sub-topic label) does not start a
+        # run of its own, so the notes on either side of it stay each other's neighbours.
+        self.runs: dict[int, list[int]] = {}
+        self.bare: set[int] = set()
+
+    def project(self) -> None:
+        for rank, item in enumerate(self.order):
+            anc, context = self.scope_of(item.parent)
+            anc = list(anc)
+            entry = self.node_entry(item, rank, anc, context) if item.kind == "node" \
+                else self.heading_entry(item, rank, anc, context)
+            if entry is None:
+                continue  # a bare grouping heading is context, not a result
+            self.runs.setdefault(self.run_of(item.parent), []).append(len(self.entries))
+            self.entries.append(entry)
+            if item.kind == "heading" and item.backing_file and item.backing_file in self.graph.files \
+                    and not self.graph.files[item.backing_file].graph:
+                _source_entries(item, self.graph, self.entries, anc + [self.heading_ref(item)], self.headings,
+                                rank)
+        self.link_neighbours()
+
+    def heading_ref(self, h: Item) -> int:
+        if id(h) not in self.heading_index:
+            self.heading_index[id(h)] = len(self.headings)
+            line = self.texts[h.file][h.line - 1] if h.file in self.texts else h.title
+            self.headings.append(HeadingRef(h.id, h.file, h.line, heading_title(line) or h.title, h.hash))
+        return self.heading_index[id(h)]
+
+    def key_for(self, item: Item) -> str:
+        if item.id and self.id_counts.get(item.id, 0) == 1:
             return item.id
         return f"{item.id or 'heading'}@{item.file}:{item.line}"
 
-    scope: dict[int, tuple[list[int], str]] = {}  # parent -> (ancestor records, context), shared
-
-    def scope_of(parent: Item | None) -> tuple[list[int], str]:
+    def scope_of(self, parent: Item | None) -> tuple[list[int], str]:
         if parent is None:
             return [], ""
-        got = scope.get(id(parent))
+        got = self.scopes.get(id(parent))
         if got is None:
-            above, _ = scope_of(parent.parent)
-            anc = above + [heading_ref(parent)]
-            got = scope[id(parent)] = (anc, " / ".join(headings[i].title for i in anc))
+            above, _ = self.scope_of(parent.parent)
+            anc = above + [self.heading_ref(parent)]
+            got = self.scopes[id(parent)] = (anc, " / ".join(self.headings[i].title for i in anc))
         return got
 
-    # Neighbours are the nodes of one run: the same parent, where a bare grouping heading (a
-    # title with no text of its own: a speaker, a date, a sub-topic label) does not start a
-    # run of its own, so the notes on either side of it stay each other's neighbours.
-    by_parent: dict[int, list[int]] = {}
-    bare: set[int] = set()
-
-    def run_of(parent: Item | None) -> int:
-        while parent is not None and id(parent) in bare:
+    def run_of(self, parent: Item | None) -> int:
+        while parent is not None and id(parent) in self.bare:
             parent = parent.parent
         return id(parent) if parent is not None else -1
 
-    for rank, item in enumerate(order):
-        lines = texts.get(item.file, [])
-        anc, context = scope_of(item.parent)
-        anc = list(anc)
-        if item.kind == "node":
-            own = [item.line + k for k in range(item.end_line - item.line + 1)]
-            words = [node_prose(lines[item.line - 1])] + [lines[n - 1].strip() for n in own[1:]]
-            text = " ".join(w for w in words if w)
-            entry = Entry(key_for(item), item.id, "node", item.file, item.line, item.end_line, item.hash,
-                          rank, text, own, anc, context, uncertain=item.uncertain)
-        else:
-            covered: set[int] = set()
-            for f, a, b in child_spans.get(id(item), []):
-                if f == item.file:
-                    covered.update(range(a, b + 1))
-            own = [n for n in range(item.line, item.end_line + 1) if n not in covered]
-            while own and not lines[own[-1] - 1].strip():
-                own.pop()
-            body = [lines[n - 1].strip() for n in own[1:] if lines[n - 1].strip()]
-            if not body and item.heading_kind not in ("S#", "M#"):
-                if item.heading_kind not in ("F#", "MF#", "MQ#"):
-                    bare.add(id(item))
-                continue  # a bare grouping heading is context, not a result
-            title = heading_title(lines[item.line - 1]) if lines else item.title
-            text = "\n".join([title, *body])
-            entry = Entry(key_for(item), item.id, "heading", item.file, item.line, own[-1] if own else item.line,
-                          item.hash, rank, text, own, anc, context)
-        by_parent.setdefault(run_of(item.parent), []).append(len(entries))
-        entries.append(entry)
-        if item.kind == "heading" and item.backing_file and item.backing_file in graph.files \
-                and not graph.files[item.backing_file].graph:
-            _source_entries(item, graph, entries, anc + [heading_ref(item)], headings, rank)
+    def node_entry(self, item: Item, rank: int, anc: list[int], context: str) -> Entry:
+        lines = self.texts.get(item.file, [])
+        own = [item.line + k for k in range(item.end_line - item.line + 1)]
+        words = [node_prose(lines[item.line - 1])] + [lines[n - 1].strip() for n in own[1:]]
+        text = " ".join(w for w in words if w)
+        return Entry(self.key_for(item), item.id, "node", item.file, item.line, item.end_line, item.hash,
+                     rank, text, own, anc, context, uncertain=item.uncertain)
 
-    for siblings in by_parent.values():
-        nodes = [i for i in siblings if entries[i].kind == "node"]
-        for a, b in itertools.pairwise(nodes):
-            entries[a].next, entries[b].prev = b, a
-    fp = graph.fingerprint()
-    issues = len(graph.issues)
-    texts = dict(texts)
-    if imports:
-        views = [i for i in order if i.heading_kind == "MF#" and i.domain == "memory" and i.id
-                 and i.id not in (".", "..")]
-        parts = [fp]
-        rank_next = len(order)
-        for item in views:
-            rel = f"{IMPORTS_DIR}/{item.id}/dist"
-            sub = _imported(root / rel)
-            if sub is None:
-                missing.append(f"{rel}/MEMORY.md")  # appears with the first pull
-                continue
-            anc, context = scope_of(item)
-            _merge_import(item.id or "", rel, sub, entries, headings, anc, context, rank_next)
-            rank_next += 1 + max((e.rank for e in sub.entries), default=0)
-            files.update({f"{rel}/{n}": d for n, d in sub.files.items()})
-            missing.extend(f"{rel}/{n}" for n in sub.missing)
-            texts.update({f"{rel}/{n}": lines for n, lines in sub.texts.items()})
-            issues += sub.issues
-            parts.append(f"{item.id}\0{sub.fingerprint}")
-        if len(parts) > 1:
-            fp = hashlib.sha256("\0".join(parts).encode()).hexdigest()
-    return Corpus(root, fp, entries, headings, files, missing, issues, texts=texts)
+    def heading_entry(self, item: Item, rank: int, anc: list[int], context: str) -> Entry | None:
+        """A heading's own lines (its children's spans left out); None for a bare grouping heading."""
+        lines = self.texts.get(item.file, [])
+        covered: set[int] = set()
+        for f, a, b in self.child_spans.get(id(item), []):
+            if f == item.file:
+                covered.update(range(a, b + 1))
+        own = [n for n in range(item.line, item.end_line + 1) if n not in covered]
+        while own and not lines[own[-1] - 1].strip():
+            own.pop()
+        body = [lines[n - 1].strip() for n in own[1:] if lines[n - 1].strip()]
+        if not body and item.heading_kind not in ("S#", "M#"):
+            if item.heading_kind not in ("F#", "MF#", "MQ#"):
+                self.bare.add(id(item))
+            return None
+        title = heading_title(lines[item.line - 1]) if lines else item.title
+        text = "\n".join([title, *body])
+        return Entry(self.key_for(item), item.id, "heading", item.file, item.line, own[-1] if own else item.line,
+                     item.hash, rank, text, own, anc, context)
+
+    def link_neighbours(self) -> None:
+        for siblings in self.runs.values():
+            nodes = [i for i in siblings if self.entries[i].kind == "node"]
+            for a, b in itertools.pairwise(nodes):
+                self.entries[a].next, self.entries[b].prev = b, a
+
+
+def _add_imports(corpus: Corpus, projection: _Projection) -> None:
+    """Append every imported view under its ``MF#`` heading; the fingerprint then covers the views."""
+    views = [i for i in projection.order if i.heading_kind == "MF#" and i.domain == "memory" and i.id
+             and i.id not in (".", "..")]
+    parts = [corpus.fingerprint]
+    rank_next = len(projection.order)
+    for item in views:
+        rel = f"{IMPORTS_DIR}/{item.id}/dist"
+        sub = _imported(corpus.root / rel)
+        if sub is None:
+            corpus.missing.append(f"{rel}/MEMORY.md")  # appears with the first pull
+            continue
+        anc, context = projection.scope_of(item)
+        _merge_import(item.id or "", rel, sub, projection.entries, projection.headings, anc, context, rank_next)
+        rank_next += 1 + max((e.rank for e in sub.entries), default=0)
+        corpus.files.update({f"{rel}/{n}": d for n, d in sub.files.items()})
+        corpus.missing.extend(f"{rel}/{n}" for n in sub.missing)
+        corpus.texts.update({f"{rel}/{n}": lines for n, lines in sub.texts.items()})
+        corpus.issues += sub.issues
+        parts.append(f"{item.id}\0{sub.fingerprint}")
+    if len(parts) > 1:
+        corpus.fingerprint = hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
 def _imported(dist: Path) -> Corpus | None:
@@ -543,11 +570,34 @@ def _write_cache(path: Path, corpus: Corpus) -> None:
         pass  # a derived cache: failing to write it costs time, never correctness
 
 
+#: A file changed this recently may change again within its file system's timestamp
+#: granularity without its status changing, so it is hashed again rather than trusted.
+RACY_NS = 2_000_000_000
+
+
 def current_fingerprint(root: Path, corpus: Corpus) -> bool:
-    """True when every file the corpus was built from is unchanged (cheap: hashes only)."""
+    """True when every file the corpus was built from is unchanged.
+
+    Each file is hashed, except one whose status (inode, size, modification and change
+    times) is what it was when an earlier call of this process hashed it, provided that
+    hash was taken more than :data:`RACY_NS` after the file's last change: as Git's index
+    treats a "racily clean" file. Any write moves the change time (which no tool can set
+    back), so a warm call hashes only what changed; a freshly written file is hashed until
+    it is old enough to be trusted."""
+    now = time.time_ns()
     for name, digest in corpus.files.items():
-        if _digest(Path(root) / name) != digest:
+        path = os.path.join(root, name)
+        try:
+            st = os.stat(path)
+        except OSError:
             return False
+        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if corpus.checked.get(name) == key:
+            continue
+        if _digest(Path(path)) != digest:
+            return False
+        if max(st.st_mtime_ns, st.st_ctime_ns) < now - RACY_NS:
+            corpus.checked[name] = key
     return not any(os.path.lexists(Path(root) / n) for n in corpus.missing)
 
 

@@ -1,4 +1,4 @@
-"""Ranking: BM25 (bm25s) fused with dense similarity, smoothed over neighbouring entries.
+"""Ranking: BM25 (bm25.py) fused with dense similarity, smoothed over neighbouring entries.
 
 Why each piece is here:
 - BM25 finds exact identifiers, file names and error strings that embeddings blur.
@@ -16,9 +16,9 @@ Why each piece is here:
 - Fusion is a weighted sum of per-query normalised scores; weights are general, measured
   on the LoCoMo bench (bench/locomo.py), never tuned per file.
 
-The index is built with bm25s (which imports scipy: slow) only when the corpus changes;
-the precomputed score matrix is stored in ``.runtime/cache/`` and queried with numpy alone,
-so a warm retrieve never imports bm25s.
+The score matrix is computed (bm25.py) only when the corpus changes, from term counts
+kept per passage so that only changed passages are tokenised again; it is stored in
+``.runtime/cache/`` and queried with numpy alone.
 """
 
 from __future__ import annotations
@@ -29,17 +29,15 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rmtui.engine.retrieval import bm25
+from rmtui.engine.retrieval.bm25 import TermRows
 from rmtui.engine.retrieval.corpus import Corpus, Entry, slug_words, split_passages
 from rmtui.engine.retrieval.subjects import dense_label
 
-if TYPE_CHECKING:  # pragma: no cover
-    pass
-
-LEXICAL_VERSION = 5  # 5: a neighbour-window index rides along
+LEXICAL_VERSION = 6  # 6: term counts ride along (updates re-tokenise only changed passages)
 _TOKEN_RE = re.compile(r"(?u)\b\w[\w.]*\w\b|\b\w\w+\b")
 
 # English stop words (those of bm25s plus question words): dropped from documents and
@@ -193,10 +191,13 @@ def passages(texts: list[str]) -> tuple[list[str], np.ndarray]:
 
 
 def best_per_entry(passage_scores: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
-    """An entry scores as its best passage."""
+    """An entry scores as its best passage (0 without one). ``owner`` is in entry order, as
+    :func:`passages` makes it, so each entry's passages are one run: one ``reduceat``."""
     out = np.full(n, -np.inf if passage_scores.size else 0.0, dtype=np.float32)
     if passage_scores.size:
-        np.maximum.at(out, owner, passage_scores.astype(np.float32))
+        scores = passage_scores.astype(np.float32, copy=False)
+        starts = np.flatnonzero(np.concatenate(([True], owner[1:] != owner[:-1])))
+        out[owner[starts]] = np.maximum.reduceat(scores, starts)
     out[~np.isfinite(out)] = 0.0
     return out
 
@@ -205,7 +206,8 @@ def best_per_entry(passage_scores: np.ndarray, owner: np.ndarray, n: int) -> np.
 
 @dataclass
 class LexicalIndex:
-    """BM25 scores of every (term, passage) pair, precomputed by bm25s."""
+    """BM25 scores of every (term, passage) pair, and the term counts they were computed
+    from (bm25.py): a changed corpus re-tokenises only its changed passages."""
 
     key: str
     vocab: dict[str, int]
@@ -217,34 +219,57 @@ class LexicalIndex:
     idf: dict[str, float] = field(default_factory=dict)
     window: LexicalIndex | None = None  # the same entries with their neighbours' words
     window_weight: float = 0.0
+    rows: TermRows | None = None  # each passage's term counts, keyed by its text
+    bare: TermRows | None = None  # the own words of entries that are neighbours (window parts)
+    rows_key: str = ""  # what the rows depend on besides the text (tokenizer, settings)
+    rebuilt: int = 0  # passages and windows tokenised or summed by this build (0: all reused)
 
     @classmethod
-    def build(cls, corpus: Corpus, params: RankParams, key: str) -> LexicalIndex:
+    def build(cls, corpus: Corpus, params: RankParams, key: str,
+              previous: LexicalIndex | None = None) -> LexicalIndex:
+        """The index of ``corpus``; rows of ``previous`` (an index of an earlier version of
+        it) are reused wherever a passage's text is the same."""
+        rkey = rows_key(params)
+        if previous is not None and (previous.rows_key != rkey or previous.rows is None):
+            previous = None
         texts = [lexical_text(e, params) for e in corpus.entries]
         parts, owner = passages(texts)
-        memo: dict[str, list[str]] = {}
-        tokens = [t or ["\x00empty"] for t in tokenize_many(parts, stem=params.stem, memo=memo)]
-        if not tokens:
+        if not parts:
             empty = np.zeros(0, dtype=np.float32)
             return cls(key, {}, empty, np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64), owner, 0)
-        idx = cls._from_tokens(tokens, owner, len(corpus.entries), params, key)
+        vocab = dict(previous.vocab) if previous is not None else {}
+        memo: dict[str, list[str]] = {}
+        entry_keys = bm25.text_keys(texts)
+        keys = entry_keys[owner]  # a passage that is its entry's whole text has its key
+        split = [j for j, (p, i) in enumerate(zip(parts, owner.tolist(), strict=True)) if p != texts[i]]
+        if split:
+            keys[split] = bm25.text_keys([parts[j] for j in split])
+        rows, made = bm25.update_rows(
+            keys, previous.rows if previous is not None else None,
+            lambda pos: [t or ["\x00empty"] for t in tokenize_many([parts[i] for i in pos], stem=params.stem,
+                                                                     memo=memo)], vocab)
+        window_rows = bare = None
         if params.lexical_window > 0 and params.window_weight > 0:
-            wtokens = window_tokens(corpus, tokens, owner, params, memo)
-            idx.window = cls._from_tokens(wtokens, np.arange(len(wtokens), dtype=np.int64), len(wtokens), params, key)
+            old_window = previous.window if previous is not None else None
+            window_rows, bare, more = _window_rows(
+                corpus, rows, entry_keys, owner, params, vocab, memo, previous.bare if previous is not None else None,
+                old_window.rows if old_window is not None else None)
+            made += more
+        live = [r for r in (rows, bare, window_rows) if r is not None]
+        vocab = bm25.compact(vocab, live)
+        idx = cls._scored(key, vocab, rows, owner, len(corpus.entries), params)
+        idx.bare, idx.rows_key, idx.rebuilt = bare, rkey, made
+        if window_rows is not None:
+            n = len(corpus.entries)
+            idx.window = cls._scored(key, vocab, window_rows, np.arange(n, dtype=np.int64), n, params)
             idx.window_weight = params.window_weight
         return idx
 
     @classmethod
-    def _from_tokens(cls, tokens: list[list[str]], owner: np.ndarray, n: int, params: RankParams,
-                     key: str) -> LexicalIndex:
-        import bm25s  # imported only when the corpus changed
-
-        model = bm25s.BM25(k1=params.bm25_k1, b=params.bm25_b)
-        model.index(tokens, show_progress=False)
-        s = model.scores
-        return cls(key, dict(model.vocab_dict), np.asarray(s["data"], dtype=np.float32),
-                   np.asarray(s["indices"], dtype=np.int32), np.asarray(s["indptr"], dtype=np.int64),
-                   owner, n)
+    def _scored(cls, key: str, vocab: dict[str, int], rows: TermRows, owner: np.ndarray, n: int,
+                params: RankParams) -> LexicalIndex:
+        data, indices, indptr = bm25.postings(rows, len(vocab), params.bm25_k1, params.bm25_b)
+        return cls(key, vocab, data, indices, indptr, owner, n, rows=rows)
 
     def own_scores(self, query_tokens: list[str]) -> np.ndarray:
         """BM25 score of each entry (its best passage) for the query tokens, this index alone."""
@@ -292,13 +317,20 @@ class LexicalIndex:
 
     # persistence: one binary file, arrays as raw bytes, vocabulary as marshal
     def dumps(self) -> bytes:
-        arrays = (self.data, self.indices, self.indptr, self.owner)
+        arrays = [self.data, self.indices, self.indptr, self.owner]
+        for rows in (self.rows, self.bare):
+            arrays.extend(rows.arrays() if rows is not None else ())
         inner = self.window.dumps() if self.window is not None else b""
-        head = {"version": LEXICAL_VERSION, "key": self.key, "vocab": self.vocab,
+        head = {"version": LEXICAL_VERSION, "key": self.key, "vocab": self.vocab, "rows_key": self.rows_key,
                 "num_entries": self.num_entries, "window_weight": self.window_weight, "window_bytes": len(inner),
+                "has_rows": self.rows is not None, "has_bare": self.bare is not None,
                 "arrays": [(a.dtype.str, a.shape[0]) for a in arrays]}
         h = marshal.dumps(head)
-        return len(h).to_bytes(8, "little") + h + b"".join(np.ascontiguousarray(a).tobytes() for a in arrays) + inner
+        out = [len(h).to_bytes(8, "little"), h, _pad(8 + len(h))]
+        for a in arrays:  # each array starts 8-byte aligned: numpy reads unaligned arrays slowly
+            raw = np.ascontiguousarray(a).tobytes()
+            out += [raw, _pad(len(raw))]
+        return b"".join(out) + inner
 
     @classmethod
     def loads(cls, raw: bytes | memoryview) -> LexicalIndex | None:
@@ -307,51 +339,80 @@ class LexicalIndex:
             head = marshal.loads(raw[8:8 + n])
             if head.get("version") != LEXICAL_VERSION:
                 return None
-            off = 8 + n
+            off = 8 + n + len(_pad(8 + n))
             arrays = []
             for dt, count in head["arrays"]:
                 dtype = np.dtype(dt)
                 arrays.append(np.frombuffer(raw, dtype=dtype, count=count, offset=off))
                 off += dtype.itemsize * count
-            data, indices, indptr, owner = arrays
-            idx = cls(head["key"], head["vocab"], data, indices, indptr, owner, head["num_entries"])
+                off += len(_pad(off))
+            data, indices, indptr, owner = arrays[:4]
+            rest = arrays[4:]
+            idx = cls(head["key"], head["vocab"], data, indices, indptr, owner, head["num_entries"],
+                      rows_key=head["rows_key"])
+            if head["has_rows"]:
+                idx.rows, rest = TermRows(*rest[:5]), rest[5:]
+            if head["has_bare"]:
+                idx.bare = TermRows(*rest[:5])
             if head["window_bytes"]:
                 window = cls.loads(memoryview(raw)[off:off + head["window_bytes"]])
                 if window is None:
                     return None
+                window.vocab = idx.vocab  # one vocabulary: window rows are sums of the others
                 idx.window, idx.window_weight = window, float(head["window_weight"])
             return idx
         except (ValueError, EOFError, TypeError, KeyError):
             return None
 
 
-def window_tokens(corpus: Corpus, tokens: list[list[str]], owner: np.ndarray, params: RankParams,
-                  memo: dict[str, list[str]] | None = None) -> list[list[str]]:
-    """Each entry's own index words (``tokens`` of its passages) plus the words of
-    ``lexical_window`` neighbours per side (their text only: they share the heading)."""
+def _pad(size: int) -> bytes:
+    return b"\0" * (-size % 8)
+
+
+def _window_rows(corpus: Corpus, rows: TermRows, entry_keys: np.ndarray, owner: np.ndarray, params: RankParams,
+                 vocab: dict[str, int], memo: dict[str, list[str]], old_bare: TermRows | None,
+                 old_window: TermRows | None) -> tuple[TermRows, TermRows, int]:
+    """Each entry's window: the counts of its own passages plus the own words of
+    ``lexical_window`` neighbours per side (their text only: they share the heading).
+    Returns (window rows, the neighbours' own rows, how many of either were made anew)."""
     n = len(corpus.entries)
-    own: list[list[str]] = [[] for _ in range(n)]
-    for toks, i in zip(tokens, owner.tolist(), strict=True):
-        own[i].extend(toks)
     prev, nxt, _ = corpus.neighbour_arrays()
-    bare: dict[int, list[str]] = {}
-    wanted = sorted(i for i in set(prev.tolist()) | set(nxt.tolist()) if i >= 0)  # entries that are neighbours
-    for i, toks in zip(wanted, tokenize_many([corpus.entries[i].text for i in wanted], stem=params.stem, memo=memo),
-                       strict=True):
-        bare[i] = toks
-    out: list[list[str]] = []
-    for i in range(n):
-        toks = list(own[i])
-        p, q = int(prev[i]), int(nxt[i])
-        for _ in range(params.lexical_window):
-            if p >= 0:
-                toks.extend(bare[p])
-                p = int(prev[p])
-            if q >= 0:
-                toks.extend(bare[q])
-                q = int(nxt[q])
-        out.append(toks or ["\x00empty"])
-    return out
+    wanted = np.unique(np.concatenate([prev[prev >= 0], nxt[nxt >= 0]]))  # entries that are neighbours
+    bare_text = [corpus.entries[i].text for i in wanted.tolist()]
+    bare, made = bm25.update_rows(bm25.text_keys(bare_text), old_bare,
+                                  lambda pos: tokenize_many([bare_text[j] for j in pos], stem=params.stem, memo=memo),
+                                  vocab)
+    bare_at = np.full(n + 1, -1, np.int64)  # entry -> its row in ``bare``; index -1 (no neighbour) reads -1
+    bare_at[wanted] = np.arange(len(wanted))
+    no_key = np.zeros(1, bm25.KEY_DTYPE)
+    bare_keys = np.concatenate([bare.keys, no_key])  # row -1: no neighbour in that slot
+    slots: list[np.ndarray] = []  # per slot (p1, q1, p2, q2, ...): the neighbour entry or -1
+    prev_p, next_p = np.append(prev, -1), np.append(nxt, -1)
+    p, q = prev, nxt
+    for _ in range(params.lexical_window):
+        slots += [p, q]
+        p, q = prev_p[p], next_p[q]
+    # the key of a window: its own text's and each slot's neighbour text's, slot by slot
+    window_keys = bm25.combine_keys([entry_keys] + [bare_keys[bare_at[s]] for s in slots])
+
+    def members(positions: np.ndarray) -> list[bm25.Taken]:
+        local = np.full(n, -1, np.int64)
+        local[positions] = np.arange(len(positions))
+        mine = np.flatnonzero(local[owner] >= 0)  # the passages of those entries
+        parts: list[bm25.Taken] = [(rows, local[owner[mine]], mine)]
+        for s in slots:
+            s = s[positions]
+            ok = s >= 0
+            parts.append((bare, np.flatnonzero(ok), bare_at[s[ok]]))
+        return parts
+
+    window, more = bm25.update_sums(window_keys, old_window, members, len(vocab))
+    return window, bare, made + more
+
+
+def rows_key(params: RankParams) -> str:
+    """What a passage's term counts depend on besides its text."""
+    return f"{LEXICAL_VERSION}|{params.context_in_lexical}|{params.stem}|{params.lexical_window}"
 
 
 def lexical_key(corpus: Corpus, params: RankParams) -> str:
@@ -362,14 +423,21 @@ def lexical_key(corpus: Corpus, params: RankParams) -> str:
 
 
 def load_lexical(corpus: Corpus, params: RankParams, cache_dir: Path | None) -> LexicalIndex:
-    """The BM25 index of this corpus: from the cache when it matches, else built and stored."""
+    """The BM25 index of this corpus: kept in memory or read from the cache when it matches,
+    else updated from the last index (only changed passages re-tokenised) and stored."""
     key = lexical_key(corpus, params)
     path = cache_dir / "bm25.bin" if cache_dir else None
+    memo = _LEXICAL_MEMO.get(str(path)) if path is not None else None
+    if memo is not None and memo.key == key:
+        return memo
+    previous = memo
     if path is not None and path.exists():
         idx = LexicalIndex.loads(path.read_bytes())
         if idx is not None and idx.key == key:
+            _LEXICAL_MEMO[str(path)] = idx
             return idx
-    idx = LexicalIndex.build(corpus, params, key)
+        previous = previous or idx
+    idx = LexicalIndex.build(corpus, params, key, previous)
     if path is not None:
         from rmtui.engine.fsutil import atomic_write_bytes
 
@@ -377,7 +445,12 @@ def load_lexical(corpus: Corpus, params: RankParams, cache_dir: Path | None) -> 
             atomic_write_bytes(path, idx.dumps())
         except OSError:
             pass
+        _LEXICAL_MEMO[str(path)] = idx
     return idx
+
+
+#: The last BM25 index per cache file in this process (a long-lived front reads it once).
+_LEXICAL_MEMO: dict[str, LexicalIndex] = {}
 
 
 # -- fusion -----------------------------------------------------------------------

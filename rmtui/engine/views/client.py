@@ -76,7 +76,8 @@ class ProviderClient:
         self.timeout = timeout
         self.cafile = cafile
 
-    def _request(self, method: str, route: str, body: bytes | None, limit: int) -> tuple[int, dict, bytes]:
+    def _request(self, method: str, route: str, body: bytes | None, limit: int,
+                 content_type: str = "application/json") -> tuple[int, dict, bytes]:
         host, port = self._parts.hostname or "", self._parts.port
         conn: http.client.HTTPConnection
         if self._parts.scheme == "https":
@@ -84,9 +85,11 @@ class ProviderClient:
             conn = http.client.HTTPSConnection(host, port, timeout=self.timeout, context=ctx)
         else:
             conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
-        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json, application/zip"}
+        headers = {"Accept": "application/json, application/zip"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
         if body is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         try:
             conn.request(method, (self._parts.path or "") + route, body=body, headers=headers)
             resp = conn.getresponse()
@@ -101,22 +104,25 @@ class ProviderClient:
         finally:
             conn.close()
 
-    def _check(self, status: int, raw: bytes, limit: int, what: str) -> None:
+    def _check(self, status: int, raw: bytes, limit: int, what: str, ok: tuple[int, ...] = (200,)) -> None:
         if len(raw) > limit:
             raise ProviderError(f"{what}: the provider's answer is over {limit} bytes")
         if status in (401, 403):
             raise ProviderError(f"{what}: the provider refused the token (HTTP {status})", status=status)
-        if status != 200:
+        if status not in ok:
             try:
-                msg = json.loads(raw).get("message") or raw
+                got = json.loads(raw)
+                msg = got.get("message") or got.get("detail") or raw  # a hub says why in "detail"
             except (ValueError, AttributeError, RecursionError):
                 msg = raw
             raise ProviderError(f"{what}: HTTP {status}: {remote_text(msg)}", status=status)
 
-    def _json(self, method: str, route: str, payload: dict | None, what: str) -> dict:
-        body = json.dumps(payload, ensure_ascii=False).encode() if payload is not None else None
-        status, _headers, raw = self._request(method, route, body, MAX_JSON_BYTES)
-        self._check(status, raw, MAX_JSON_BYTES, what)
+    def _json(self, method: str, route: str, payload: dict | None, what: str, *, ok: tuple[int, ...] = (200,),
+              body: bytes | None = None, content_type: str = "application/json") -> dict:
+        if payload is not None:
+            body = json.dumps(payload, ensure_ascii=False).encode()
+        status, _headers, raw = self._request(method, route, body, MAX_JSON_BYTES, content_type)
+        self._check(status, raw, MAX_JSON_BYTES, what, ok)
         try:
             data = json.loads(raw)
         except (ValueError, RecursionError):  # nested deeper than the parser follows is no answer either

@@ -76,7 +76,7 @@ def _with_heading(text: str, entry: str) -> str:
     return f"{before}\n\n{entry}" + (f"\n{after}" if after else "")
 
 
-def _check_free_id(root: MemoryRoot, cid: str, kind: str) -> bool:
+def check_free_id(root: MemoryRoot, cid: str, kind: str) -> bool:
     """Whether the heading is already there; an id used by anything else is refused."""
     graph = load_graph(root.path)
     item = graph.items.get(cid)
@@ -88,9 +88,9 @@ def _check_free_id(root: MemoryRoot, cid: str, kind: str) -> bool:
                         "connect under another name with --as")
 
 
-def _record(root: MemoryRoot, conn: files.Connection, title: str, body: str) -> dict:
+def record(root: MemoryRoot, conn: files.Connection, title: str, body: str) -> dict:
     kind = "MF#" if conn.type == "file" else "MQ#"
-    present = _check_free_id(root, conn.id, kind)
+    present = check_free_id(root, conn.id, kind)
 
     def edit(wt: Path) -> list[str]:
         conns = files.load_connections(wt)
@@ -125,7 +125,7 @@ def connect_git(root: MemoryRoot, url: str, *, as_id: str | None = None, relatio
                             | ({"git_branch": ref.branch} if ref.branch else {}))
     body = (f"Read-only shared view `{view_id}` from the Git share {ref.url}"
             + (f" ({desc})" if desc else "") + ". Its items are imported, not edited here.")
-    landed = _record(root, conn, title, body)
+    landed = record(root, conn, title, body)
     out = {"connection": conn.to_json(), "landed": landed}
     if pull_now:
         out["pull"] = pull_one(root, conn).to_json()
@@ -156,7 +156,7 @@ def connect_http(root: MemoryRoot, url: str, token: str, *, as_id: str | None = 
                                     "credential_id": cid, "accepted_from_url": url.split("#")[0]})
     what = "file view" if ctype == "file" else "question view (ask it with `shared-view ask`)"
     body = f"Shared {what} `{where.view_id}` served by {where.base_url}; read-only, not edited here."
-    landed = _record(root, conn, title or where.view_id, body)
+    landed = record(root, conn, title or where.view_id, body)
     out = {"connection": conn.to_json(), "landed": landed}
     if pull_now and ctype == "file":
         out["pull"] = pull_one(root, conn).to_json()

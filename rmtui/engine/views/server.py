@@ -8,6 +8,10 @@ SHA-256 is kept):
 - ``POST /api/share/questions/<view>/ask`` ``{"question"}``: the provider's retrieve role
   answers (``{"ok", "message", "data": {"view_id", "status", "answer"|"reason", "text"}}``).
 
+With a hub root (by default ``.runtime/hub/``), the hub's routes too (:mod:`.hubroutes`:
+publishing a version, invitations, accepting one, interactions, the provider's inbox), and
+the package route also serves the hub's current version of a view to its connection tokens.
+
 A missing or wrong token, or a token of another view, gets 401 and nothing else, and so
 does a view that does not exist (no probing for names). Loopback only unless
 ``allow_remote``. Limits: request bodies (``max_body_bytes``), question length,
@@ -18,19 +22,16 @@ client may take to send a request head and body (:mod:`.connections`).
 
 from __future__ import annotations
 
-import asyncio
-import hmac
 import ipaddress
 import socket
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from rmtui.engine.errors import UsageError
 from rmtui.engine.memory.roots import MemoryRoot
-from rmtui.engine.views import files
-
-JSON_TYPES = ("application/json",)
+from rmtui.engine.views.hubstore import HubStore
 
 
 @dataclass(frozen=True)
@@ -53,137 +54,34 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _bearer(request) -> str | None:
-    value = request.headers.get("authorization", "")
-    scheme, _, token = value.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token.strip()
+def hub_root_of(root: MemoryRoot) -> Path:
+    """Where ``shared-view serve`` keeps its hub unless told otherwise (docs/formats.md, "The hub")."""
+    return root.ensure_runtime() / "hub"
 
 
-def authorized(root: MemoryRoot, token: str | None, view_id: str, kind: str) -> bool:
-    """A token issued for ``view_id`` of ``kind``, compared by hash in constant time."""
-    if token is None:
-        return False
-    digest = files.token_hash(token)
-    ok = False
-    for entry in files.token_hashes(root).values():
-        if entry.get("view_id") == view_id and entry.get("kind") == kind:
-            ok |= hmac.compare_digest(str(entry.get("sha256", "")), digest)
-    return ok
-
-
-def make_app(root: MemoryRoot, limits: Limits = Limits()):
+def make_app(root: MemoryRoot, limits: Limits = Limits(), hub: HubStore | None = None):
+    """The Starlette app of ``root``'s views and, with ``hub``, the hub's routes; the handlers,
+    auth and body limits live in :mod:`.routes` and :mod:`.hubroutes`."""
     from starlette.applications import Starlette
-    from starlette.concurrency import run_in_threadpool
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    answering = asyncio.Semaphore(limits.max_answers)
+    from rmtui.engine.views.hubroutes import HubRoutes
+    from rmtui.engine.views.routes import ViewRoutes
 
-    def denied() -> Response:
-        return JSONResponse({"ok": False, "error": "unauthorized", "message": "a valid bearer token is required"},
-                            status_code=401, headers={"WWW-Authenticate": 'Bearer realm="rightmemory"'})
-
-    def failure(status: int, error: str, message: str) -> Response:
-        return JSONResponse({"ok": False, "error": error, "message": message}, status_code=status)
-
-    def view_of(request: Request, kind: str) -> str | None:
-        vid = request.path_params["view_id"]
-        try:
-            files.check_view_id(vid)
-        except UsageError:
-            return None
-        return vid if authorized(root, _bearer(request), vid, kind) else None
-
-    async def package(request: Request) -> Response:
-        from rmtui.engine.views.package import validate_package, zip_package
-
-        vid = view_of(request, "file")
-        if vid is None:
-            return denied()
-        folder = files.builds_dir(root) / vid
-        if not folder.is_dir():
-            return failure(404, "not_built", f"view {vid} has no published package yet")
-
-        def load() -> tuple[bytes, str]:
-            for attempt in (0, 1):  # a rebuild may be swapping the folder right now
-                try:
-                    info = validate_package(folder, vid)
-                    return zip_package(folder), info.digest
-                except (FileNotFoundError, NotADirectoryError):
-                    if attempt:
-                        raise
-                    time.sleep(0.05)
-            raise FileNotFoundError(folder)  # pragma: no cover
-
-        try:
-            data, digest = await run_in_threadpool(load)
-        except Exception as exc:  # noqa: BLE001 - any failure to read the package is a 503, not a 500
-            return failure(503, "unavailable", f"the package of {vid} cannot be served: {exc}")
-        return Response(data, media_type="application/zip",
-                        headers={"X-RightMemory-Package-Version": digest, "Cache-Control": "no-store"})
-
-    async def ready(request: Request) -> Response:
-        vid = view_of(request, "question")
-        if vid is None:
-            return denied()
-        return JSONResponse({"ok": True, "message": "shared view question ready",
-                             "data": {"view_id": vid, "status": "ready"}})
-
-    async def ask(request: Request) -> Response:
-        from rmtui.engine.views import questions
-        from rmtui.engine.views.provider import load_question
-
-        vid = view_of(request, "question")
-        if vid is None:
-            return denied()
-        declared = request.headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > limits.max_body_bytes):
-            return failure(413, "too_large", f"request bodies are at most {limits.max_body_bytes} bytes")
-        if request.headers.get("content-type", "").split(";")[0].strip() not in JSON_TYPES:
-            return failure(415, "bad_input", "send JSON: {\"question\": \"...\"}")
-        from starlette.requests import ClientDisconnect
-
-        body = b""
-        try:
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > limits.max_body_bytes:
-                    return failure(413, "too_large", f"request bodies are at most {limits.max_body_bytes} bytes")
-        except ClientDisconnect:  # gone, or closed past the body deadline: nobody reads an answer
-            return failure(408, "timeout", "the request body did not arrive in time")
-        try:
-            import json
-
-            payload = json.loads(body)
-        except ValueError:
-            return failure(400, "bad_input", "the body is not JSON")
-        if not isinstance(payload, dict) or set(payload) != {"question"} or not isinstance(payload["question"], str):
-            return failure(400, "bad_input", "send exactly {\"question\": \"...\"}")
-        question = payload["question"].strip()
-        if not question or len(question) > questions.MAX_QUESTION_CHARS:
-            return failure(400, "bad_input", f"the question must be 1 to {questions.MAX_QUESTION_CHARS} characters")
-        try:
-            spec, _ = await run_in_threadpool(load_question, root.path, vid)
-        except UsageError as exc:
-            return JSONResponse({"ok": True, "message": "shared view question unavailable",
-                                 "data": questions.result(vid, "unavailable", reason=exc.message)})
-        if answering.locked():
-            return failure(429, "busy", "the provider is answering other questions; ask again shortly")
-        async with answering:
-            try:
-                data = await asyncio.wait_for(run_in_threadpool(questions.answer, root, vid, question),
-                                              timeout=max(1, spec.answer_timeout_seconds))
-            except TimeoutError:
-                data = questions.result(vid, "unavailable",
-                                        reason=f"no answer within {spec.answer_timeout_seconds} s")
-        return JSONResponse({"ok": True, "message": f"shared view question {data['status']}", "data": data})
-
-    routes = [Route("/api/views/{view_id}/package", package, methods=["GET"]),
-              Route("/api/share/questions/{view_id}/ready", ready, methods=["GET"]),
-              Route("/api/share/questions/{view_id}/ask", ask, methods=["POST"])]
+    hubs = HubRoutes(hub, limits) if hub is not None else None
+    views = ViewRoutes(root, limits, hubs)
+    routes = [Route("/api/views/{view_id}/package", views.package, methods=["GET"]),
+              Route("/api/share/questions/{view_id}/ready", views.ready, methods=["GET"]),
+              Route("/api/share/questions/{view_id}/ask", views.ask, methods=["POST"])]
+    if hubs is not None:
+        routes += [Route("/health", hubs.health, methods=["GET"]),
+                   Route("/api/views/{view_id}/versions", hubs.publish, methods=["POST"]),
+                   Route("/api/views/{view_id}/invitations", hubs.create_invitation, methods=["POST"]),
+                   Route("/i/{token}", hubs.landing, methods=["GET"]),
+                   Route("/api/invitations/{token}/view", hubs.describe_invitation, methods=["GET"]),
+                   Route("/api/invitations/{token}/accept", hubs.accept_invitation, methods=["POST"]),
+                   Route("/api/views/{view_id}/interactions", hubs.post_interaction, methods=["POST"]),
+                   Route("/api/providers/{provider_id}/inbox", hubs.inbox, methods=["GET"])]
     return Starlette(routes=routes)
 
 
@@ -191,7 +89,7 @@ class ViewServer:
     """uvicorn serving :func:`make_app` on one bound socket (port 0 picks a free one)."""
 
     def __init__(self, root: MemoryRoot, *, host: str = "127.0.0.1", port: int = 8767, allow_remote: bool = False,
-                 limits: Limits = Limits()) -> None:
+                 limits: Limits = Limits(), hub_root: Path | None = None, public_url: str | None = None) -> None:
         import uvicorn
 
         if not is_loopback(host) and not allow_remote:
@@ -218,7 +116,8 @@ class ViewServer:
                                     body_timeout_seconds=limits.body_timeout_seconds)
         # the protocol bounds connections itself; uvicorn's own limit (which answers 503 to a
         # request while idle connections fill it) sits just past that bound
-        config = uvicorn.Config(make_app(root, limits), http=protocol, log_level="warning", access_log=False,
+        hub = HubStore(hub_root or hub_root_of(root), public_base_url=public_url, serving_url=self.url)
+        config = uvicorn.Config(make_app(root, limits, hub), http=protocol, log_level="warning", access_log=False,
                                 lifespan="off", limit_concurrency=limits.max_connections + 1,
                                 timeout_keep_alive=limits.keep_alive_seconds, server_header=False)
         self.server = uvicorn.Server(config)

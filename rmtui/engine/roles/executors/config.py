@@ -62,7 +62,9 @@ def _knobs(cfg: Config, role: str, source: str) -> str:
 def _settings(cfg: Config, role: str, source: str, kind: str, table: dict) -> ExecutorSettings:
     knobs = _knobs(cfg, role, source)
     if kind == "agent_cli":
-        return ExecutorSettings(role=role, provider=table["provider"], model=table.get("model") or "",
+        # blanks around the provider and model are the original's to strip, not part of the name
+        return ExecutorSettings(role=role, provider=str(table["provider"]).strip(),
+                                model=str(table.get("model") or "").strip(),
                                 command=table.get("command"),
                                 timeout_seconds=cfg.get(f"{knobs}.model.timeout_seconds"),
                                 tool_retries=cfg.get(f"{knobs}.model.tool_retries"))

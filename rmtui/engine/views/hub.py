@@ -1,0 +1,229 @@
+"""rmtui as a client of a shared-view hub (docs/formats.md, "The hub"): publish, invite, accept, notes, inbox.
+
+The hub is the original's (or rmtui's own, served by ``shared-view serve``). A provider
+publishes a built version-2 package (``POST /api/views/<view>/versions``, a zip) and makes an
+invitation (``POST /api/views/<view>/invitations`` → ``invitation_url`` ``<hub>/i/<token>``).
+A consumer accepts it (``GET /api/invitations/<token>/view``, ``POST …/accept`` → a connection
+token): the connection is recorded as an ``http-file`` target on the hub (credential
+``http-<id>``, as the original names it), the ``MF#`` heading lands in ``MEMORY.md`` and the
+package is pulled from ``GET /api/views/<view>/package``. A consumer's note goes to ``POST
+/api/views/<view>/interactions`` and is kept in ``.runtime/shared_views/notes/<id>.jsonl``; the
+provider reads them from ``GET /api/providers/<provider>/inbox``. Every answer is checked for
+the fields it must carry before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+from rmtui.engine.display import remote_text
+from rmtui.engine.errors import UnavailableError, UsageError
+from rmtui.engine.fsutil import atomic_write_bytes
+from rmtui.engine.locks import file_lock
+from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.views import files
+from rmtui.engine.views.client import ProviderClient, ProviderError
+
+MAX_NOTE_CHARS = 4000
+#: A bearer token a hub hands out: visible ASCII, no blanks (it goes into a header as it is).
+_TOKEN = re.compile(r"^[\x21-\x7e]{1,512}$")
+#: Relationships whose notes reach a person: sending one needs an explicit yes (as in the original).
+CONFIRM_RELATIONSHIPS = ("human", "external")
+
+
+@dataclass(frozen=True)
+class Invitation:
+    base_url: str
+    token: str
+
+
+def parse_invitation_url(url: str) -> Invitation:
+    """``http(s)://host[:port]/…/i/<token>``: the hub's base URL and the invitation token."""
+    p = urlsplit(url.strip())
+    if p.scheme not in ("http", "https") or not p.hostname:
+        raise UsageError(f"{url!r} must be an http(s):// invitation URL (…/i/<token>)")
+    if p.username or p.password or p.query or p.fragment:
+        raise UsageError(f"{url!r}: an invitation URL carries only …/i/<token>")
+    if "/i/" not in p.path:
+        raise UsageError(f"{url!r} must contain /i/<token>")
+    token = p.path.rsplit("/i/", 1)[1].strip("/")
+    if not token or "/" in token or len(token) > 256 or not token.isascii() or not token.isprintable():
+        raise UsageError(f"{url!r} must end in /i/<token>")
+    return Invitation(f"{p.scheme}://{p.netloc}", token)
+
+
+def _text(data: dict, key: str, what: str, *, required: bool = True) -> str | None:
+    value = data.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > 2000:
+        raise ProviderError(f"{what}: the hub's answer lacks a valid {key!r}")
+    return value.strip()
+
+
+class HubClient(ProviderClient):
+    """The hub's routes; the token is a provider's publish token or a consumer's connection token."""
+
+    def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30.0) -> None:
+        super().__init__(base_url, token or "", timeout=timeout)
+
+    def publish(self, view_id: str, archive: bytes) -> dict:
+        what = f"publishing {view_id}"
+        data = self._json("POST", f"/api/views/{quote(view_id, safe='')}/versions", None, what, ok=(200, 201),
+                          body=archive, content_type="application/zip")
+        for key in ("view_id", "version_id", "package_hash"):
+            _text(data, key, what)
+        return data
+
+    def create_invitation(self, view_id: str, *, label: str | None = None, expires_at: str | None = None) -> dict:
+        what = f"inviting to {view_id}"
+        payload = {k: v for k, v in (("label", label), ("expires_at", expires_at)) if v}
+        data = self._json("POST", f"/api/views/{quote(view_id, safe='')}/invitations", payload, what, ok=(200, 201))
+        parse_invitation_url(_text(data, "invitation_url", what) or "")
+        return data
+
+    def invitation_view(self, token: str) -> dict:
+        what = "the invitation"
+        data = self._json("GET", f"/api/invitations/{quote(token, safe='')}/view", None, what)
+        files.check_view_id(_text(data, "view_id", what) or "", "the invitation's view id")
+        return data
+
+    def accept(self, token: str, consumer_label: str | None = None) -> dict:
+        what = "accepting the invitation"
+        payload = {"consumer_label": consumer_label} if consumer_label else {}
+        data = self._json("POST", f"/api/invitations/{quote(token, safe='')}/accept", payload, what, ok=(200, 201))
+        if not isinstance(data.get("connection_token"), str) or not _TOKEN.match(data["connection_token"]):
+            raise ProviderError(f"{what}: the hub's answer lacks a valid 'connection_token'")
+        return data
+
+    def post_interaction(self, view_id: str, record: dict) -> dict:
+        return self._json("POST", f"/api/views/{quote(view_id, safe='')}/interactions", record,
+                          f"note to {view_id}", ok=(200, 201))
+
+    def inbox(self, provider_id: str) -> list[dict]:
+        what = f"inbox of {provider_id}"
+        data = self._json("GET", f"/api/providers/{quote(provider_id, safe='')}/inbox", None, what)
+        items = data.get("interactions")
+        if not isinstance(items, list):
+            raise ProviderError(f"{what}: the hub's answer has no interactions list")
+        return [item for item in items if isinstance(item, dict)]
+
+
+# -- provider -----------------------------------------------------------------------------------
+
+def publish_package(folder: Path, view_id: str, hub_url: str, token: str) -> dict:
+    """Publish a built package folder to the hub as the view's new current version."""
+    from rmtui.engine.views.package import zip_package
+
+    return HubClient(hub_url, token).publish(view_id, zip_package(folder))
+
+
+def invite(root: MemoryRoot, view_id: str, hub_url: str, token: str, *, label: str | None = None,
+           expires_at: str | None = None) -> dict:
+    """Build and publish ``view_id`` (as the original does before inviting), then make one invitation."""
+    from rmtui.engine.views import provider
+
+    res = provider.build(root, view_id)
+    out = {"build": res.to_json(), "hub": publish_package(res.package, view_id, hub_url, token)}
+    out["invitation"] = HubClient(hub_url, token).create_invitation(view_id, label=label, expires_at=expires_at)
+    return out
+
+
+def inbox(hub_url: str, token: str, provider_id: str) -> list[dict]:
+    return HubClient(hub_url, token).inbox(files.check_view_id(provider_id, "provider id"))
+
+
+# -- consumer -----------------------------------------------------------------------------------
+
+def accept(root: MemoryRoot, url: str, *, as_id: str | None = None, title: str | None = None,
+           relationship: str = "human", consumer_label: str | None = None, pull_now: bool = True) -> dict:
+    """Accept an invitation: the connection, its credential, the ``MF#`` heading, then a pull."""
+    from rmtui.engine.views import consumer
+
+    if relationship not in files.RELATIONSHIPS:
+        raise UsageError(f"unknown relationship {relationship!r}; one of {', '.join(files.RELATIONSHIPS)}")
+    inv = parse_invitation_url(url)
+    client = HubClient(inv.base_url, timeout=consumer.PULL_TIMEOUT)
+    info = client.invitation_view(inv.token)
+    if info.get("kind") == "question" or str(info.get("ref", "")).startswith("rightmemory://mq/"):
+        raise UsageError("this invitation is to a question view; rmtui joins file views through a hub "
+                         "(connect a question view with `shared-view connect URL --token-env NAME`)")
+    view_id = files.check_view_id(str(info["view_id"]), "the invitation's view id")
+    cid = files.check_view_id(as_id or view_id, "connection id")
+    consumer.check_free_id(root, cid, "MF#")
+    accepted = client.accept(inv.token, consumer_label)
+    if accepted.get("view_id") not in (None, view_id):
+        raise ProviderError(f"the hub accepted the invitation for {accepted.get('view_id')!r}, not {view_id!r}")
+    credential_id = files.check_view_id(f"http-{cid}", "credential id")
+    files.save_credential(root, credential_id, kind="http-connection", token=str(accepted["connection_token"]),
+                          base_url=inv.base_url, view_id=view_id)
+    description = info.get("description") if isinstance(info.get("description"), str) else None
+    maintainer = info.get("provider_id") if isinstance(info.get("provider_id"), str) else None
+    version = info.get("current_version_id") if isinstance(info.get("current_version_id"), str) else None
+    # the invitation URL holds the invitation token: the tracked entry names the hub, never the token
+    target = {"kind": "http-file", "view_id": view_id, "base_url": inv.base_url, "credential_id": credential_id,
+              "accepted_from_url": inv.base_url} | ({"version_id": version} if version else {})
+    conn = files.Connection(cid, "file", f"rightmemory://mf/{view_id}", relationship,
+                            maintainer=remote_text(maintainer, 200) if maintainer else None,
+                            description=remote_text(description, 1000) if description else None,
+                            accepted_from=inv.base_url, target=target)
+    # the provider's words sit inside our sentence, on one line: they can never start a heading or a node
+    body = (f"Read-only shared file view `{view_id}` from the hub {inv.base_url}"
+            + (f": {remote_text(description, 1000)}" if description else "") + ". Its items are imported, not edited here.")
+    heading = title or (remote_text(info["title"], 200) if isinstance(info.get("title"), str) else view_id)
+    landed = consumer.record(root, conn, heading, body)
+    out = {"connection": conn.to_json(), "landed": landed, "connection_id": accepted.get("connection_id")}
+    if pull_now:
+        out["pull"] = consumer.pull_one(root, conn).to_json()
+    return out
+
+
+def _notes_path(root: MemoryRoot, cid: str):
+    return files.runtime_dir(root) / "notes" / f"{cid}.jsonl"
+
+
+def send_note(root: MemoryRoot, view: str, message: str, *, task_context: str | None = None,
+              confirmed: bool = False, actor: str = "user") -> dict:
+    """Send a note about a connected view to its provider's inbox; the record is kept either way."""
+    conn = files.connection(root.path, view)
+    message = message.strip()
+    if not message or len(message) > MAX_NOTE_CHARS:
+        raise UsageError(f"the note must be 1 to {MAX_NOTE_CHARS} characters")
+    if conn.relationship in CONFIRM_RELATIONSHIPS and not confirmed:
+        who = f" ({conn.maintainer})" if conn.maintainer else ""
+        raise UsageError(f"`{conn.id}` is maintained by a person{who}: confirm sending the note with --yes")
+    if conn.kind not in ("http-file", "http-question"):
+        raise UsageError(f"`{conn.id}` is not reached over HTTP (target {conn.kind}); notes go through a hub")
+    record: dict[str, object] = {"created_at": files.now_iso(), "heading_id": conn.id, "view_type": conn.type,
+                                 "ref": conn.ref, "relationship": conn.relationship, "maintainer": conn.maintainer,
+                                 "actor": actor, "message": message}
+    if task_context and task_context.strip():
+        record["task_context"] = task_context.strip()
+    cred = files.credential(root, conn.target.get("credential_id") or "")
+    try:
+        answer = HubClient(conn.target["base_url"], cred["token"]).post_interaction(conn.view_id, record)
+        record["status"] = str(answer.get("status") or "recorded")[:40]
+        if isinstance(answer.get("interaction_id"), str):
+            record["interaction_id"] = answer["interaction_id"][:128]
+    except UnavailableError as exc:
+        record["status"] = "failed"
+        record["error"] = exc.message
+    _append(root, conn.id, record)
+    if record["status"] == "failed":
+        raise UnavailableError(f"the note for {conn.id} was not delivered: {record['error']}",
+                               details={"note": record})
+    return record
+
+
+def _append(root: MemoryRoot, cid: str, record: dict) -> None:
+    """Append one JSON line, rewriting the file atomically under its lock (a reader never sees half a line)."""
+    path = _notes_path(root, cid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(files.lock_path(root, f"notes-{cid}")):
+        old = path.read_bytes() if path.exists() else b""
+        line = json.dumps(record, ensure_ascii=False, sort_keys=True).encode() + b"\n"
+        atomic_write_bytes(path, old + line, mode=0o600)
