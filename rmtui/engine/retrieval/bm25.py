@@ -53,6 +53,14 @@ class TermRows:
     def arrays(self) -> tuple[np.ndarray, ...]:
         return self.keys, self.ptr, self.terms, self.counts, self.lengths
 
+    def consistent(self, vocab_size: int) -> bool:
+        """Whether the arrays fit together and every term id is in the vocabulary."""
+        n = len(self.lengths)
+        return (self.keys.dtype == KEY_DTYPE and len(self.keys) == n and len(self.ptr) == n + 1
+                and int(self.ptr[0]) == 0 and int(self.ptr[-1]) == len(self.terms) == len(self.counts)
+                and bool((np.diff(self.ptr) >= 0).all())
+                and (not len(self.terms) or (int(self.terms.min()) >= 0 and int(self.terms.max()) < vocab_size)))
+
 
 def count_tokens(tokens: list[str], vocab: dict[str, int]) -> tuple[list[int], list[int], int]:
     """One document's (term ids, counts, length); new words join ``vocab``."""
