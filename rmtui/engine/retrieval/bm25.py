@@ -219,14 +219,15 @@ def postings(rows: TermRows, vocab_size: int, k1: float, b: float) -> tuple[np.n
     n = len(rows)
     if not n:
         return np.zeros(0, np.float32), np.zeros(0, np.int32), np.zeros(vocab_size + 1, np.int64)
-    doc = np.repeat(np.arange(n, dtype=np.int64), np.diff(rows.ptr))
+    # by term, documents in order within a term; a stable sort of 16-bit ids is a radix sort
+    order = np.argsort(rows.terms.astype(np.uint16) if vocab_size <= 1 << 16 else rows.terms, kind="stable")
+    terms = rows.terms[order]
+    doc = np.repeat(np.arange(n, dtype=np.int32), np.diff(rows.ptr))[order]
     df = np.bincount(rows.terms, minlength=vocab_size)
     idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
-    avg = float(rows.lengths.mean())
-    tf = rows.counts.astype(np.float64)
-    norm = k1 * ((1.0 - b) + b * rows.lengths[doc] / avg)
-    score = idf[rows.terms] * (tf / (norm + tf))
-    order = np.argsort(rows.terms, kind="stable")  # by term; documents stay in order within a term
+    norm = k1 * ((1.0 - b) + b * rows.lengths / float(rows.lengths.mean()))  # per document
+    tf = rows.counts[order].astype(np.float64)
+    score = idf[terms] * (tf / (norm[doc] + tf))
     indptr = np.zeros(vocab_size + 1, np.int64)
     np.cumsum(df, out=indptr[1:])
-    return score[order].astype(np.float32), doc[order].astype(np.int32), indptr
+    return score.astype(np.float32), doc, indptr
