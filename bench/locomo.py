@@ -39,6 +39,7 @@ from types import SimpleNamespace
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench._git import commit_all  # noqa: E402
 from rmtui.engine.memory.roots import MemoryRoot, init_root  # noqa: E402
 from rmtui.engine.retrieval.corpus import load_corpus  # noqa: E402
 from rmtui.engine.retrieval.ranking import RankParams  # noqa: E402
@@ -115,10 +116,7 @@ def build_root(conv_file: Path, dest: Path, fmt: str = "first") -> MemoryRoot:
         (dest / f"MEMORY_c{c}-s{n}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (dest / "MEMORY.md").write_text("\n".join(memory), encoding="utf-8")
     (dest / "PURSUITS.md").write_text("# Pursuits\n\n## Focus\n", encoding="utf-8")
-    subprocess.run(["git", "-C", str(dest), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(dest), "commit", "-qm", f"locomo conversation {c}"], check=True,
-                   env={**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
-                        "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost"})
+    commit_all(dest, f"locomo conversation {c}")
     return root
 
 

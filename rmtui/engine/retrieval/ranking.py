@@ -191,10 +191,13 @@ def passages(texts: list[str]) -> tuple[list[str], np.ndarray]:
 
 
 def best_per_entry(passage_scores: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
-    """An entry scores as its best passage."""
+    """An entry scores as its best passage (0 without one). ``owner`` is in entry order, as
+    :func:`passages` makes it, so each entry's passages are one run: one ``reduceat``."""
     out = np.full(n, -np.inf if passage_scores.size else 0.0, dtype=np.float32)
     if passage_scores.size:
-        np.maximum.at(out, owner, passage_scores.astype(np.float32))
+        scores = passage_scores.astype(np.float32, copy=False)
+        starts = np.flatnonzero(np.concatenate(([True], owner[1:] != owner[:-1])))
+        out[owner[starts]] = np.maximum.reduceat(scores, starts)
     out[~np.isfinite(out)] = 0.0
     return out
 
@@ -323,7 +326,11 @@ class LexicalIndex:
                 "has_rows": self.rows is not None, "has_bare": self.bare is not None,
                 "arrays": [(a.dtype.str, a.shape[0]) for a in arrays]}
         h = marshal.dumps(head)
-        return len(h).to_bytes(8, "little") + h + b"".join(np.ascontiguousarray(a).tobytes() for a in arrays) + inner
+        out = [len(h).to_bytes(8, "little"), h, _pad(8 + len(h))]
+        for a in arrays:  # each array starts 8-byte aligned: numpy reads unaligned arrays slowly
+            raw = np.ascontiguousarray(a).tobytes()
+            out += [raw, _pad(len(raw))]
+        return b"".join(out) + inner
 
     @classmethod
     def loads(cls, raw: bytes | memoryview) -> LexicalIndex | None:
@@ -332,12 +339,13 @@ class LexicalIndex:
             head = marshal.loads(raw[8:8 + n])
             if head.get("version") != LEXICAL_VERSION:
                 return None
-            off = 8 + n
+            off = 8 + n + len(_pad(8 + n))
             arrays = []
             for dt, count in head["arrays"]:
                 dtype = np.dtype(dt)
                 arrays.append(np.frombuffer(raw, dtype=dtype, count=count, offset=off))
                 off += dtype.itemsize * count
+                off += len(_pad(off))
             data, indices, indptr, owner = arrays[:4]
             rest = arrays[4:]
             idx = cls(head["key"], head["vocab"], data, indices, indptr, owner, head["num_entries"],
@@ -355,6 +363,10 @@ class LexicalIndex:
             return idx
         except (ValueError, EOFError, TypeError, KeyError):
             return None
+
+
+def _pad(size: int) -> bytes:
+    return b"\0" * (-size % 8)
 
 
 def _window_rows(corpus: Corpus, rows: TermRows, entry_keys: np.ndarray, owner: np.ndarray, params: RankParams,

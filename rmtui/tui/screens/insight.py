@@ -16,8 +16,9 @@ from textual.worker import get_current_worker
 
 from rmtui.engine.host import watch
 from rmtui.tui import readers
+from rmtui.tui.context import workbench
 from rmtui.tui.messages import InsightLogsLoaded
-from rmtui.tui.screens.base import LiveScreen, workbench
+from rmtui.tui.screens.base import LiveScreen
 
 if TYPE_CHECKING:
     from rmtui.engine.cycles.insight import InsightStatus

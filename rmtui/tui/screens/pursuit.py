@@ -32,7 +32,8 @@ from rmtui.engine.display import printable
 from rmtui.engine.errors import EngineError
 from rmtui.engine.host import watch
 from rmtui.engine.pursuit.journal import session_hash
-from rmtui.tui.screens.base import LiveScreen, error_text, workbench
+from rmtui.tui.context import workbench
+from rmtui.tui.screens.base import LiveScreen, error_text
 from rmtui.tui.screens.dialogs import ConfirmScreen, PromptScreen, TextScreen
 from rmtui.tui.widgets.pursuit_tree import PursuitTree
 from rmtui.tui.wording import count

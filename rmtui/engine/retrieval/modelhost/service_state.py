@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from rmtui.engine.errors import UnavailableError, UsageError
@@ -85,20 +84,3 @@ RETRIEVE_ROUTE = "/rmtui/retrieve"
 #: rmtui's own route: vectors and int8 token states from one forward pass (the second stage's
 #: MaxSim feature); a foreign RightMemory service answers 404 and the feature is left out.
 TOKENS_ROUTE = "/rmtui/tokens"
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """The RightMemory ``/info`` document."""
-
-    embedding_model: str
-    reranker_model: str
-    dimensions: int
-    max_batch_size: int
-    max_candidates: int
-    reranker_is_cross_encoder: bool = False
-
-    def to_json(self) -> dict:
-        return {"version": 1, "embedding_model": self.embedding_model, "reranker_model": self.reranker_model,
-                "dimensions": self.dimensions, "max_batch_size": self.max_batch_size,
-                "max_candidates": self.max_candidates, "cross_encoder": self.reranker_is_cross_encoder}
