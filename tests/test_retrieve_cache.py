@@ -131,14 +131,17 @@ def test_a_warm_fingerprint_check_sees_an_edit_that_keeps_size_and_mtime(root, m
     """The status fast path trusts a file only while its change time holds: an edit of the
     same length with the modification time set back is still seen."""
     import os
+    import time
 
     from rmtui.engine.retrieval import corpus as corpus_mod
 
     write_small_root(root)
     corpus = load_corpus(root.path)
-    assert corpus_mod.current_fingerprint(root.path, corpus)  # hashed (files are fresh: not trusted yet)
-    assert not corpus.checked
-    monkeypatch.setattr(corpus_mod, "RACY_NS", -10**12)  # trust at once (as after two seconds)
+    assert corpus_mod.current_fingerprint(root.path, corpus)  # hashed (just written: not trusted yet)
+    assert "MEMORY_people.md" not in corpus.checked
+    # a 50 ms guard instead of two seconds (file times move by the kernel's tick, a few ms)
+    monkeypatch.setattr(corpus_mod, "RACY_NS", 50_000_000)
+    time.sleep(0.2)
     assert corpus_mod.current_fingerprint(root.path, corpus)
     assert "MEMORY_people.md" in corpus.checked
     people = root.path / "MEMORY_people.md"
