@@ -42,11 +42,6 @@ class TermRows:
     counts: np.ndarray  # int32 occurrences of the term in the document
     lengths: np.ndarray  # int64 tokens per document, repeats included
 
-    @classmethod
-    def empty(cls) -> TermRows:
-        return cls(np.zeros(0, KEY_DTYPE), np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32),
-                   np.zeros(0, np.int64))
-
     def __len__(self) -> int:
         return len(self.lengths)
 
@@ -196,6 +191,7 @@ def compact(vocab: dict[str, int], rows: list[TermRows]) -> dict[str, int]:
 def sum_rows(keys: np.ndarray, parts: list[Taken], vocab_size: int) -> TermRows:
     """Rows that are each the sum of other rows: ``parts`` adds row ``src[j]`` of a source to
     document ``dest[j]`` (a document may take several rows of one source)."""
+    vocab_size = max(vocab_size, 1)
     lengths = np.zeros(len(keys), np.int64)
     docs, terms, counts = [], [], []
     for rows, dest, src in parts:
