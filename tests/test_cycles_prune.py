@@ -71,7 +71,7 @@ def test_due_rule_counts_memory_commits_since_the_last_prune(provider, root, cli
     for n in range(3):
         memory_commit(root, n)
     st = prune_status(root)
-    assert st["memory_commits_since_prune"] == 4 and st["due"] is False and st["boundary"] is None
+    assert st.memory_commits_since_prune == 4 and st.due is False and st.boundary is None
     assert run_prune(root).state == "idle"
     memory_commit(root, 3)
     r = cli("--headless", "prune", "status", "--json", "--root", str(root.path))
@@ -93,15 +93,15 @@ def test_due_rule_counts_memory_commits_since_the_last_prune(provider, root, cli
     assert landed.parents[0].hexsha == before and landed.tree == landed.parents[0].tree  # empty commit
     assert landed.message.startswith(SUBJECT_CHECKPOINT + "\n\nRightMemory-Operation: " + out["operation_id"])
     st = prune_status(root)
-    assert st["memory_commits_since_prune"] == 0 and not st["due"] and st["last_prune_commit"] == landed.hexsha
+    assert st.memory_commits_since_prune == 0 and not st.due and st.last_prune_commit == landed.hexsha
     # four Memory commits after the prune: not due; the fifth: due
     for n in range(4, 8):
         memory_commit(root, n)
-    assert not prune_status(root)["due"]
+    assert not prune_status(root).due
     commit(root, "queue: not memory", {"update_records/x.json": "{}"})
-    assert prune_status(root)["memory_commits_since_prune"] == 4
+    assert prune_status(root).memory_commits_since_prune == 4
     memory_commit(root, 8)
-    assert prune_status(root)["due"]
+    assert prune_status(root).due
 
 
 def test_expiry_lands_a_ledger_and_revival_grace_protects(provider, root):
@@ -125,8 +125,8 @@ def test_expiry_lands_a_ledger_and_revival_grace_protects(provider, root):
     # Update re-adds the pruned item: it is revived and gets grace for two due checkpoints
     commit(root, "update: old-node is back", {"MEMORY.md": MEMORY})
     st = prune_status(root)
-    assert st["due"] and [g["id"] for g in st["revival_grace"]] == ["old-node"]
-    assert st["revival_grace"][0]["next_checkpoint"] == 1
+    assert st.due and [g["id"] for g in st.revival_grace] == ["old-node"]
+    assert st.revival_grace[0]["next_checkpoint"] == 1
 
     # checkpoint 1: the model removes it anyway; the program asks it back, the model restores it
     anchor = "- `keep-node`"
@@ -145,7 +145,7 @@ def test_expiry_lands_a_ledger_and_revival_grace_protects(provider, root):
     assert parse_ledger(message_of(root, out.landed_commit)).grace_of("old-node") == (2, 2)
 
     # grace is over: the item may go again
-    assert prune_status(root)["revival_grace"] == []
+    assert prune_status(root).revival_grace == []
     provider.push(*remove_script(OLD_LINE, "old-node", "expired after grace"))
     out = run_prune(root, force=True)
     assert out.state == "expired" and out.removed == ["old-node"]
@@ -166,7 +166,7 @@ def test_pursuit_referenced_item_is_never_pruned(provider, root):
         (op,) = [o for o in store.list() if o.kind == "prune"]
         assert op.phase == "failed"
     st = prune_status(root)
-    assert st["last_outcome"]["state"] == "failed" and st["failures"] == 1 and st["backoff"]
+    assert st.last_outcome["state"] == "failed" and st.failures == 1 and st.backoff
 
 
 def test_pruner_may_write_only_memory(provider, root):

@@ -15,8 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from test_tui_support import FROZEN_TS, frozen_demo_root, main_loaded, row_to, type_text, wait_for
-from textual.widgets import Input
+from test_tui_support import FROZEN_TS, frozen_demo_root, main_loaded, row_to, settle, type_text, wait_for
 from tui_faults import broken_last_commit
 
 from rmtui.engine.retrieval import retrieve as retrieve_module
@@ -62,13 +61,6 @@ async def show_item(app, pilot, item_id: str) -> None:
     preview = app.screen.query_one(ItemPreview)
     await wait_for(pilot, lambda: preview.current_key == item_id and "demo: seed" in preview.commit_text,
                    what="the preview")
-
-
-async def settle(app, pilot) -> None:
-    app.clear_notifications()
-    for field in app.screen.query(Input):
-        field.cursor_blink = False  # a steady cursor: a blinking one makes the picture depend on timing
-    await pilot.pause(0.2)
 
 
 # -- the main screen -------------------------------------------------------------------------

@@ -10,8 +10,8 @@ from rmtui.engine.cycles.common import Failure, error_outcome
 from rmtui.engine.cycles.corrections import CorrectionRound
 from rmtui.engine.cycles.historian import HistorianAnswer
 from rmtui.engine.cycles.hosted import HostIdle
-from rmtui.engine.cycles.insight import InsightRun
-from rmtui.engine.cycles.pruner import PruneRun
+from rmtui.engine.cycles.insight import InsightRun, InsightStatus
+from rmtui.engine.cycles.pruner import PruneRun, PruneStatus
 from rmtui.engine.errors import OperationFailed
 from rmtui.engine.host.assistant import Begun, CycleTask, TaskOutcome, UpdateIdle, UpdateTask
 from rmtui.engine.pursuit import PursuitCheckpoint, PursuitEdit, PursuitState
@@ -41,8 +41,6 @@ def test_error_outcome_is_the_failure_of_a_run_that_never_began():
 
 
 def test_prune_run_json():
-    status = {"due": False, "memory_commits_since_prune": 1, "generation_commits": 3}
-    same(PruneRun("idle", status=status), {"state": "idle", **status})
     r = receipt()
     grace = [{"id": "n", "file": "MEMORY.md", "grace": "1/2"}]
     run = PruneRun("expired", operation_id=r.operation_id, landed_commit=r.landed_commit,
@@ -157,3 +155,17 @@ def test_sync_results_json():
     same(result, {"status": "synced", "message": "pulled 1 commit(s) from origin/main", "files": ["MEMORY.md"],
                   "ahead": 0, "behind": 1, "head": "h" * 40, "upstream": "origin/main", "upstream_commit": "t" * 40,
                   "receipt": None, "repair": None, "state": None, "rule": None})
+
+
+def test_cycle_status_json():
+    prune = {"due": True, "memory_commits_since_prune": 5, "generation_commits": 5, "revival_grace_checkpoints": 2,
+             "head": "h" * 40, "last_prune_commit": None, "last_prune_subject": None, "boundary": "b" * 40,
+             "revival_grace": [{"id": "n", "file": "MEMORY.md", "next_checkpoint": 1, "of": 2}],
+             "pursuit_referenced": ["keep"], "last_outcome": None, "failures": 0, "backoff": None}
+    same(PruneStatus(**prune), prune)
+    same(PruneRun("idle", status=PruneStatus(**prune)), {"state": "idle", **prune})
+    insight = {"points": 2.0, "threshold": 3.0, "due": False, "active_operation_id": None,
+               "active_operation_points": None, "last_success_at": None, "last_success_result": None,
+               "last_success_operation_id": None, "last_run": {"state": "noop", "at": 1.0}, "failures": 0,
+               "backoff": None}
+    same(InsightStatus(**insight), insight)

@@ -104,15 +104,15 @@ def cmd_prune_status(args) -> Result:
     from rmtui.engine.cycles.pruner import prune_status
 
     st = prune_status(root_of(args))
-    since = f"since {st['last_prune_commit'][:12]}" if st["last_prune_commit"] else "(no prune commit yet)"
-    lines = [f"{'due' if st['due'] else 'not due'}: {st['memory_commits_since_prune']} of "
-             f"{st['generation_commits']} Memory commits {since}"]
-    for g in st["revival_grace"]:
+    since = f"since {st.last_prune_commit[:12]}" if st.last_prune_commit else "(no prune commit yet)"
+    lines = [f"{'due' if st.due else 'not due'}: {st.memory_commits_since_prune} of "
+             f"{st.generation_commits} Memory commits {since}"]
+    for g in st.revival_grace:
         lines.append(f"revival grace: {g['id']} (next checkpoint {g['next_checkpoint']}/{g['of']})")
-    lines.append(outcome_line(st["last_outcome"]))
-    if st["backoff"]:
-        lines.append(f"daemon: {st['backoff']}")
-    return Result(st, "\n".join(lines))
+    lines.append(outcome_line(st.last_outcome))
+    if st.backoff:
+        lines.append(f"daemon: {st.backoff}")
+    return Result(st.to_json(), "\n".join(lines))
 
 
 def cmd_prune_run(args) -> Result:
@@ -120,8 +120,8 @@ def cmd_prune_run(args) -> Result:
 
     out = run_prune(root_of(args), force=args.force)
     if out.state == "idle" and out.status is not None:
-        return Result(out.to_json(), f"not due: {out.status['memory_commits_since_prune']} of "
-                                     f"{out.status['generation_commits']} Memory commits since the last prune "
+        return Result(out.to_json(), f"not due: {out.status.memory_commits_since_prune} of "
+                                     f"{out.status.generation_commits} Memory commits since the last prune "
                                      "(use --force to run anyway)")
     if out.state == "failed":
         return Result(out.to_json(), f"prune failed: {out.message}", exit_code=out.exit_code)
@@ -139,13 +139,13 @@ def cmd_insight_status(args) -> Result:
     from rmtui.engine.cycles.insight import insight_status
 
     st = insight_status(root_of(args))
-    lines = [f"points: {st['points']:g} of {st['threshold']:g}" + (" (due)" if st["due"] else "")]
-    if st["active_operation_id"]:
-        lines.append(f"claimed: {st['active_operation_id']} ({st['active_operation_points']:g} points)")
-    lines.append(outcome_line(st["last_run"]))
-    if st["backoff"]:
-        lines.append(f"daemon: {st['backoff']}")
-    return Result(st, "\n".join(lines))
+    lines = [f"points: {st.points:g} of {st.threshold:g}" + (" (due)" if st.due else "")]
+    if st.active_operation_id:
+        lines.append(f"claimed: {st.active_operation_id} ({st.active_operation_points:g} points)")
+    lines.append(outcome_line(st.last_run))
+    if st.backoff:
+        lines.append(f"daemon: {st.backoff}")
+    return Result(st.to_json(), "\n".join(lines))
 
 
 def cmd_insight_run(args) -> Result:

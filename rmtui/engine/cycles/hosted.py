@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rmtui.engine.cycles import common
 from rmtui.engine.errors import OperationFailed, UsageError
@@ -85,6 +85,7 @@ class HostIdle:
 
 
 def idle(role: str, message: str, **due: Any) -> HostIdle:
+    """The answer when nothing is due: ``claimed`` false, ``state`` idle, and why."""
     return HostIdle(role, message, due)
 
 
@@ -144,10 +145,10 @@ def _begin_pruner(root: MemoryRoot, sup: Any, lease: dict[str, Any], force: bool
     due_keys = ("due", "memory_commits_since_prune", "generation_commits", "last_prune_commit", "boundary")
     with common.cycle_lock(root, pruner.NAME):
         status = pruner.prune_status(root)
-        due = {k: status[k] for k in due_keys}
-        if not status["due"] and not force:
-            return idle("pruner", f"the Pruner is not due: {status['memory_commits_since_prune']} of "
-                                  f"{status['generation_commits']} Memory commits since the last prune "
+        due = {k: getattr(status, k) for k in due_keys}
+        if not status.due and not force:
+            return idle("pruner", f"the Pruner is not due: {status.memory_commits_since_prune} of "
+                                  f"{status.generation_commits} Memory commits since the last prune "
                                   "(--force runs it anyway)", **due)
         op, plan = pruner.begin_prune(root, sup, lease=lease)
     import git
@@ -165,7 +166,7 @@ def _begin_pruner(root: MemoryRoot, sup: Any, lease: dict[str, Any], force: bool
                                    for i, (k, n) in plan.grace.items()]},
         "recent_ledgers": ledgers,
     }
-    candidates = pruner.unchanged_since(op.worktree, status.get("boundary"))
+    candidates = pruner.unchanged_since(op.worktree, status.boundary)
     context["prune_candidates"] = [i for i in candidates if i not in plan.protected]
     prompt = pruner.prune_prompt(op.worktree, status, plan.keep_pursuit, plan.grace, candidates)
     return _task(op, "pruner", prompt, context, {"plan": plan.to_json()})
@@ -262,7 +263,10 @@ def complete(root: MemoryRoot, sup: Any, role: str, op: Any, saved: dict[str, An
     raise UsageError(f"no completion for role {role!r}")
 
 
-def _land(sup: Any, op: Any, landing: Callable[[], Any]) -> Any:
+_Outcome = TypeVar("_Outcome")
+
+
+def _land(sup: Any, op: Any, landing: Callable[[], _Outcome]) -> _Outcome:
     """Run a landing; a refusal is noted on the still-running operation (status shows it)."""
     try:
         return landing()
@@ -277,8 +281,7 @@ def _land(sup: Any, op: Any, landing: Callable[[], Any]) -> Any:
 def _complete_pruner(root: MemoryRoot, sup: Any, op: Any, saved: dict[str, Any], summary: str) -> PruneRun:
     from rmtui.engine.cycles import pruner
 
-    out: PruneRun = _land(sup, op, lambda: pruner.land_prune(sup, op, pruner.PrunePlan.from_json(saved["plan"]),
-                                                              summary))
+    out = _land(sup, op, lambda: pruner.land_prune(sup, op, pruner.PrunePlan.from_json(saved["plan"]), summary))
     common.record_outcome(root, pruner.NAME, out.to_json(), failed=out.state == "failed")
     return out
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,27 @@ NAME = "insight"
 LOG_DIR = "insight_logs"
 LOG_RE = re.compile(r"^insight_logs/(\d{4}-\d{2}-\d{2}-\d{6})\.md$")
 SUBJECT_PREFIX = "insight:"
+
+
+@dataclass(frozen=True)
+class InsightStatus:
+    """Insight's points against the threshold, the claim in progress (its id and points), the
+    last success, and the cycle's last recorded run, failures and backoff."""
+
+    points: float
+    threshold: float
+    due: bool
+    active_operation_id: str | None
+    active_operation_points: float | None
+    last_success_at: str | None
+    last_success_result: str | None
+    last_success_operation_id: str | None
+    last_run: dict[str, Any] | None
+    failures: int
+    backoff: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -81,24 +102,17 @@ def _threshold(cfg: Any) -> float:
     return float(cfg.get("insight.watch.trigger_points"))
 
 
-def insight_status(root: MemoryRoot) -> dict[str, Any]:
+def insight_status(root: MemoryRoot) -> InsightStatus:
     """Points against the threshold, the claim in progress, the last success and last run."""
     threshold = _threshold(root.config())
     st = triggers.load(root, NAME)
     cycle = common.load_state(root, NAME)
-    return {
-        "points": float(st["points"]),
-        "threshold": threshold,
-        "due": float(st["points"]) >= threshold,
-        "active_operation_id": st.get("active_operation_id"),
-        "active_operation_points": st.get("active_operation_points"),
-        "last_success_at": st.get("last_success_at"),
-        "last_success_result": st.get("last_success_result"),
-        "last_success_operation_id": st.get("last_success_operation_id"),
-        "last_run": cycle.get("last_outcome"),
-        "failures": cycle.get("failures", 0),
-        "backoff": common.backing_off(root, NAME),
-    }
+    return InsightStatus(
+        points=float(st["points"]), threshold=threshold, due=float(st["points"]) >= threshold,
+        active_operation_id=st.get("active_operation_id"), active_operation_points=st.get("active_operation_points"),
+        last_success_at=st.get("last_success_at"), last_success_result=st.get("last_success_result"),
+        last_success_operation_id=st.get("last_success_operation_id"), last_run=cycle.get("last_outcome"),
+        failures=cycle.get("failures", 0), backoff=common.backing_off(root, NAME))
 
 
 def log_name(now: float | None = None) -> str:
@@ -283,4 +297,4 @@ def _run(root: MemoryRoot, cfg: Any, executor: Any, claim: dict[str, Any], now: 
 def insight_cycle(root: MemoryRoot) -> dict[str, Any]:
     """The daemon's Insight watcher: claim a run at the threshold, unless backing off."""
     return common.daemon_cycle(
-        root, NAME, lambda r: bool(insight_status(r)["due"]), run_insight, ("log", "points", "message"))
+        root, NAME, lambda r: insight_status(r).due, run_insight, ("log", "points", "message"))
