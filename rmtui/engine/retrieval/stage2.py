@@ -27,8 +27,6 @@ Features beyond scores (each measured on the development sets, see below):
   others.
 - ``context_cover``: the IDF-weighted share of the need's words in the node's ancestor heading
   titles -- what a group of notes is about, whichever way each note is written.
-- ``node_cover``: the same share in the node's text, heading titles and subject together: a
-  word of the need counts wherever the note puts it.
 - ``maxsim``: late interaction -- each token state of the need matched to its closest token
   state of the entry's best passage, averaged (ColBERT's MaxSim over the embedding model's own
   token states, kept as int8 in ``tokens.TokenStore``). It sees which word matches which,
@@ -65,7 +63,7 @@ FEATURES = (
     "fused", "heading_fused", "heading_dense", "coverage", "length", "own_top", "need_words",
     "fused_prev", "fused_next", "rank_fused", "rank_dense", "rank_lexical", "centroid", "first",
     "own_raw", "lexical_prev", "lexical_next", "coherence_prev", "coherence_next", "lead", "subject",
-    "context_cover", "node_cover",
+    "context_cover",
 )
 #: Features that need token states (the model used when every candidate has them).
 TOKEN_FEATURES = ("maxsim",)
@@ -148,24 +146,23 @@ def _cover(idf: dict[str, float], token_lists: list[list[str]]) -> np.ndarray:
 
 
 def _text_columns(corpus: Corpus, sig: Signals, cand: np.ndarray) -> dict[str, np.ndarray]:
-    """The features read from the candidates' words, each text tokenized once:
+    """The features read from the candidates' labels and headings, each tokenized once:
 
     - ``lead`` / ``subject``: a word of the need in the lead label / the subject
       (``subjects.subject_label``);
-    - ``context_cover``: IDF-weighted share of the need's words in the ancestor heading titles;
-    - ``node_cover``: the same share in everything that says what the node is -- its text, its
-      heading titles and its subject together, so a word counts wherever the note puts it.
+    - ``context_cover``: IDF-weighted share of the need's words in the ancestor heading titles.
+
+    (The same share over the node's own words would be ``coverage`` again: the lexical index
+    holds each node's text with its heading titles.)
     """
     entries = [corpus.entries[int(i)] for i in cand.tolist()]
     memo: dict[str, list[str]] = {}
-    lead, subject, context, text = (tokenize_many(texts, stem=sig.stem, memo=memo) for texts in (
+    lead, subject, context = (tokenize_many(texts, stem=sig.stem, memo=memo) for texts in (
         [lead_label(e) for e in entries], [subject_label(corpus, e) for e in entries],
-        [e.context for e in entries], [e.text for e in entries]))
-    idf = _need_idf(sig)
+        [e.context for e in entries]))
     return {
         "lead": _hits(sig.query_tokens, lead), "subject": _hits(sig.query_tokens, subject),
-        "context_cover": _cover(idf, context),
-        "node_cover": _cover(idf, [a + b + c for a, b, c in zip(text, context, subject, strict=True)]),
+        "context_cover": _cover(_need_idf(sig), context),
     }
 
 
