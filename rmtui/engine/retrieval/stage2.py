@@ -39,8 +39,9 @@ data only: the LoCoMo development conversations rendered in four layouts of the 
 first, inside the sentence, last, only in a heading) and two notes-shaped projects
 (``bench/notes/``), the conversations weighing two thirds and the notes one third; the
 held-out conversations and the held-out notes project are only scored. Features were chosen
-by cross-validation on the development sets alone (``bench/fit_stage2.py --cv``). The stage needs dense scores
-(several features are vector ones); without them the first-stage order stands.
+by cross-validation on the development sets alone (``bench/fit_stage2.py --cv``). The stage
+needs dense scores (several features are vector ones); without them the first-stage order
+stands.
 """
 
 from __future__ import annotations
@@ -104,14 +105,10 @@ def candidates(fused: np.ndarray, pool: int = POOL) -> np.ndarray:
     return np.asarray(sorted(top.tolist(), key=lambda i: (-float(fused[i]), i)), dtype=np.int64)
 
 
-def _hits(query_tokens: list[str], token_lists: list[list[str]]) -> np.ndarray:
-    """1 for each list of words that holds a word of the need, else 0."""
-    need = set(query_tokens)
-    return np.asarray([float(bool(need.intersection(words))) for words in token_lists], dtype=np.float32)
-
-
 def _label_hits(labels: list[str], query_tokens: list[str], stem: bool) -> np.ndarray:
-    return _hits(query_tokens, tokenize_many(labels, stem=stem))
+    need = set(query_tokens)
+    return np.asarray([float(bool(need.intersection(words))) for words in tokenize_many(labels, stem=stem)],
+                      dtype=np.float32)
 
 
 def lead_hits(corpus: Corpus, query_tokens: list[str], cand: np.ndarray, *, stem: bool = True) -> np.ndarray:
@@ -125,45 +122,22 @@ def subject_hits(corpus: Corpus, query_tokens: list[str], cand: np.ndarray, *, s
     return _label_hits([subject_label(corpus, corpus.entries[int(i)]) for i in cand.tolist()], query_tokens, stem)
 
 
-def _need_idf(sig: Signals) -> dict[str, float]:
-    """The IDF of each distinct word of the need (over the lexical index's passages)."""
+def context_cover(corpus: Corpus, sig: Signals, cand: np.ndarray) -> np.ndarray:
+    """IDF-weighted share of the need's words in each candidate's ancestor heading titles: the
+    headings say what a group of notes is about, whichever way each note is written."""
+    words = list(dict.fromkeys(sig.query_tokens))
     index = sig.index
     n = max(len(index.owner), 1)
     idf = {}
-    for tok in dict.fromkeys(sig.query_tokens):
+    for tok in words:
         t = index.vocab.get(tok)
         df = int(index.indptr[t + 1]) - int(index.indptr[t]) if t is not None else 0
         idf[tok] = float(np.log1p(n / max(df, 1)))
-    return idf
-
-
-def _cover(idf: dict[str, float], token_lists: list[list[str]]) -> np.ndarray:
-    """IDF-weighted share of the need's words in each list of words."""
     total = sum(idf.values())
     if not total:
-        return np.zeros(len(token_lists), dtype=np.float32)
-    return np.asarray([sum(idf[w] for w in set(t).intersection(idf)) / total for t in token_lists], dtype=np.float32)
-
-
-def _text_columns(corpus: Corpus, sig: Signals, cand: np.ndarray) -> dict[str, np.ndarray]:
-    """The features read from the candidates' labels and headings, each tokenized once:
-
-    - ``lead`` / ``subject``: a word of the need in the lead label / the subject
-      (``subjects.subject_label``);
-    - ``context_cover``: IDF-weighted share of the need's words in the ancestor heading titles.
-
-    (The same share over the node's own words would be ``coverage`` again: the lexical index
-    holds each node's text with its heading titles.)
-    """
-    entries = [corpus.entries[int(i)] for i in cand.tolist()]
-    memo: dict[str, list[str]] = {}
-    lead, subject, context = (tokenize_many(texts, stem=sig.stem, memo=memo) for texts in (
-        [lead_label(e) for e in entries], [subject_label(corpus, e) for e in entries],
-        [e.context for e in entries]))
-    return {
-        "lead": _hits(sig.query_tokens, lead), "subject": _hits(sig.query_tokens, subject),
-        "context_cover": _cover(_need_idf(sig), context),
-    }
+        return np.zeros(len(cand), dtype=np.float32)
+    toks = tokenize_many([corpus.entries[int(i)].context for i in cand.tolist()], stem=sig.stem)
+    return np.asarray([sum(idf[w] for w in set(t).intersection(idf)) / total for t in toks], dtype=np.float32)
 
 
 def maxsim(need_states: np.ndarray, states: list[np.ndarray]) -> np.ndarray:
@@ -227,7 +201,10 @@ def features(corpus: Corpus, sig: Signals, fused: np.ndarray, cand: np.ndarray,
         "rank_lexical": _log_rank(sig.lexical, cand),
         "centroid": vec @ centre, "first": vec @ vec[0], "own_raw": sig.own[cand],
         "lexical_prev": gate_p * pad(lex)[p], "lexical_next": gate_n * pad(lex)[n],
-        "coherence_prev": coh_p, "coherence_next": coh_n, **_text_columns(corpus, sig, cand),
+        "coherence_prev": coh_p, "coherence_next": coh_n,
+        "lead": lead_hits(corpus, sig.query_tokens, cand, stem=sig.stem),
+        "subject": subject_hits(corpus, sig.query_tokens, cand, stem=sig.stem),
+        "context_cover": context_cover(corpus, sig, cand),
     }
     names: tuple[str, ...] = FEATURES
     if states is not None and sig.need_states is not None:
