@@ -35,7 +35,7 @@ import numpy as np
 from rmtui.engine.retrieval import bm25
 from rmtui.engine.retrieval.bm25 import TermRows
 from rmtui.engine.retrieval.corpus import Corpus, Entry, slug_words, split_passages
-from rmtui.engine.retrieval.subjects import heading_label, lead_label
+from rmtui.engine.retrieval.subjects import dense_label
 
 LEXICAL_VERSION = 6  # 6: term counts ride along (updates re-tokenise only changed passages)
 _TOKEN_RE = re.compile(r"(?u)\b\w[\w.]*\w\b|\b\w\w+\b")
@@ -174,8 +174,8 @@ def dense_text(corpus: Corpus, index: int, params: RankParams) -> str:
         body = "\n".join([*before, body, *after])
     if params.context_in_dense and entry.context:
         return f"{entry.context}: {body}"
-    if not lead_label(entry) and (label := heading_label(corpus, entry)):
-        return f"{label}: {body}"  # the subject only its heading names (subjects.py)
+    if label := dense_label(corpus, entry):
+        return f"{label}: {body}"  # the subject written last or only in its heading, first (subjects.py)
     return body
 
 
