@@ -169,7 +169,8 @@ LAYOUTS = {"first": "as a lead label (`Ana: ...`)", "inside": "inside the senten
 def print_layouts(layout_rows: dict[str, list[dict]]) -> None:
     """Held-out R@5/R@10 of each layout, with and without the learned second stage."""
     print(f"\nheld out ({', '.join(HELD_OUT)}), per layout of the speaker:")
-    print("| layout | questions | default R@5 | default R@10 | learned off R@5 | learned off R@10 |\n|---|---|---|---|---|---|")
+    print("| layout | questions | default R@5 | default R@10 | learned off R@5 | learned off R@10 |\n"
+          "|---|---|---|---|---|---|")
     for fmt, rows in layout_rows.items():
         held = [r for r in rows if r["conv"] in HELD_OUT]
         d, f = summarize(held, "hybrid"), summarize(held, "first")
@@ -197,7 +198,8 @@ def run_layout(data_dir: Path, work: Path, sample: int, explore: bool, fmt: str,
         if backend is None:
             t = time.time()
             backend = cli_backend(root, cfg, wait_seconds=180.0)
-            print(f"embedding service: {backend.url} ({backend.info().embedding_model}), ready in {time.time() - t:.1f} s")
+            print(f"embedding service: {backend.url} ({backend.info().embedding_model}), "
+                  f"ready in {time.time() - t:.1f} s")
         qs = questions(f)
         t = time.time()
         corpus = load_corpus(root.path)
@@ -228,7 +230,8 @@ def run_layout(data_dir: Path, work: Path, sample: int, explore: bool, fmt: str,
     if quiet:
         return rows
     n = len(rows)
-    print(f"\n{n} questions (categories 1-4). How measured: recall through rmtui.engine.retrieval.retrieve.retrieve(), the "
+    print(f"\n{n} questions (categories 1-4). How measured: recall through "
+          "rmtui.engine.retrieval.retrieve.retrieve(), the "
           "function behind `rmtui --headless retrieve --json --top 10`, with the same local warm embedding "
           "service over HTTP, one fresh session per question (delivery history not recorded); the same search "
           "through a host without token states (the second stage's plain weights), first-stage-only, "

@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # the parser is imported only when the corpus must be rebuilt
 CACHE_VERSION = 5  # 5: bare grouping headings do not end a run of neighbours
 PASSAGE_CHARS = 1500
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-_EDGE_TAIL_RE = re.compile(r"\s*(?:→|->)\s*\[[^\]]*\]\s*$")
+_EDGE_TAIL_RE = re.compile(r"(?:→|->)\s*\[[^\]]*\]\s*$")  # an edge list ends a line: `→ [rel:x, dep:y]`
 _NODE_HEAD_RE = re.compile(r"^[ \t]*[-*+]\s+`([^`]*)`\s*")
 _SLUG_RE = re.compile(r"[-_.]+")
 _ANCHOR_RE = re.compile(r"\s*\{[A-Z]*#\s*[^\s{}]+\}.*$")
@@ -182,15 +182,29 @@ def slug_words(ident: str | None) -> str:
     return _SLUG_RE.sub(" ", ident or "").strip()
 
 
+def _before_edges(text: str) -> str:
+    """``text`` up to its edge list, if it ends with one. Only an arrow can start that tail, so
+    the pattern is tried at the arrows (leftmost first), not at every character of the line."""
+    best = -1
+    for arrow in ("→", "->"):
+        i = text.find(arrow)
+        while i >= 0 and (best < 0 or i < best):
+            if _EDGE_TAIL_RE.match(text, i):
+                best = i
+                break
+            i = text.find(arrow, i + 1)
+    return text if best < 0 else text[:best]
+
+
 def node_prose(line: str) -> str:
     """The words of a node line: no bullet, no backticks, no edge list."""
     m = _NODE_HEAD_RE.match(line)
     rest = line[m.end():] if m else line
-    return _EDGE_TAIL_RE.sub("", rest).strip()
+    return _before_edges(rest).strip()
 
 
 def heading_title(line: str) -> str:
-    return _EDGE_TAIL_RE.sub("", _ANCHOR_RE.sub("", line.lstrip("#"))).strip()
+    return _before_edges(_ANCHOR_RE.sub("", line.lstrip("#"))).strip()
 
 
 def _traversal(graph: Graph) -> list[Item]:
@@ -380,7 +394,7 @@ class _Projection:
 
     def node_entry(self, item: Item, rank: int, anc: list[int], context: str) -> Entry:
         lines = self.texts.get(item.file, [])
-        own = [item.line + k for k in range(item.end_line - item.line + 1)]
+        own = list(range(item.line, item.end_line + 1))
         words = [node_prose(lines[item.line - 1])] + [lines[n - 1].strip() for n in own[1:]]
         text = " ".join(w for w in words if w)
         return Entry(self.key_for(item), item.id, "node", item.file, item.line, item.end_line, item.hash,

@@ -35,7 +35,7 @@ import numpy as np
 from rmtui.engine.retrieval import bm25
 from rmtui.engine.retrieval.bm25 import TermRows
 from rmtui.engine.retrieval.corpus import Corpus, Entry, slug_words, split_passages
-from rmtui.engine.retrieval.subjects import heading_label, lead_label
+from rmtui.engine.retrieval.subjects import dense_label
 
 LEXICAL_VERSION = 6  # 6: term counts ride along (updates re-tokenise only changed passages)
 _TOKEN_RE = re.compile(r"(?u)\b\w[\w.]*\w\b|\b\w\w+\b")
@@ -174,8 +174,8 @@ def dense_text(corpus: Corpus, index: int, params: RankParams) -> str:
         body = "\n".join([*before, body, *after])
     if params.context_in_dense and entry.context:
         return f"{entry.context}: {body}"
-    if not lead_label(entry) and (label := heading_label(corpus, entry)):
-        return f"{label}: {body}"  # the subject only its heading names (subjects.py)
+    if label := dense_label(corpus, entry):
+        return f"{label}: {body}"  # the subject written last or only in its heading, first (subjects.py)
     return body
 
 
@@ -360,9 +360,23 @@ class LexicalIndex:
                     return None
                 window.vocab = idx.vocab  # one vocabulary: window rows are sums of the others
                 idx.window, idx.window_weight = window, float(head["window_weight"])
-            return idx
-        except (ValueError, EOFError, TypeError, KeyError):
+            return idx if idx._consistent() else None
+        except (ValueError, EOFError, TypeError, KeyError, AttributeError):
             return None
+
+    def _consistent(self) -> bool:
+        """Whether the arrays read from a cache file fit together (a damaged file is rebuilt,
+        never indexed out of bounds)."""
+        v, p = len(self.vocab), len(self.owner)
+        if not (isinstance(self.vocab, dict) and len(self.indptr) == v + 1 and self.indptr[0] == 0
+                and self.indptr[-1] == len(self.data) == len(self.indices) and bool((np.diff(self.indptr) >= 0).all())
+                and (not len(self.indices) or (int(self.indices.min()) >= 0 and int(self.indices.max()) < p))
+                and (not p or (int(self.owner.min()) >= 0 and int(self.owner.max()) < self.num_entries))):
+            return False
+        for rows in (self.rows, self.bare):
+            if rows is not None and not rows.consistent(v):
+                return False
+        return self.window is None or self.window._consistent()
 
 
 def _pad(size: int) -> bytes:

@@ -170,7 +170,7 @@ class DenseIndex:
         return self._parts
 
 
-DENSE_VERSION = 1
+DENSE_VERSION = 2  # 2: a subject written last leads the dense text (subjects.dense_label)
 
 
 def dense_index(corpus: Corpus, params: RankParams, cache_dir: Path | None = None) -> DenseIndex:

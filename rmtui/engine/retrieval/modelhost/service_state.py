@@ -61,13 +61,17 @@ def code_stamp() -> str:
     global _CODE_STAMP
     if _CODE_STAMP is None:
         digest = hashlib.sha256()
-        engine = Path(__file__).resolve().parents[2]
-        for folder, dirs, files in os.walk(engine):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(f for f in files if f.endswith(".py")):
-                st = os.stat(os.path.join(folder, name))
-                digest.update(f"{os.path.relpath(os.path.join(folder, name), engine)}\0{st.st_size}\0"
-                              f"{st.st_mtime_ns}\0".encode())
+        folders = [("", str(Path(__file__).resolve().parents[2]))]  # (relative prefix, folder), the engine's
+        while folders:  # every thin retrieve pays this walk: scandir's entries, no path arithmetic
+            rel, folder = folders.pop()
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+            for e in entries:
+                if e.name.endswith(".py") and e.is_file():
+                    st = e.stat()
+                    digest.update(f"{rel}{e.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+            folders.extend((f"{rel}{e.name}/", e.path) for e in reversed(entries)
+                           if e.name != "__pycache__" and e.is_dir(follow_symlinks=False))
         _CODE_STAMP = digest.hexdigest()
     return _CODE_STAMP
 
