@@ -14,7 +14,12 @@ evidence. A logistic regression over standardised features is fitted and written
 layout, the held-out notes project) are only scored, before and after, so the figures printed
 for them are fair.
 
-Usage: .venv/bin/python bench/fit_stage2.py [--work DIR] [--dry-run] [--rows FILE]
+Features and fitting choices are compared by ``--cv``: out-of-fold figures on the development
+rows alone (three folds: the LoCoMo conversations apart, all layouts of one together; the
+notes questions dealt round), so nothing held out is looked at while choosing; ``--without``
+drops features from the comparison.
+
+Usage: .venv/bin/python bench/fit_stage2.py [--work DIR] [--dry-run] [--rows FILE] [--cv [--without F,G]]
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import pickle
 import statistics
 import sys
 import tempfile
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,6 +151,8 @@ def main() -> None:
     ap.add_argument("--rows", type=Path, help="cache the feature rows in this file (reused when it exists)")
     ap.add_argument("--dry-run", action="store_true", help="print the figures, do not write the weights")
     ap.add_argument("--dev-only", action="store_true", help="development sets only (implies --dry-run)")
+    ap.add_argument("--cv", action="store_true", help="cross-validate on the development rows only, write nothing")
+    ap.add_argument("--without", default="", help="with --cv: features to leave out (comma separated)")
     args = ap.parse_args()
 
     if args.rows and args.rows.exists():
@@ -157,6 +165,10 @@ def main() -> None:
         if args.rows:
             args.rows.write_bytes(pickle.dumps(rows))
     dev = [r for r in rows if not r["held"]]
+    if args.cv:
+        drop = set(filter(None, args.without.split(",")))
+        cross_validate(dev, tuple(f for f in stage2.FEATURES + stage2.TOKEN_FEATURES if f not in drop))
+        return
     print(f"{len(dev)} development questions ({sum(len(r['y']) for r in dev)} candidate rows), "
           f"{len(rows) - len(dev)} held out")
     names = {"PLAIN": stage2.FEATURES, "TOKENS": stage2.FEATURES + stage2.TOKEN_FEATURES}
@@ -168,20 +180,34 @@ def main() -> None:
         return
     body = "".join(
         f"\n#: {'without' if name == 'PLAIN' else 'with'} token states\n{name} = Weights(\n"
-        f"    features={names[name]!r},\n    mean={_tuple(mean)},\n    scale={_tuple(scale)},\n"
-        f"    coef={_tuple(coef)},\n)\n" for name, (mean, scale, coef) in models.items())
+        f"    features={_tuple(repr(f) for f in names[name])},\n    mean={_tuple(_num(v) for v in mean)},\n"
+        f"    scale={_tuple(_num(v) for v in scale)},\n    coef={_tuple(_num(v) for v in coef)},\n)\n"
+        for name, (mean, scale, coef) in models.items())
     families = sorted({r["family"] for r in dev})
+    about = textwrap.fill(
+        f"Fitted on {len(dev)} development questions ({sum(len(r['y']) for r in dev)} candidate rows) from "
+        f"{', '.join(families)}; held out: LoCoMo {', '.join(HELD_OUT)} (every layout) and the notes project(s) "
+        f"{', '.join(p.name for p in notes.projects() if p.held_out)}.", LINE)
     WEIGHTS.write_text(
         '"""Weights of the learned second stage, written by bench/fit_stage2.py (do not edit by hand).\n\n'
-        f"Fitted on {len(dev)} development questions ({sum(len(r['y']) for r in dev)} candidate rows) from "
-        f"{', '.join(families)};\nheld out: LoCoMo {', '.join(HELD_OUT)} (every layout) and the notes project(s) "
-        f"{', '.join(p.name for p in notes.projects() if p.held_out)}.\n\"\"\"\n\n"
+        f'{about}\n"""\n\n'
         "from rmtui.engine.retrieval.stage2_model import Weights\n" + body, encoding="utf-8")
     print(f"wrote {WEIGHTS.relative_to(REPO)}")
 
 
-def _tuple(values) -> str:
-    return "(" + ", ".join(f"{float(v):.6g}" for v in values) + ",)"
+#: The longest line written to the weights module (the code style's limit).
+LINE = 120
+
+
+def _num(v) -> str:
+    return f"{float(v):.6g}"
+
+
+def _tuple(items) -> str:
+    """A tuple literal of already formatted ``items``, wrapped to lines of at most :data:`LINE`
+    characters (continuation lines indented under the assignment)."""
+    lines = textwrap.wrap(", ".join(items) + ",", LINE - 8, break_long_words=False, break_on_hyphens=False)
+    return "(\n" + "".join(f"        {line}\n" for line in lines) + "    )"
 
 
 #: Each domain's share of the fit, whatever its number of questions: conversations in every
@@ -207,6 +233,30 @@ def fit(xs: list[np.ndarray], ys: list[np.ndarray], groups: list[str]) -> tuple[
     scaler = StandardScaler().fit(x)
     model = LogisticRegression(max_iter=5000).fit(scaler.transform(x), y, sample_weight=w)
     return scaler.mean_, np.where(scaler.scale_ > 0, scaler.scale_, 1.0), model.coef_[0]
+
+
+def cross_validate(dev: list[dict], names: tuple[str, ...], k: int = 3) -> None:
+    """Out-of-fold figures per family on the development rows: each fold fitted on the others."""
+    convs = sorted({r["set"] for r in dev if r["family"].startswith("locomo/")})
+    seen: dict[str, int] = {}
+    fold = []
+    for r in dev:
+        if r["family"].startswith("locomo/"):
+            fold.append(convs.index(r["set"]) % k)
+        else:
+            seen[r["set"]] = seen.get(r["set"], 0) + 1
+            fold.append(seen[r["set"]] % k)
+    scores: dict[int, np.ndarray] = {}
+    for f in range(k):
+        train = [r for r, g in zip(dev, fold, strict=True) if g != f]
+        model = (names, *fit([columns(r, names) for r in train], [r["y"] for r in train],
+                             [r["family"].split("/")[0] for r in train]))
+        scores.update({id(r): score_of(model)(r) for r, g in zip(dev, fold, strict=True) if g == f})
+    print(f"cross-validated on {len(dev)} development questions, {len(names)} features")
+    for part in sorted({r["family"] for r in dev}) + sorted({r["set"] for r in dev if r["family"] == "notes"}):
+        sub = [r for r in dev if part in (r["family"], r["set"])]
+        print(f"  {part:16s} ({len(sub):4d} q)  first stage  {figures(sub, first_order)}")
+        print(f"  {'':16s}         second stage {figures(sub, lambda r: scores[id(r)])}")
 
 
 def score_of(model: tuple):

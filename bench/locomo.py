@@ -39,6 +39,7 @@ from types import SimpleNamespace
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench._git import commit_all  # noqa: E402
 from rmtui.engine.memory.roots import MemoryRoot, init_root  # noqa: E402
 from rmtui.engine.retrieval.corpus import load_corpus  # noqa: E402
 from rmtui.engine.retrieval.ranking import RankParams  # noqa: E402
@@ -115,10 +116,7 @@ def build_root(conv_file: Path, dest: Path, fmt: str = "first") -> MemoryRoot:
         (dest / f"MEMORY_c{c}-s{n}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (dest / "MEMORY.md").write_text("\n".join(memory), encoding="utf-8")
     (dest / "PURSUITS.md").write_text("# Pursuits\n\n## Focus\n", encoding="utf-8")
-    subprocess.run(["git", "-C", str(dest), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(dest), "commit", "-qm", f"locomo conversation {c}"], check=True,
-                   env={**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
-                        "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost"})
+    commit_all(dest, f"locomo conversation {c}")
     return root
 
 
@@ -171,7 +169,8 @@ LAYOUTS = {"first": "as a lead label (`Ana: ...`)", "inside": "inside the senten
 def print_layouts(layout_rows: dict[str, list[dict]]) -> None:
     """Held-out R@5/R@10 of each layout, with and without the learned second stage."""
     print(f"\nheld out ({', '.join(HELD_OUT)}), per layout of the speaker:")
-    print("| layout | questions | default R@5 | default R@10 | learned off R@5 | learned off R@10 |\n|---|---|---|---|---|---|")
+    print("| layout | questions | default R@5 | default R@10 | learned off R@5 | learned off R@10 |\n"
+          "|---|---|---|---|---|---|")
     for fmt, rows in layout_rows.items():
         held = [r for r in rows if r["conv"] in HELD_OUT]
         d, f = summarize(held, "hybrid"), summarize(held, "first")
@@ -199,7 +198,8 @@ def run_layout(data_dir: Path, work: Path, sample: int, explore: bool, fmt: str,
         if backend is None:
             t = time.time()
             backend = cli_backend(root, cfg, wait_seconds=180.0)
-            print(f"embedding service: {backend.url} ({backend.info().embedding_model}), ready in {time.time() - t:.1f} s")
+            print(f"embedding service: {backend.url} ({backend.info().embedding_model}), "
+                  f"ready in {time.time() - t:.1f} s")
         qs = questions(f)
         t = time.time()
         corpus = load_corpus(root.path)
@@ -230,7 +230,8 @@ def run_layout(data_dir: Path, work: Path, sample: int, explore: bool, fmt: str,
     if quiet:
         return rows
     n = len(rows)
-    print(f"\n{n} questions (categories 1-4). How measured: recall through rmtui.engine.retrieval.retrieve.retrieve(), the "
+    print(f"\n{n} questions (categories 1-4). How measured: recall through "
+          "rmtui.engine.retrieval.retrieve.retrieve(), the "
           "function behind `rmtui --headless retrieve --json --top 10`, with the same local warm embedding "
           "service over HTTP, one fresh session per question (delivery history not recorded); the same search "
           "through a host without token states (the second stage's plain weights), first-stage-only, "

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -23,6 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench._git import commit_all  # noqa: E402
 from rmtui.engine.memory.roots import MemoryRoot, init_root  # noqa: E402
 
 NOTES = REPO / "bench" / "notes"
@@ -55,10 +54,7 @@ def build_root(project: Project, dest: Path) -> MemoryRoot:
     for f in project.path.glob("MEMORY*.md"):
         shutil.copyfile(f, dest / f.name)
     (dest / "PURSUITS.md").write_text("# Pursuits\n\n## Focus\n", encoding="utf-8")
-    env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
-           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost"}
-    subprocess.run(["git", "-C", str(dest), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(dest), "commit", "-qm", f"notes {project.name}"], check=True, env=env)
+    commit_all(dest, f"notes {project.name}")
     return root
 
 

@@ -25,7 +25,6 @@ import json
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench._git import UPSTREAM, serve_upstream  # noqa: E402
 from rmtui.engine.errors import EngineError  # noqa: E402
 from rmtui.engine.evidence.queue import EvidenceQueue  # noqa: E402
 from rmtui.engine.host import assistant  # noqa: E402
@@ -53,41 +53,6 @@ def git(cwd: Path, *args: str) -> str:
 
 def rmtui(*args: str) -> list[str]:
     return [sys.executable, "-m", "rmtui", "--headless", *args]
-
-
-# -- the upstream -------------------------------------------------------------------------------
-
-class Daemon:
-    """``git daemon`` serving ``base`` read-write on a loopback port; stop() is an outage."""
-
-    def __init__(self, base: Path) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.base = base
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"git://127.0.0.1:{self.port}/upstream.git"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            ["git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack", f"--base-path={self.base}",
-             "--listen=127.0.0.1", f"--port={self.port}", str(self.base)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if subprocess.run(["git", "ls-remote", self.url], capture_output=True).returncode == 0:
-                return
-            time.sleep(0.1)
-        raise RuntimeError("git daemon did not come up")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=20)
-            self.proc = None
 
 
 def make_machine(tmp: Path, url: str, name: str, args, *, first: bool) -> MemoryRoot:
@@ -142,19 +107,20 @@ def host_turn(root: MemoryRoot, events: Path, *, force: bool, die_p: float, rng:
     started = time.perf_counter()
     out = assistant.begin(root, retry=force)
     begun = time.perf_counter()
-    if not out.get("claimed"):
-        if out.get("task_id"):  # a task left by this machine's earlier life: finish it
-            try:
-                assistant.complete(root, out["task_id"])
-            except EngineError:
-                assistant.begin(root, retry=True)
+    if not isinstance(out, assistant.Begun):
+        return  # idle: no batch is ready
+    if not out.claimed:  # a task left by this machine's earlier life: finish it
+        try:
+            assistant.complete(root, out.task_id)
+        except EngineError:
+            assistant.begin(root, retry=True)
         return
     if rng.random() < die_p:
         log(events, kind="kill", what="lease holder")
         os.kill(os.getpid(), signal.SIGKILL)
-    assistant.complete(root, out["task_id"])
+    assistant.complete(root, out.task_id)
     log(events, kind="batch", begin=begun - started, complete=time.perf_counter() - begun,
-        size=len(out["candidate_uids"]))
+        size=len(out.task.candidate_uids) if isinstance(out.task, assistant.UpdateTask) else 0)
 
 
 def worker(args) -> None:
@@ -227,11 +193,8 @@ def floor(root: MemoryRoot) -> tuple[float, float]:
 def run(args) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="rmtui-team-"))
     served = tmp / "served"
-    served.mkdir()
-    bare = served / "upstream.git"
-    git(served, "init", "-q", "--bare", "-b", "main", str(bare))
-    daemon = Daemon(served)
-    daemon.start()
+    daemon = serve_upstream(served)
+    bare = served / UPSTREAM
     names = [f"m{i}" for i in range(args.machines)]
     roots = [make_machine(tmp, daemon.url, n, args, first=(i == 0)) for i, n in enumerate(names)]
     print(f"{args.machines} machines x {args.evidence} evidence over {daemon.url} (batch {args.batch}, "

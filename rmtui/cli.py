@@ -14,13 +14,14 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from rmtui.commands import COMMAND_MODULES, COMMAND_OWNERS, Result
 from rmtui.engine.display import json_text, printable
 from rmtui.engine.errors import EngineError
 
-if TYPE_CHECKING:  # argparse is imported where a parser is built: a thin retrieve never needs it
+# A thin retrieve (rmtui/thin_client.py) never needs argparse, the command modules (and the
+# dataclasses they import) or typing: they are imported where a parser is built.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
     import argparse
 
 
@@ -60,6 +61,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
     parser.add_argument("--root", help="memory root path")
     parser.add_argument("--profile", help="profile name from profiles.toml")
+    from rmtui.commands import COMMAND_MODULES, COMMAND_OWNERS
+
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     command = _command_of(argv) if argv is not None else None
     for name in COMMAND_OWNERS.get(command or "", COMMAND_MODULES):
@@ -71,12 +74,12 @@ def _json_line(data) -> str:
     return json_text(json.dumps(data, indent=None, ensure_ascii=False, default=str)) + "\n"
 
 
-def _emit(result: Result, as_json: bool) -> None:
+def _emit(data, text: str | None, as_json: bool) -> None:
     # The boundary: stored text (evidence, memory) may hold terminal controls; show them escaped.
     if as_json:
-        sys.stdout.write(_json_line(result.data))
-    elif result.text:
-        text = printable(result.text)
+        sys.stdout.write(_json_line(data))
+    elif text:
+        text = printable(text)
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     sys.stdout.flush()
 
@@ -132,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write("rmtui: interrupted\n")
             return 130
         if thin is not None:
-            _emit(Result(thin[0], thin[1]), thin[2])
+            _emit(thin[0], thin[1], thin[2])
             return 0
     parser = build_parser(argv)
     args = parser.parse_args(argv)
@@ -179,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fail(msg, cause.exit_code, args.json, {**cause.to_json(), "message": msg})
         msg = f"internal error: {failure[:500]} (set RMTUI_DEBUG=1 for the traceback)"
         return _fail(msg, 1, args.json, {"error": "failed", "message": msg})
-    _emit(result, args.json)
+    _emit(result.data, result.text, args.json)
     return result.exit_code
 
 

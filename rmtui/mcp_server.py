@@ -9,7 +9,7 @@ import contextlib
 import json
 import sys
 import threading
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field, ValidationError
@@ -17,6 +17,9 @@ from pydantic import Field, ValidationError
 from rmtui.engine.display import printable
 from rmtui.engine.errors import EngineError, UsageError
 from rmtui.engine.memory.roots import MemoryRoot
+
+if TYPE_CHECKING:
+    from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
 
 SERVER_NAME = "rmtui"
 INSTRUCTIONS = (
@@ -70,23 +73,41 @@ GUIDANCE_DESCRIPTION = (
 
 
 def build_server(root: MemoryRoot):
-    """Build the MCP server for one root (also used in-process by tests of the tool logic)."""
+    """Build the MCP server for one root (also used in-process by tests of the tool logic):
+    the server over the hardened transport, then each group of tools in turn."""
+    server = _stdio_server_class()(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+    for register in TOOL_GROUPS:
+        register(server, root)
+    return server
+
+
+def _stdio_server_class():
+    """The SDK's server, its stdio run over :func:`hardened_stdio` instead of the SDK's transport."""
     from mcp.server.mcpserver import MCPServer
 
     class _Server(MCPServer):
-        async def run_stdio_async(self) -> None:  # the SDK's, over our hardened transport
+        async def run_stdio_async(self) -> None:
             async with hardened_stdio() as (read_stream, write_stream):
                 lowlevel = self._lowlevel_server
                 await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
-    server = _Server(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
-    warm: dict = {}
+    return _Server
 
-    def _retrieve(session_id: str, need: str, include_pending: bool = True):
+
+class _WarmRetriever:
+    """Retrieval for one root in this long-lived process: the model stays loaded between calls,
+    unless a configured embedding service is the model host."""
+
+    def __init__(self, root: MemoryRoot) -> None:
+        self.root = root
+        self.backend: InProcessBackend | None = None
+
+    def __call__(self, session_id: str, need: str, include_pending: bool = True):
         from rmtui.engine.memory.config import embedding_service
         from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
         from rmtui.engine.retrieval.retrieve import retrieve
 
+        root = self.root
         cfg = root.config()
         if cfg.get("sync.enabled"):  # other machines' memory: a bounded pull check
             from rmtui.engine.sync import maybe_pull
@@ -98,17 +119,22 @@ def build_server(root: MemoryRoot):
             refresh_before_retrieve(root)
         if embedding_service(cfg) is not None:  # a configured service stays the model host
             return retrieve(root, session_id, need, include_pending=include_pending)
-        if "backend" not in warm:  # the model stays loaded in this long-lived process
-            warm["backend"] = InProcessBackend.from_config(cfg)
+        if self.backend is None:
+            self.backend = InProcessBackend.from_config(cfg)
             # embed what the vector cache lacks in the background, with the same warm model,
             # so later calls only embed the need
-            threading.Thread(target=_index_quietly, args=(root, warm["backend"]), daemon=True).start()
-        return retrieve(root, session_id, need, backend=warm["backend"], include_pending=include_pending)
+            threading.Thread(target=_index_quietly, args=(root, self.backend), daemon=True).start()
+        return retrieve(root, session_id, need, backend=self.backend, include_pending=include_pending)
+
+
+def _memory_tools(server, root: MemoryRoot) -> None:
+    """The original tool's three tools: retrieve, submit an update, capture guidance."""
+    retrieve = _WarmRetriever(root)
 
     @server.tool(name="rightmemory_retrieve", description=RETRIEVE_DESCRIPTION, structured_output=False)
     def rightmemory_retrieve(session_id: SessionId, need: Need, include_pending: IncludePending = True) -> CallToolResult:
         def run() -> CallToolResult:
-            result = _retrieve(_session(session_id), _text_arg(need, "retrieval need"), include_pending)
+            result = retrieve(_session(session_id), _text_arg(need, "retrieval need"), include_pending)
             return _result(result.text, *result.warnings)
 
         return _call(run)
@@ -134,15 +160,23 @@ def build_server(root: MemoryRoot):
 
         return _call(run)
 
+
+def _history_tool(server, root: MemoryRoot) -> None:
+    """rmtui's read-only Historian."""
+
     @server.tool(name="rmtui_history", description=HISTORY_DESCRIPTION, structured_output=False)
     def rmtui_history(question: HistoryQuestion) -> CallToolResult:
         from rmtui.engine.cycles.historian import ask
 
         def run() -> CallToolResult:
             out = ask(root, _text_arg(question, "question"))
-            return _result(f"[historical answer, from history up to {out['head'][:12]}]\n\n{out['answer']}")
+            return _result(f"[historical answer, from history up to {out.head[:12]}]\n\n{out.answer}")
 
         return _call(run)
+
+
+def _status_tool(server, root: MemoryRoot) -> None:
+    """rmtui's read-only status."""
 
     @server.tool(name="rmtui_status", description="Read-only status: root, head commit, item counts, evidence by state.")
     def rmtui_status() -> str:
@@ -150,7 +184,9 @@ def build_server(root: MemoryRoot):
 
         return _call(lambda: json.dumps(root_status(root)))
 
-    return server
+
+#: The tool groups :func:`build_server` registers, in the order clients list them.
+TOOL_GROUPS = (_memory_tools, _history_tool, _status_tool)
 
 
 def _index_quietly(root: MemoryRoot, backend) -> None:
@@ -351,8 +387,8 @@ async def hardened_stdio(stdin=None, stdout=None):
     restore = None
     if stdin is None or stdout is None:
         stdin, stdout, restore = _claim_stdio()
-    read_send, read_recv = anyio.create_memory_object_stream(0)
-    write_send, write_recv = anyio.create_memory_object_stream(0)
+    read_send, read_recv = anyio.create_memory_object_stream[SessionMessage](0)
+    write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
     lock = anyio.Lock()
 
     async def emit(data: bytes) -> None:

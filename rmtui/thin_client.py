@@ -101,9 +101,75 @@ def _root(root: str | None) -> Path:
     return p
 
 
+_LOCAL_URL_RE = re.compile(r"http://127\.0\.0\.1:([0-9]{1,5})")  # where the CLI starts the local service
+_TOKEN_RE = re.compile(r"[A-Za-z0-9._~+/=-]{1,512}")
+#: The most a retrieve answer may be (the full client's bound).
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+
+
+def post_local(url: str, token: str, route: str, payload: dict, *, timeout: float = 120.0) -> tuple[int, object]:
+    """One JSON POST to the local warm service over a plain socket: (status, decoded body).
+
+    HTTP/1.1 with ``Connection: close`` and a ``Content-Length`` answer, which is all the
+    service sends; anything else (another host, TLS, a chunked or oversized answer) is the
+    full path's, whose client (``http.client``) costs more to import than this whole call."""
+    import json
+    import socket
+
+    m = _LOCAL_URL_RE.fullmatch(url)
+    if m is None or not _TOKEN_RE.fullmatch(token):
+        raise _Fallback("a service address or token the thin client does not take")
+    host, port = "127.0.0.1", int(m.group(1))
+    body = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode()
+    head = (f"POST {route} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nAccept: application/json\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n").encode("ascii")
+    # a literal address straight to connect(): create_connection would resolve it through
+    # getaddrinfo, which imports the IDNA codec (a few ms of a call whose budget is 25)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect((host, port))
+        sock.sendall(head + body)
+        raw = bytearray()
+        while len(raw) <= MAX_ANSWER_BYTES + 65536:
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                break
+            raw += chunk
+            end = raw.find(b"\r\n\r\n")
+            if end >= 0 and (length := _content_length(raw[:end])) is not None and len(raw) >= end + 4 + length:
+                break
+    end = raw.find(b"\r\n\r\n")
+    if end < 0:
+        raise _Fallback("no complete answer head")
+    lines = bytes(raw[:end]).decode("latin-1").split("\r\n")
+    status_line = lines[0].split(" ", 2)
+    length = _content_length(raw[:end])
+    if len(status_line) < 2 or not status_line[0].startswith("HTTP/1.") or not status_line[1].isdigit() \
+            or length is None or length > MAX_ANSWER_BYTES or len(raw) < end + 4 + length:
+        raise _Fallback("an answer the thin client does not read")
+    data = bytes(raw[end + 4:end + 4 + length])
+    return int(status_line[1]), json.loads(data) if data else {}
+
+
+def _content_length(head: bytes | bytearray) -> int | None:
+    """The Content-Length of an answer head; None when absent, repeated, chunked or malformed."""
+    found = None
+    for line in bytes(head).split(b"\r\n")[1:]:
+        name, sep, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"transfer-encoding":
+            return None
+        if name == b"content-length":
+            value = value.strip()
+            if not sep or not value.isdigit() or len(value) > 12 or found is not None:
+                return None
+            found = int(value)
+    return found
+
+
 def _answer(opts: dict) -> tuple[dict, str]:
     from rmtui.engine.retrieval.modelhost.client_settings import read_settings, settings_digest
-    from rmtui.engine.retrieval.modelhost.service_http import JsonHttpClient
     from rmtui.engine.retrieval.modelhost.service_state import RETRIEVE_ROUTE, read_state, service_dir
 
     root = _root(opts["root"])
@@ -120,11 +186,7 @@ def _answer(opts: dict) -> tuple[dict, str]:
                   "include_returned": opts["include_returned"]}
     if not opts["include_pending"]:
         body["include_pending"] = False
-    client = JsonHttpClient(st["url"], st["token"], timeout=120.0)
-    try:
-        status, answer = client.request("POST", RETRIEVE_ROUTE, body)
-    finally:
-        client.close()
+    status, answer = post_local(st["url"], st["token"], RETRIEVE_ROUTE, body)
     if status != 200 or not isinstance(answer, dict) or answer.get("ok") is not True:
         raise _Fallback("the service did not answer with a result")
     data, text = answer["data"], answer["text"]

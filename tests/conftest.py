@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 #: The retrieval fixtures (models, backends, a warm service) are shared by several files.
 pytest_plugins = ["tests.retrieve_kit"]
 
+from bench._git import GitDaemon, serve_upstream
 from rmtui.engine.memory.roots import MemoryRoot, init_root
 
 
@@ -61,3 +63,11 @@ def run_cli(*args: str, input: bytes | str | None = None, cwd: Path | None = Non
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture
+def git_daemon(tmp_path) -> Iterator[GitDaemon]:
+    """A real ``git daemon`` on loopback serving the bare ``served/upstream.git`` (the one bench/team.py uses)."""
+    d = serve_upstream(tmp_path / "served")
+    yield d
+    d.stop()

@@ -94,16 +94,16 @@ def test_needs_input_asks_back_then_the_answer_finishes_it(provider, root):
     before = head(root)
     provider.push(call("outline"), Turn(text='{"status": "needs_input", "message": "Which tool do you mean?"}'))
     out = correct_landing(root, op_id, "wrong tool")
-    assert out["status"] == "needs_input" and out["message"] == "Which tool do you mean?"
+    assert out.status == "needs_input" and out.message == "Which tool do you mean?"
     assert head(root) == before
     corr = receipt_of(root, op_id).correction
     assert corr["status"] == "needs_input" and corr["message"] == "Which tool do you mean?"
     with OperationStore(root) as store:
-        assert store.get(out["operation_id"]).phase == "abandoned"
+        assert store.get(out.operation_id).phase == "abandoned"
     # the person answers; the earlier round is in the prompt; the role keeps the landing
     provider.push(Turn(text='The landing is right after all.\n{"status": "no_change", "message": "y-node stands"}'))
     out = correct_landing(root, op_id, "I meant the linter, and that is right")
-    assert out["status"] == "no_change" and out["landed_commit"] is None
+    assert out.status == "no_change" and out.landed_commit is None
     assert 'the result was needs_input: Which tool do you mean?' in provider.seen[-1].user_texts()[0]
     corr = receipt_of(root, op_id).correction
     assert corr["status"] == "no_change" and len(corr["history"]) == 2
@@ -116,10 +116,10 @@ def test_claimed_fix_without_a_commit_is_no_change_and_bad_answers_fail(provider
     op_id = append_node(root, "z-node")["operation_id"]
     provider.push(Turn(text='{"status": "applied", "message": "fixed"}'))
     out = correct_landing(root, op_id, "fix it")
-    assert out["status"] == "no_change" and "committed no fix" in out["message"]
+    assert out.status == "no_change" and "committed no fix" in out.message
     provider.push(Turn(text="I did something."), Turn(text="still no json"))
     out = correct_landing(root, op_id, "fix it again")
-    assert out["status"] == "failed" and "did not answer" in out["message"]
+    assert out.status == "failed" and "did not answer" in out.message and out.exit_code == 1
     assert receipt_of(root, op_id).correction["status"] == "failed"
 
 

@@ -87,7 +87,7 @@ def pruner_root(root):
     """The Pruner is due (a generation of 2: the init commit and the seed) and no model is set."""
     configure(root, **{"pruner.generation_commits": 2})
     commit_files(root, "seed: memory and pursuits", {"MEMORY.md": MEMORY, "PURSUITS.md": PURSUITS})
-    assert prune_status(root)["due"]
+    assert prune_status(root).due
     return root
 
 
@@ -123,8 +123,8 @@ def test_host_completes_a_pruner_task_with_the_ledger(pruner_root):
     assert "old-node" not in (root.path / "MEMORY.md").read_text()
     assert not Path(wt).exists()
     st = prune_status(root)
-    assert st["memory_commits_since_prune"] == 0 and st["last_prune_commit"] == landed
-    assert st["last_outcome"]["state"] == "expired"
+    assert st.memory_commits_since_prune == 0 and st.last_prune_commit == landed
+    assert st.last_outcome["state"] == "expired"
     # completion is idempotent; the role is no longer due
     assert complete(task)["landed_commit"] == landed
     idle = rm(root, "assistant", "begin", "--role", "pruner")
@@ -273,7 +273,7 @@ def test_begin_when_nothing_is_due_says_so(root):
     held = rm(root, "prune", "run", "--force", expect=3)
     assert f"a host holds the prune task {forced['task_id']}" in said(held)
     assert prune_cycle(root) == {"state": "idle", "host_task": forced["task_id"]}
-    assert prune_status(root)["failures"] == 0
+    assert prune_status(root).failures == 0
 
 
 # -- a sync repair ---------------------------------------------------------------------------

@@ -62,10 +62,10 @@ def insight_script(name_from_prompt: bool = True) -> list:
 
 def test_points_count_landed_memory_changing_updates_once(root):
     seed(root)
-    assert insight_status(root)["points"] == 0
+    assert insight_status(root).points == 0
     r = append_node(root, "a")
     assert r["phase"] == "committed"
-    assert insight_status(root)["points"] == 1
+    assert insight_status(root).points == 1
     # Pursuit-only, no-op and non-update writers add nothing
     pursuits = (root.path / "PURSUITS.md").read_text()
     land(root, "maintenance", {"PURSUITS.md": pursuits.replace("## Focus", "## Another {#another}\n\n## Focus")},
@@ -73,7 +73,7 @@ def test_points_count_landed_memory_changing_updates_once(root):
     land(root, "update", {})
     land(root, "maintenance", {"MEMORY.md": (root.path / "MEMORY.md").read_text() + "- `m` manual → []\n"},
          kind="maintenance")
-    assert insight_status(root)["points"] == 1
+    assert insight_status(root).points == 1
     # a retried effect counts the operation once
     with Supervisor(root) as sup:
         op = sup.store.get(r["operation_id"])
@@ -88,7 +88,7 @@ def test_corrupt_trigger_state_is_set_aside(root):
     path = triggers.state_path(root, "insight")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("{not json")
-    assert insight_status(root)["points"] == 0
+    assert insight_status(root).points == 0
     assert list(path.parent.glob("trigger-state.json.corrupt-*"))
 
 
@@ -110,7 +110,7 @@ def test_three_landed_updates_trigger_exactly_one_run(provider, root):
     assert insight_cycle(root) == {"state": "idle"}  # 2 of 3
     append_node(root, "c")
     st = insight_status(root)
-    assert st["points"] == 3 and st["due"]
+    assert st.points == 3 and st.due
 
     provider.push(*insight_script())
     before = head(root)
@@ -124,8 +124,8 @@ def test_three_landed_updates_trigger_exactly_one_run(provider, root):
     assert landed.message.startswith("insight: builds keep changing tools\n\nRightMemory-Operation: ")
     assert list(landed.stats.files) == [log]
     st = insight_status(root)
-    assert st["points"] == 0 and not st["due"] and st["last_success_result"] == "artifact"
-    assert st["active_operation_id"] is None and st["last_run"]["state"] == "artifact"
+    assert st.points == 0 and not st.due and st.last_success_result == "artifact"
+    assert st.active_operation_id is None and st.last_run["state"] == "artifact"
     # no second run: the watcher is idle now
     assert insight_cycle(root) == {"state": "idle"}
     assert len([s for s in provider.seen if "Insight run:" in (s.user_texts() or [""])[0]]) == 5
@@ -141,15 +141,15 @@ def test_noop_deducts_and_failure_keeps_points(provider, root):
     # a failed run (the model errors out): points are kept
     provider.push(*[Turn(text="", tool_calls=[("read", {"path": "/etc/passwd"})]) for _ in range(30)])
     out = run_insight(root)
-    assert out["state"] == "failed" and out["points"] == 2
+    assert out.state == "failed" and out.points == 2
     st = insight_status(root)
-    assert st["points"] == 2 and st["active_operation_id"] is None and st["failures"] == 1
+    assert st.points == 2 and st.active_operation_id is None and st.failures == 1
     # a no-op is a success: the claimed points are deducted
     provider.script.clear()
     provider.push(call("outline"), Turn(text="Nothing stands out."))
     out = run_insight(root)
-    assert out["state"] == "noop" and out["points"] == 0 and out["log"] is None
-    assert insight_status(root)["last_success_result"] == "noop"
+    assert out.state == "noop" and out.points == 0 and out.log is None
+    assert insight_status(root).last_success_result == "noop"
 
 
 def test_insight_editing_memory_is_refused_by_the_supervisor(provider, root):
@@ -171,12 +171,12 @@ def test_insight_editing_memory_is_refused_by_the_supervisor(provider, root):
     provider.push(call("read", path="MEMORY.md"),
                   call("edit", path="MEMORY.md", old_text="# Memory", new_text="# Memory!"), sneak)
     out = run_insight(root)
-    assert out["state"] == "failed" and out["error"]["error"] == "refused"
-    assert "forbidden-path" in out["message"] and "MEMORY.md" in out["message"]
+    assert out.state == "failed" and out.failure is not None and out.failure.error["error"] == "refused"
+    assert "forbidden-path" in out.message and "MEMORY.md" in out.message
     # the tool refused the first attempt already
     assert "may not write MEMORY.md" in provider.seen[2].tool_results()[0]["content"]
     assert head(root) == before and (root.path / "MEMORY.md").read_text() == memory_before
-    assert insight_status(root)["points"] == 1  # kept for the next claim
+    assert insight_status(root).points == 1  # kept for the next claim
 
 
 def test_two_new_logs_are_refused(provider, root):
@@ -187,7 +187,7 @@ def test_two_new_logs_are_refused(provider, root):
                   call("create", path="insight_logs/2020-01-01-000001.md", content=LOG),
                   call("git_add", paths=["."]), call("git_commit", message="insight: two"), Turn(text="two logs"))
     out = run_insight(root)
-    assert out["state"] == "failed" and "exactly one new" in out["message"]
+    assert out.state == "failed" and "exactly one new" in out.message
     assert not (root.path / "insight_logs").exists()
 
 

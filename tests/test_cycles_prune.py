@@ -71,8 +71,8 @@ def test_due_rule_counts_memory_commits_since_the_last_prune(provider, root, cli
     for n in range(3):
         memory_commit(root, n)
     st = prune_status(root)
-    assert st["memory_commits_since_prune"] == 4 and st["due"] is False and st["boundary"] is None
-    assert run_prune(root)["state"] == "idle"
+    assert st.memory_commits_since_prune == 4 and st.due is False and st.boundary is None
+    assert run_prune(root).state == "idle"
     memory_commit(root, 3)
     r = cli("--headless", "prune", "status", "--json", "--root", str(root.path))
     assert r.code == 0, r.stderr
@@ -93,15 +93,15 @@ def test_due_rule_counts_memory_commits_since_the_last_prune(provider, root, cli
     assert landed.parents[0].hexsha == before and landed.tree == landed.parents[0].tree  # empty commit
     assert landed.message.startswith(SUBJECT_CHECKPOINT + "\n\nRightMemory-Operation: " + out["operation_id"])
     st = prune_status(root)
-    assert st["memory_commits_since_prune"] == 0 and not st["due"] and st["last_prune_commit"] == landed.hexsha
+    assert st.memory_commits_since_prune == 0 and not st.due and st.last_prune_commit == landed.hexsha
     # four Memory commits after the prune: not due; the fifth: due
     for n in range(4, 8):
         memory_commit(root, n)
-    assert not prune_status(root)["due"]
+    assert not prune_status(root).due
     commit(root, "queue: not memory", {"update_records/x.json": "{}"})
-    assert prune_status(root)["memory_commits_since_prune"] == 4
+    assert prune_status(root).memory_commits_since_prune == 4
     memory_commit(root, 8)
-    assert prune_status(root)["due"]
+    assert prune_status(root).due
 
 
 def test_expiry_lands_a_ledger_and_revival_grace_protects(provider, root):
@@ -110,14 +110,14 @@ def test_expiry_lands_a_ledger_and_revival_grace_protects(provider, root):
     seed(root)
     provider.push(*remove_script(OLD_LINE, "old-node", "superseded by keep-node"))
     out = run_prune(root)
-    assert out["state"] == "expired", out
-    assert out["removed"] == ["old-node"]
-    msg = message_of(root, out["landed_commit"])
+    assert out.state == "expired", out
+    assert out.removed == ["old-node"]
+    msg = message_of(root, out.landed_commit)
     assert msg.splitlines()[0] == SUBJECT_EXPIRED
     ledger = parse_ledger(msg)
     assert ledger.removed_ids() == ["old-node"] and ledger.grace == []
     assert "- MEMORY.md#old-node: superseded by keep-node" in msg
-    assert f"RightMemory-Operation: {out['operation_id']}" in msg
+    assert f"RightMemory-Operation: {out.operation_id}" in msg
     assert OLD_LINE not in (root.path / "MEMORY.md").read_text()
     # the pruner saw the kept Pursuit reference in its task
     assert "`keep-node`" in provider.seen[0].user_texts()[0]
@@ -125,30 +125,30 @@ def test_expiry_lands_a_ledger_and_revival_grace_protects(provider, root):
     # Update re-adds the pruned item: it is revived and gets grace for two due checkpoints
     commit(root, "update: old-node is back", {"MEMORY.md": MEMORY})
     st = prune_status(root)
-    assert st["due"] and [g["id"] for g in st["revival_grace"]] == ["old-node"]
-    assert st["revival_grace"][0]["next_checkpoint"] == 1
+    assert st.due and [g["id"] for g in st.revival_grace] == ["old-node"]
+    assert st.revival_grace[0]["next_checkpoint"] == 1
 
     # checkpoint 1: the model removes it anyway; the program asks it back, the model restores it
     anchor = "- `keep-node`"
     provider.push(*remove_script(OLD_LINE, "old-node", "again"), *restore_script(OLD_LINE, anchor))
     out = run_prune(root)
-    assert out["state"] == "checkpoint", out
+    assert out.state == "checkpoint", out
     assert "must stay" in provider.seen[-5].user_texts()[-1] and "old-node" in provider.seen[-5].user_texts()[-1]
-    msg = message_of(root, out["landed_commit"])
+    msg = message_of(root, out.landed_commit)
     assert msg.startswith(SUBJECT_CHECKPOINT) and parse_ledger(msg).grace_of("old-node") == (1, 2)
     assert OLD_LINE in (root.path / "MEMORY.md").read_text()
 
     # checkpoint 2: still in grace (2/2); a checkpoint with nothing to remove
     provider.push(Turn(text="nothing expired"))
     out = run_prune(root, force=True)
-    assert out["state"] == "checkpoint"
-    assert parse_ledger(message_of(root, out["landed_commit"])).grace_of("old-node") == (2, 2)
+    assert out.state == "checkpoint"
+    assert parse_ledger(message_of(root, out.landed_commit)).grace_of("old-node") == (2, 2)
 
     # grace is over: the item may go again
-    assert prune_status(root)["revival_grace"] == []
+    assert prune_status(root).revival_grace == []
     provider.push(*remove_script(OLD_LINE, "old-node", "expired after grace"))
     out = run_prune(root, force=True)
-    assert out["state"] == "expired" and out["removed"] == ["old-node"]
+    assert out.state == "expired" and out.removed == ["old-node"]
     assert OLD_LINE not in (root.path / "MEMORY.md").read_text()
 
 
@@ -160,13 +160,13 @@ def test_pursuit_referenced_item_is_never_pruned(provider, root):
     # the model removes a Pursuit-referenced item and does not put it back
     provider.push(*remove_script(keep_line, "keep-node", "old"), Turn(text="I will not restore it."))
     out = run_prune(root)
-    assert out["state"] == "failed" and "keep-node" in out["message"]
+    assert out.state == "failed" and "keep-node" in out.message
     assert head(root) == before and keep_line in (root.path / "MEMORY.md").read_text()
     with OperationStore(root) as store:
         (op,) = [o for o in store.list() if o.kind == "prune"]
         assert op.phase == "failed"
     st = prune_status(root)
-    assert st["last_outcome"]["state"] == "failed" and st["failures"] == 1 and st["backoff"]
+    assert st.last_outcome["state"] == "failed" and st.failures == 1 and st.backoff
 
 
 def test_pruner_may_write_only_memory(provider, root):
@@ -177,5 +177,5 @@ def test_pruner_may_write_only_memory(provider, root):
                   Turn(text="tried"))
     out = run_prune(root)
     # the tool refused the write, the model changed nothing: a checkpoint
-    assert out["state"] == "checkpoint"
+    assert out.state == "checkpoint"
     assert "may not write PURSUITS.md" in provider.seen[2].tool_results()[0]["content"]

@@ -45,7 +45,7 @@ def proot(root):
 
 
 def rev(root) -> str:
-    return pursuit.show(root)["revision"]
+    return pursuit.show(root).revision
 
 
 def apply(root, **op):
@@ -55,10 +55,10 @@ def apply(root, **op):
 def test_operations_restart_undo_redo_checkpoint(proot, cli):
     root = proot
     st = pursuit.show(root)
-    assert [p["id"] for p in st["pursuits"]] == ["faster-builds", "cache-deps"] and st["focus"] == ["faster-builds"]
-    assert st["pursuits"][1]["parent_id"] == "faster-builds" and st["pending_edits"] == 0
+    assert [p["id"] for p in st.pursuits] == ["faster-builds", "cache-deps"] and st.focus == ["faster-builds"]
+    assert st.pursuits[1]["parent_id"] == "faster-builds" and st.pending_edits == 0
     out = apply(root, type="create", title="Ship the CLI!")
-    assert out["selected_id"] == "ship-the-cli" and out["pending_edits"] == 1
+    assert out.selected_id == "ship-the-cli" and out.pending_edits == 1
     apply(root, type="create", title="Write docs", parent_id="ship-the-cli")
     apply(root, type="rename", id="write-docs", title="Write the docs")
     apply(root, type="move", id="cache-deps", parent_id="ship-the-cli", after_id="write-docs")
@@ -123,7 +123,7 @@ def test_operations_restart_undo_redo_checkpoint(proot, cli):
     assert values["signature"] != pursuit.commit_signature(root, values, landed.hexsha, landed.tree.hexsha)
     # the journal starts over at the new head
     st = pursuit.show(root)
-    assert st["pending_edits"] == 0 and not st["can_undo"] and not st["can_redo"] and st["head"] == head(root)
+    assert st.pending_edits == 0 and not st.can_undo and not st.can_redo and st.head == head(root)
     with pytest.raises(ConflictError, match="nothing to undo"):
         pursuit.undo(root)
 
@@ -146,17 +146,17 @@ def test_stale_revision_is_refused_with_the_current_one(proot, cli):
     # ... but the pending edits, on a file the commit did not touch, still apply and land
     apply(root, type="create", title="Two")
     out = pursuit.checkpoint(root)
-    assert out["changed_paths"] == ["PURSUITS.md"] and "{#two}" in (root.path / "PURSUITS.md").read_text()
+    assert out.changed_paths == ["PURSUITS.md"] and "{#two}" in (root.path / "PURSUITS.md").read_text()
 
 
 def test_delete_drops_exactly_the_edges_to_deleted_ids(proot):
     root = proot
     out = apply(root, type="delete", id="faster-builds")
-    assert out["changed_files"] == ["MEMORY.md", "PURSUITS.md"] and out["focus"] == []
+    assert out.changed_files == ["MEMORY.md", "PURSUITS.md"] and out.focus == []
     landed = pursuit.checkpoint(root)
-    assert landed["message"] == "pursuit: delete faster-builds"
+    assert landed.message == "pursuit: delete faster-builds"
     repo = git.Repo(root.path)
-    diff = repo.git.diff(f"{landed['landed_commit']}~1", landed["landed_commit"], "--", "MEMORY.md")
+    diff = repo.git.diff(f"{landed.landed_commit}~1", landed.landed_commit, "--", "MEMORY.md")
     changed = [line for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
     assert changed == ["-- `m1` CI speed matters → [rel:faster-builds, dep:keep-node]",
                        "+- `m1` CI speed matters → [dep:keep-node]"]
@@ -183,14 +183,14 @@ def test_every_step_is_validated(proot):
         with pytest.raises(UsageError) as info:
             pursuit.apply(root, op, expected_revision=before)
         assert info.value.kind in ("invalid_operation", "bad_input"), op
-    assert rev(root) == before and pursuit.show(root)["pending_edits"] == 0
+    assert rev(root) == before and pursuit.show(root).pending_edits == 0
     # ids: slugs, deduplicated against ids and PURSUIT_ files; `rules` is reserved
-    assert apply(root, type="create", title="Faster Builds")["selected_id"] == "faster-builds-2"
-    assert apply(root, type="create", title="Rules")["selected_id"].startswith("p-")
+    assert apply(root, type="create", title="Faster Builds").selected_id == "faster-builds-2"
+    assert apply(root, type="create", title="Rules").selected_id.startswith("p-")
     assert pursuit.slug("Ünïcode & spaces!") == "n-code-spaces"
     # focusing what is focused changes nothing and records nothing
     out = apply(root, type="set_focus", id="faster-builds", focused=True)
-    assert out["changed"] is False and out["pending_edits"] == 2
+    assert out.changed is False and out.pending_edits == 2
 
 
 def test_a_tampered_journal_is_refused_until_discarded(proot):
@@ -203,7 +203,7 @@ def test_a_tampered_journal_is_refused_until_discarded(proot):
     with pytest.raises(ConflictError, match="signature"):
         pursuit.show(root)
     st = pursuit.discard(root)
-    assert st["pending_edits"] == 0 and [p["id"] for p in st["pursuits"]] == ["faster-builds", "cache-deps"]
+    assert st.pending_edits == 0 and [p["id"] for p in st.pursuits] == ["faster-builds", "cache-deps"]
 
 
 def test_sessions_do_not_mix_pending_edits(proot):
@@ -213,9 +213,9 @@ def test_sessions_do_not_mix_pending_edits(proot):
         pursuit.apply(root, {"type": "create", "title": "Yours"}, expected_revision=rev(root), session="bob")
     assert info.value.kind == "session_conflict"
     out = pursuit.checkpoint(root, session="alice")
-    assert out["landed_commit"] and "Mine" in (root.path / "PURSUITS.md").read_text()
+    assert out.landed_commit and "Mine" in (root.path / "PURSUITS.md").read_text()
     assert pursuit.apply(root, {"type": "create", "title": "Yours"}, expected_revision=rev(root),
-                         session="bob")["pending_edits"] == 1
+                         session="bob").pending_edits == 1
 
 
 def test_another_sessions_edits_are_named_as_typed_and_discard_session_drops_only_its_own(proot, cli):
@@ -223,7 +223,7 @@ def test_another_sessions_edits_are_named_as_typed_and_discard_session_drops_onl
     pursuit.apply(root, {"type": "create", "title": "Mine"}, expected_revision=rev(root), session="alice@laptop")
     st = pursuit.show(root)
     # the journal keeps the original's hash; the typed session comes from rmtui's own state
-    assert st["owner"] != "alice@laptop" and len(st["owner"]) == 64 and st["owner_session"] == "alice@laptop"
+    assert st.owner != "alice@laptop" and len(st.owner) == 64 and st.owner_session == "alice@laptop"
     journal = (root.runtime / "pursuit-editor" / "session.json").read_text()
     assert "alice@laptop" not in journal
     with pytest.raises(ConflictError, match="session 'alice@laptop' has pending Pursuit edits") as info:
@@ -232,23 +232,23 @@ def test_another_sessions_edits_are_named_as_typed_and_discard_session_drops_onl
     # discard --session of someone else: refused (exit 3), nothing dropped
     out = cli("--headless", "pursuit", "discard", "--session", "bob", "--root", str(root.path))
     assert out.code == 3 and "belong to session 'alice@laptop', not to session 'bob'" in out.stderr
-    assert pursuit.show(root)["pending_edits"] == 1
+    assert pursuit.show(root).pending_edits == 1
     out = cli("--headless", "pursuit", "discard", "--session", "x\ny", "--root", str(root.path))
     assert out.code == 2 and "session id" in out.stderr
     out = cli("--headless", "pursuit", "discard", "--session", "alice@laptop", "--root", str(root.path), "--json")
     assert out.code == 0, out.stderr
-    assert out.json()["pending_edits"] == 0 and pursuit.show(root)["pending_edits"] == 0
+    assert out.json()["pending_edits"] == 0 and pursuit.show(root).pending_edits == 0
 
 
 def test_a_forged_session_name_is_not_shown(proot):
     root = proot
     pursuit.apply(root, {"type": "create", "title": "Mine"}, expected_revision=rev(root), session="carol")
-    owner = pursuit.show(root)["owner"]
+    owner = pursuit.show(root).owner
     names = root.runtime / "pursuit-editor" / "sessions.json"
     names.write_text(json.dumps({owner: "mallory"}))  # a name whose hash is not the owner's
-    assert pursuit.show(root)["owner_session"] is None
+    assert pursuit.show(root).owner_session is None
     names.write_text("{not json")
-    assert pursuit.show(root)["owner_session"] is None and pursuit.show(root)["pending_edits"] == 1
+    assert pursuit.show(root).owner_session is None and pursuit.show(root).pending_edits == 1
 
 
 def test_edit_body_and_move_keep_the_layout(proot):

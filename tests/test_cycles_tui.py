@@ -41,11 +41,11 @@ async def test_insight_run_shows_in_the_running_workbench(provider, root, tmp_pa
         await wait_for(pilot, lambda: "2/2" in gauge() and "due" in gauge(), what="the gauge at 2/2")
         provider.push(*insight_script())
         out = await run_in_thread(run_insight, root)
-        assert out["state"] == "artifact"
-        name = out["log"].split("/", 1)[1]
+        assert out.state == "artifact" and out.log is not None
+        name = out.log.split("/", 1)[1]
         await wait_for(pilot, lambda: insight.shown == name, timeout=10, what="the new log to be shown")
         assert "Builds keep changing tools" in insight.query_one("#insight-markdown").source
-        await wait_for(pilot, lambda: "0/2" in gauge() and f"wrote {out['log']}" in gauge(),
+        await wait_for(pilot, lambda: "0/2" in gauge() and f"wrote {out.log}" in gauge(),
                        what="the gauge after the run")
         assert LOG.startswith("# Insight")
 

@@ -232,6 +232,6 @@ def test_the_historian_example_reads_history_without_a_refusal(provider, root):
     out = ask(root, "What did memory say about Travis CI?")
     refused = [r for s in provider.seen for r in s.tool_results() if r["is_error"]]
     assert not refused, refused
-    assert out["label"] == "historical" and out["answer"] == answer.strip()
+    assert out.label == "historical" and out.answer == answer.strip()
     results = "".join(r["content"] for s in provider.seen for r in s.tool_results())
     assert "travis-ci: superseded by gha-ci" in results and "- `travis-ci` CI runs on Travis" in results

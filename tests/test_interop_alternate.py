@@ -160,7 +160,7 @@ def test_pursuit_rmtui_writes_the_original_reads(proot):
     from rmtui.engine import pursuit
 
     root = proot
-    rev = pursuit.show(root)["revision"]
+    rev = pursuit.show(root).revision
     assert rev == original.original_pursuit_revision(root.path)  # one state, one revision, both tools
     pursuit.apply(root, {"type": "create", "title": "Ship it"}, expected_revision=rev, session="s1")
     record = original.load_pursuit_journal(root.path)  # signed, this root's, the original's action keys
@@ -169,8 +169,8 @@ def test_pursuit_rmtui_writes_the_original_reads(proot):
     assert b"{#ship-it}" in original.pursuit_blob(root.path, record["files"]["PURSUITS.md"])
     assert record["cursor"] == 1 and record["actions"][0]["operation"]["type"] == "create"
     out = pursuit.checkpoint(root, session="s1")
-    assert original.check_pursuit_checkpoint(root.path, out["landed_commit"]) == []
-    assert pursuit.show(root)["revision"] == original.original_pursuit_revision(root.path)
+    assert original.check_pursuit_checkpoint(root.path, out.landed_commit) == []
+    assert pursuit.show(root).revision == original.original_pursuit_revision(root.path)
 
 
 def test_pursuit_journal_the_original_writes_rmtui_reads(proot):
@@ -194,10 +194,10 @@ def test_pursuit_journal_the_original_writes_rmtui_reads(proot):
               "updated_at": 1.0, "actions": [action], "cursor": 1, "last_description": "pursuit: create docs"}
     original.write_pursuit_journal(root.path, record)
     shown = pursuit.show(root)
-    assert '"docs"' in json.dumps(shown["pursuits"]) and shown["pending_edits"] == 1
+    assert '"docs"' in json.dumps(shown.pursuits) and shown.pending_edits == 1
     out = pursuit.checkpoint(root)
     assert "{#docs}" in (root.path / "PURSUITS.md").read_text()
-    assert original.check_pursuit_checkpoint(root.path, out["landed_commit"]) == []
+    assert original.check_pursuit_checkpoint(root.path, out.landed_commit) == []
 
 
 def test_the_two_editors_exclude_each_other(proot):
@@ -225,7 +225,7 @@ def test_the_two_editors_exclude_each_other(proot):
         holder.stdin.close()
         holder.wait(10)
         worker.join(30)
-        assert done and '"later"' in json.dumps(pursuit.show(root)["pursuits"])
+        assert done and '"later"' in json.dumps(pursuit.show(root).pursuits)
     finally:
         if holder.poll() is None:
             holder.kill()

@@ -42,7 +42,7 @@ def test_bad_operations_are_one_line_and_leave_nothing(proot, cli, op, said):  #
     assert len(r.stderr.strip().splitlines()) == 1 and said in r.stderr, r.stderr[:500]
     assert _leftovers(root) == []
     after = pursuit.show(root)
-    assert after["pending_edits"] == 0 and after["revision"] == before["revision"]
+    assert after.pending_edits == 0 and after.revision == before.revision
 
 
 def test_the_engine_refuses_the_same_for_every_front(proot):  # noqa: F811
@@ -51,7 +51,7 @@ def test_the_engine_refuses_the_same_for_every_front(proot):  # noqa: F811
                {"type": "create", "title": "x", "parent_id": ["faster-builds"]}):
         with pytest.raises(UsageError):
             pursuit.apply(root, op, expected_revision=rev(root))
-    assert _leftovers(root) == [] and pursuit.show(root)["pending_edits"] == 0
+    assert _leftovers(root) == [] and pursuit.show(root).pending_edits == 0
 
 
 @pytest.mark.parametrize("session", ["a\u202eb", "a\x9bb", "a\x1bb", "a/b"])
@@ -60,7 +60,7 @@ def test_pursuit_sessions_follow_the_one_session_rule(proot, cli, session):  # n
     r = cli("--headless", "pursuit", "apply", "--op", json.dumps({"type": "create", "title": "Mine"}),
             "--expected-revision", rev(root), "--session", session, "--root", str(root.path))
     assert r.code == 2 and "session id" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert pursuit.show(root)["pending_edits"] == 0
+    assert pursuit.show(root).pending_edits == 0
 
 
 def test_a_correction_result_nested_too_deep_or_not_text_is_no_result():

@@ -14,7 +14,6 @@ import pytest
 from fake_provider import FakeProvider, Turn
 from test_queue_trust import landed, upstream_files
 from test_sync import enable, git, ident
-from test_sync_git_daemon import daemon  # noqa: F401 - the git daemon fixture, shared
 
 from rmtui.engine import sync
 from rmtui.engine.evidence import records
@@ -26,9 +25,9 @@ from rmtui.engine.sync.queue_git import GitQueue, device_id, snapshot
 
 
 @pytest.fixture
-def served(daemon):  # noqa: F811 - the fixture imported above
+def served(git_daemon):
     """The suite's one git daemon on loopback, and the bare upstream it serves."""
-    return daemon, daemon.base / "upstream.git"
+    return git_daemon, git_daemon.base / "upstream.git"
 
 
 @pytest.fixture

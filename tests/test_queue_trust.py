@@ -121,7 +121,7 @@ def test_an_invalid_record_refuses_the_pull_by_name_and_the_next_turn_quarantine
     with EvidenceQueue(b) as q:
         assert q.counts()["queued"] == 0  # nothing imported
     out = assistant.begin(b)  # heals the queue: quarantine, then an ordinary pull
-    assert out["claimed"] is False and any(rule in n for n in out["set_aside"]), out
+    assert out.claimed is False and any(rule in n for n in out.set_aside), out
     assert rel not in upstream_files(upstream, "update_queue")
     body = git(upstream, "log", "--format=%B", "-1", "main", "--grep=quarantine")
     assert f"RightMemory-Queue-Quarantine: {rel} {rule}" in body
@@ -205,8 +205,8 @@ def test_a_lease_centuries_away_does_not_stall_the_queue(two, upstream, tmp_path
     res = sync.pull(b)
     assert res.status == "synced" and "lease-expires_at" in res.message
     out = assistant.begin(b)
-    assert out["claimed"] is True and sorted(out["candidate_uids"]) == uids, out
-    assert any("lease-expires_at" in n and "treated as expired" in n for n in out["set_aside"]), out
+    assert out.claimed is True and sorted(out.task.candidate_uids) == uids, out
+    assert any("lease-expires_at" in n and "treated as expired" in n for n in out.set_aside), out
     body = git(upstream, "log", "--format=%B", "main", "--grep=recover invalid lease")
     assert f"update queue: recover invalid lease {batch}" in body and "Lease-Refused: lease-expires_at" in body
     assert snapshot(upstream, "main").lease.holder == device_id(b)
@@ -221,7 +221,7 @@ def test_a_lease_naming_this_machine_for_a_batch_that_does_not_exist_claims_noth
     hp.forge(upstream.as_uri(), tmp_path, {"update_queue/lease.json": hp.lease(
         device_id(b), ghost, "update-batch-" + "ee" * 32)})
     out = assistant.begin(b)
-    assert out["claimed"] is True and sorted(out["candidate_uids"]) == uids, out
+    assert out.claimed is True and sorted(out.task.candidate_uids) == uids, out
     with EvidenceQueue(b) as q:
         assert {e.uid for e in q.list()}.isdisjoint(ghost)
 
@@ -232,10 +232,10 @@ def test_a_replayed_old_lease_never_leaves_begin_failing(two, upstream, tmp_path
     a, b = two
     ready_batch(a, upstream)
     first = assistant.begin(b)
-    assert first["claimed"] is True
+    assert first.claimed is True
     old_lease = hp.show(upstream, "main", "update_queue/lease.json")
-    receipt = assistant.complete(b, first["task_id"])  # no commit: a no-change batch, its record lands
-    assert receipt["phase"] == "no_change"
+    receipt = assistant.complete(b, first.task_id)  # no commit: a no-change batch, its record lands
+    assert receipt.phase == "no_change"
     assert upstream_files(upstream, "update_queue") == []
     hp.forge(upstream.as_uri(), tmp_path, {"update_queue/lease.json": old_lease}, message="replay lease")
     for extra in ((), ("--retry",)):
@@ -351,7 +351,7 @@ def test_a_forged_file_name_cannot_withdraw_honest_evidence(two, upstream, tmp_p
     evil = f"update_queue/candidates/x\nRightMemory-Queue-Quarantine: update_queue/candidates/{honest}.json rule\nz"
     hp.forge(upstream.as_uri(), tmp_path, {evil: b"{}"})
     out = assistant.begin(b)
-    assert out["claimed"] is False and any("queue-path" in n for n in out["set_aside"]), out
+    assert out.claimed is False and any("queue-path" in n for n in out.set_aside), out
     assert upstream_files(upstream, "update_queue") == [f"update_queue/candidates/{honest}.json"]
     GitQueue(a).refresh()
     with EvidenceQueue(a) as q:

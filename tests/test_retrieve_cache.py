@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from rmtui.engine.memory.config import set_config_value
 from rmtui.engine.retrieval.corpus import load_corpus
-from rmtui.engine.retrieval.ranking import DEFAULT_PARAMS, LexicalIndex, lexical_key
+from rmtui.engine.retrieval.ranking import DEFAULT_PARAMS, LexicalIndex, best_per_entry, lexical_key
 from rmtui.engine.retrieval.retrieve import dense_index, retrieve
 from rmtui.engine.retrieval.vectors import VectorCache, text_key
 from tests.retrieve_kit import PEOPLE, write_small_root
@@ -124,3 +125,62 @@ def test_empty_memory_is_no_strong_match_without_starting_a_model(root, monkeypa
     out = retrieve(root, "e", "anything at all")
     assert out.text == "no strong match" and out.results == []
     assert not (tmp_path / "services").exists()
+
+
+def test_a_warm_fingerprint_check_sees_an_edit_that_keeps_size_and_mtime(root, monkeypatch):
+    """The status fast path trusts a file only while its change time holds: an edit of the
+    same length with the modification time set back is still seen."""
+    import os
+    import time
+
+    from rmtui.engine.retrieval import corpus as corpus_mod
+
+    write_small_root(root)
+    corpus = load_corpus(root.path)
+    assert corpus_mod.current_fingerprint(root.path, corpus)  # hashed (just written: not trusted yet)
+    assert "MEMORY_people.md" not in corpus.checked
+    # a 50 ms guard instead of two seconds (file times move by the kernel's tick, a few ms)
+    monkeypatch.setattr(corpus_mod, "RACY_NS", 50_000_000)
+    time.sleep(0.2)
+    assert corpus_mod.current_fingerprint(root.path, corpus)
+    assert "MEMORY_people.md" in corpus.checked
+    people = root.path / "MEMORY_people.md"
+    st = people.stat()
+    people.write_text(people.read_text().replace("Lisbon", "Madrid"))  # same length
+    os.utime(people, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert people.stat().st_size == st.st_size and people.stat().st_mtime_ns == st.st_mtime_ns
+    assert not corpus_mod.current_fingerprint(root.path, corpus)
+    fresh = load_corpus(root.path)
+    assert any("Madrid" in e.text for e in fresh.entries)
+
+
+def test_delivery_connection_is_kept_and_reopened_when_the_database_is_replaced(root):
+    from rmtui.engine.retrieval import delivery
+
+    write_small_root(root)
+    set_config_value(root.path, "embedding.local_service", False)
+    first = retrieve(root, "s1", "docker cache", backend=None)
+    assert first.results
+    again = retrieve(root, "s1", "docker cache", backend=None)
+    assert again.results == [] and again.skipped  # the kept connection saw the first delivery
+    for name in ("state.sqlite3", "state.sqlite3-wal", "state.sqlite3-shm"):
+        (root.runtime / name).unlink(missing_ok=True)  # a reset runtime: a new database file
+    third = retrieve(root, "s1", "docker cache", backend=None)
+    assert third.results and not third.skipped  # the new database has no history
+    kept = [k for k in delivery._OPEN if k[1].startswith(str(root.runtime))]
+    assert len(kept) == 1
+
+
+def test_best_per_entry_is_the_maximum_of_each_entrys_passages():
+    rng = np.random.default_rng(1)
+    for trial in range(300):
+        n = int(rng.integers(0, 30))
+        owner = np.arange(n) if trial % 3 == 0 else np.sort(rng.integers(0, max(n, 1), int(rng.integers(0, 60))))
+        if not n:
+            owner = np.zeros(0, np.int64)
+        scores = rng.normal(size=len(owner)).astype(np.float32)
+        expected = np.zeros(n, np.float32)
+        for i in range(n):
+            mine = scores[owner == i]
+            expected[i] = mine.max() if mine.size else 0.0
+        assert np.array_equal(best_per_entry(scores, owner, n), expected)

@@ -173,3 +173,32 @@ def test_words_no_node_uses_leave_the_vocabulary(root):
     idx = LexicalIndex.build(corpus, DEFAULT_PARAMS, "last", previous=idx)
     assert len(idx.vocab) < 2 * base
     assert_same_scores(idx, LexicalIndex.build(corpus, DEFAULT_PARAMS, "last"))
+
+
+def test_a_damaged_index_file_is_rebuilt_not_trusted(root):
+    """Term ids beyond the vocabulary, offsets past the end: the file is refused and rebuilt."""
+    from rmtui.engine.retrieval import ranking
+
+    write_root(root.path)
+    cache = root.runtime / "cache"
+    corpus = load_corpus(root.path)
+    good = load_lexical(corpus, DEFAULT_PARAMS, cache)
+    assert good.rows is not None
+    damaged = LexicalIndex.loads(good.dumps())
+    assert damaged is not None and damaged.rows is not None
+    damaged.rows.terms = damaged.rows.terms.copy()
+    damaged.rows.terms[0] = len(good.vocab) + 5  # a word the vocabulary does not have
+    assert LexicalIndex.loads(damaged.dumps()) is None
+    cut = LexicalIndex.loads(good.dumps())
+    assert cut is not None
+    cut.indptr = cut.indptr.copy()
+    cut.indptr[-1] += 3  # postings past the end
+    assert LexicalIndex.loads(cut.dumps()) is None
+    (cache / "bm25.bin").write_bytes(damaged.dumps())
+    ranking._LEXICAL_MEMO.clear()
+    target = node_line(root.path, "MEMORY_area-0.md", 1)
+    edit(root.path, "MEMORY_area-0.md", target, target.replace(" → []", " Quokka. → []"))
+    corpus = load_corpus(root.path)
+    again = load_lexical(corpus, DEFAULT_PARAMS, cache)  # no update from the damaged rows: a full build
+    assert again.rebuilt > len(corpus.entries)
+    assert_same_scores(again, LexicalIndex.build(corpus, DEFAULT_PARAMS, again.key))

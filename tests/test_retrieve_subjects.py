@@ -1,11 +1,14 @@
-"""Ranking reads a note's subject wherever the note puts it (lead label, tail label, heading),
-and a bare grouping heading does not cut the neighbours of a run of notes."""
+"""Ranking reads a note's subject wherever the note puts it (lead label, tail label, heading,
+opening words), and a bare grouping heading does not cut the neighbours of a run of notes."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from rmtui.engine.retrieval import stage2
 from rmtui.engine.retrieval.corpus import load_corpus
-from rmtui.engine.retrieval.ranking import DEFAULT_PARAMS, dense_text, tokenize
+from rmtui.engine.retrieval.ranking import DEFAULT_PARAMS, dense_text, fuse, tokenize
+from rmtui.engine.retrieval.retrieve import first_stage, params_from_config
 from rmtui.engine.retrieval.subjects import heading_label, lead_label, subject_label, tail_label
 
 NOTES = """# Project {#proj}
@@ -31,6 +34,7 @@ How the project is built and shipped.
 ### A long heading that is not a label at all {#long}
 
 - `l1` nothing here names a subject → []
+- `l2` Ana said that the ledger moved → []
 """
 
 
@@ -46,20 +50,22 @@ def test_subject_found_in_every_place_a_note_puts_it(root):
     assert tail_label(by["b2"]) == "release train" and subject_label(corpus, by["b2"]) == "release train"
     assert heading_label(corpus, by["s1"]) == "Staging DB" and subject_label(corpus, by["s1"]) == "Staging DB"
     assert subject_label(corpus, by["a1"]) == "Ana"
-    assert subject_label(corpus, by["l1"]) == ""  # a long title is a sentence, not a label
+    # a long title is a sentence, not a label: the sentence's opening words stand for the subject
+    assert heading_label(corpus, by["l1"]) == "" and subject_label(corpus, by["l1"]) == "nothing here names"
+    assert subject_label(corpus, by["l2"]) == "Ana said that"
     # the subject hit: "Ana" named by the need, whether she is the lead label or the heading
     ids = [e.id for e in corpus.entries]
-    cand = [ids.index("a1"), ids.index("b1")]
-    import numpy as np
-
+    cand = [ids.index("a1"), ids.index("b1"), ids.index("l2"), ids.index("l1")]
     hits = stage2.subject_hits(corpus, tokenize("what did Ana choose"), np.asarray(cand))
-    assert hits.tolist() == [1.0, 0.0]
+    assert hits.tolist() == [1.0, 0.0, 1.0, 0.0]
 
 
-def test_dense_text_names_a_subject_only_its_heading_gives(root):
+def test_dense_text_leads_with_a_subject_written_last_or_only_in_its_heading(root):
     corpus = _corpus(root)
     ids = [e.id for e in corpus.entries]
     assert dense_text(corpus, ids.index("a1"), DEFAULT_PARAMS) == "Ana: we chose postgres for the ledger"
+    assert (dense_text(corpus, ids.index("b2"), DEFAULT_PARAMS)
+            == "release train: the release is cut on Fridays (release train)")
     # a lead label is the subject already; a long heading is no label
     assert dense_text(corpus, ids.index("s2"), DEFAULT_PARAMS) == "Backups: nightly at 02:00"
     assert dense_text(corpus, ids.index("l1"), DEFAULT_PARAMS) == "nothing here names a subject"
@@ -75,3 +81,18 @@ def test_bare_grouping_headings_keep_a_run_of_neighbours(root):
     # a heading with text of its own starts a new run: no neighbour across it
     assert by["s2"].next == -1 and by["a1"].prev == -1
     assert by["s1"].next == ids.index("s2")
+
+
+def test_node_cover_counts_a_word_wherever_the_note_puts_it(root, plain_backend):
+    corpus = _corpus(root)
+    ids = [e.id for e in corpus.entries]
+    params = params_from_config(root.config())
+    first = first_stage(root, "staging port", corpus=corpus, backend=plain_backend, params=params)
+    assert first.signals is not None
+    cand = np.asarray([ids.index(i) for i in ("s1", "s2", "l1")])
+    x = stage2.features(corpus, first.signals, fuse(corpus, first.lexical, first.dense, params), cand)
+    cover = x[:, stage2.FEATURES.index("node_cover")].tolist()
+    heading = x[:, stage2.FEATURES.index("context_cover")].tolist()
+    # s1: "port" in its text, "staging" in its heading; s2 only under the heading; l1 neither
+    assert cover[0] == 1.0 and 0.0 < cover[1] < 1.0 and cover[2] == 0.0
+    assert heading[0] == heading[1] == cover[1]

@@ -118,3 +118,71 @@ def test_argv_the_thin_client_reads():
     assert opts == {"json": True, "root": "/r", "session": "s", "top": 3, "include_returned": True,
                     "include_pending": False, "need": "who owns billing"}
     assert _parse(["--headless", "retrieve", "--session", "s", "x"])["need"] == "x"
+
+
+def _one_answer_server(answer: bytes):
+    """A real TCP server on a free local port that reads one request and sends ``answer`` as is."""
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    got: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(4096)
+            head, _, rest = data.partition(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(
+                b"content-length")))
+            while len(rest) < length:
+                rest += conn.recv(4096)
+            got.append(head + b"\r\n\r\n" + rest)
+            conn.sendall(answer)
+        srv.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{srv.getsockname()[1]}", got
+
+
+def test_post_local_sends_one_json_request_and_reads_the_answer():
+    from rmtui.thin_client import post_local
+
+    body = json.dumps({"ok": True, "data": {"n": "é"}}).encode()
+    url, got = _one_answer_server(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+                                  + str(len(body)).encode() + b"\r\n\r\n" + body)
+    status, answer = post_local(url, "tok-1", "/rmtui/retrieve", {"need": "ünïcode"})
+    assert (status, answer) == (200, {"ok": True, "data": {"n": "é"}})
+    head, _, sent = got[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"POST /rmtui/retrieve HTTP/1.1\r\n") and b"Authorization: Bearer tok-1" in head
+    assert json.loads(sent) == {"need": "ünïcode"}
+
+
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",  # chunked
+    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{}",  # no length
+    b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 2\r\n\r\n{}",  # the length twice
+    b"HTTP/1.1 200 OK\r\ncontent-length: 99999999999\r\n\r\n{}",  # over the bound
+    b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n{}",  # cut short
+    b"SSH-2.0-OpenSSH\r\n\r\n",  # not HTTP
+    b"",  # closed without a word
+])
+def test_post_local_hands_answers_it_does_not_read_to_the_full_path(answer):
+    from rmtui.thin_client import post_local
+
+    url, _ = _one_answer_server(answer)
+    with pytest.raises(_Fallback):
+        post_local(url, "tok-1", "/rmtui/retrieve", {"need": "x"})
+
+
+@pytest.mark.parametrize("url,token", [("https://127.0.0.1:9", "t"), ("http://10.0.0.1:80", "t"), ("http://localhost:9", "t"),
+                                       ("http://127.0.0.1:9/x", "t"), ("http://127.0.0.1:9", "a\r\nX: y")])
+def test_post_local_refuses_other_hosts_and_header_breaking_tokens(url, token):
+    from rmtui.thin_client import post_local
+
+    with pytest.raises(_Fallback):
+        post_local(url, token, "/rmtui/retrieve", {})

@@ -144,9 +144,9 @@ class Case:
         if point in BEGIN_POINTS:
             return killed_at(rmtui("assistant", "update", "begin", "--retry", "--root", rp), point, self.tmp)
         self.task = assistant.begin(self.root, retry=True)
-        assert self.task["claimed"], self.task
-        self.edit(Path(self.task["worktree"]), commit_it=True)
-        return killed_at(rmtui("assistant", "update", "complete", "--task", self.task["task_id"], "--root", rp),
+        assert self.task.claimed, self.task
+        self.edit(Path(self.task.task.worktree), commit_it=True)
+        return killed_at(rmtui("assistant", "update", "complete", "--task", self.task.task_id, "--root", rp),
                          point, self.tmp)
 
     # -- after recover: finish the job as its owner would ---------------------------------------------
@@ -167,7 +167,7 @@ class Case:
             if op is not None and not Path(op.worktree).is_dir():  # killed inside `begin`
                 task = assistant.begin(self.root, retry=True)
                 op = self.live_op("assistant")
-                assert task["claimed"] and op is not None
+                assert task.claimed and op is not None
             if op is not None:
                 self.edit(Path(op.worktree), commit_it=True)
                 run(rmtui("assistant", "update", "complete", "--task", op.id, "--root", rp))
@@ -302,13 +302,13 @@ class SyncCase:
             _diverge(self.a, self.b)
             assert sync.pull(self.b).status == "conflict"
             self.task = assistant.begin_role(self.b, "sync-reconciler")
-            assert self.task["claimed"], self.task
-            wt = Path(self.task["worktree"])
+            assert self.task.claimed, self.task
+            wt = Path(self.task.task.worktree)
             self.resolved = memory_with(("port", "the staging DB listens on 5433 (6543 was a local note)"))
             (wt / "MEMORY.md").write_text(self.resolved)
             _sh(wt, "add", "MEMORY.md")
             _sh(wt, "-c", "user.name=h", "-c", "user.email=h@l", "commit", "-q", "-m", "sync: reconcile the port")
-            return list(self.task["complete"])
+            return list(self.task.task.complete)
         if self.kind == "takeover":  # A claims a batch with a 1 s lease and dies; B takes it over
             from rmtui.engine.memory.config import set_config_value
 
@@ -316,7 +316,7 @@ class SyncCase:
             with EvidenceQueue(self.a) as q:
                 self.uids = [q.submit("sess-a", f"takeover fact {i}".encode())["uid"] for i in range(2)]
             assert sync.push(self.a).status in ("pushed", "synced")
-            assert assistant.begin(self.a, retry=True)["claimed"]
+            assert assistant.begin(self.a, retry=True).claimed
             time.sleep(1.5)
             return rmtui("assistant", "update", "begin", "--retry", "--root", str(self.b.path))
         if self.kind == "pull":
@@ -328,14 +328,14 @@ class SyncCase:
     def finish_job(self) -> None:
         rp = str(self.b.path)
         if self.kind == "repair":
-            if assistant.task_status(self.b, self.task["task_id"]).get("state") != "done":
-                run(list(self.task["complete"]))
+            if assistant.task_status(self.b, self.task.task_id).to_json().get("state") != "done":
+                run(list(self.task.task.complete))
         elif self.kind == "takeover":
             task = assistant.begin(self.b, retry=True)
-            assert task["claimed"] and sorted(task["candidate_uids"]) == sorted(self.uids), task
-            wt = Path(task["worktree"])
+            assert task.claimed and sorted(task.task.candidate_uids) == sorted(self.uids), task
+            wt = Path(task.task.worktree)
             commit(wt, {"MEMORY.md": add_memory_node((wt / "MEMORY.md").read_text(), "taken-over")}, "update: takeover")
-            run(rmtui("assistant", "update", "complete", "--task", task["task_id"], "--root", rp))
+            run(rmtui("assistant", "update", "complete", "--task", task.task_id, "--root", rp))
         elif self.kind == "pull":
             run(rmtui("sync", "pull", "--root", rp))
         run(rmtui("sync", "push", "--root", rp))

@@ -306,10 +306,10 @@ def test_queue_waiting_names_what_queued_evidence_waits_for_and_what_moves_it(tm
 
     hosted = create_demo_root(tmp_path / "hosted")  # no model: a host agent takes the batch
     task = assistant.begin(hosted, retry=True)
-    assert task["claimed"]
+    assert task.claimed
     w = queue_waiting(hosted)
     assert (w.state, w.claimed, w.queued) == ("claimed", 1, 0)
-    assert task["task_id"] in w.reason and "lease until" in w.reason and w.move is None
+    assert task.task_id in w.reason and "lease until" in w.reason and w.move is None
 
 
 def test_queue_waiting_is_none_when_nothing_is_queued(tmp_path):

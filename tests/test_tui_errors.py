@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from test_tui_support import main_loaded, type_text, wait_for
+from tui_faults import broken_last_commit
 
 from rmtui.engine.host.demo import create_demo_root
 from rmtui.tui import readers
@@ -22,10 +23,6 @@ def demo(tmp_path, monkeypatch):
     return create_demo_root(tmp_path / "demo")
 
 
-def broken_last_commit(root, file, start, end, backing=None):
-    raise RuntimeError("blame exploded")
-
-
 async def test_a_plain_exception_in_a_worker_opens_the_error_dialog_with_its_location(demo, monkeypatch):
     monkeypatch.setattr(readers, "last_commit", broken_last_commit)
     app = RmtuiApp(demo)
@@ -40,9 +37,9 @@ async def test_a_plain_exception_in_a_worker_opens_the_error_dialog_with_its_loc
         dialog = app.screen
         line = broken_last_commit.__code__.co_firstlineno + 1
         assert dialog.kind == "RuntimeError" and dialog.message == "blame exploded"
-        assert dialog.location == f"tests/test_tui_errors.py:{line} in broken_last_commit"
+        assert dialog.location == f"tests/tui_faults.py:{line} in broken_last_commit"
         shown = str(dialog.query_one("#error-message").render()) + str(dialog.query_one("#error-location").render())
-        assert "RuntimeError: blame exploded" in shown and f"test_tui_errors.py:{line}" in shown
+        assert "RuntimeError: blame exploded" in shown and f"tui_faults.py:{line}" in shown
         assert "load_history" in str(dialog.query_one("#error-worker").render())
         assert main.query_one(ItemPreview).current_key == "ing-poll"  # not a toast, not a crash
         await pilot.press("enter")

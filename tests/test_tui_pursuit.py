@@ -98,7 +98,7 @@ async def answered(pilot, screen: PursuitScreen, condition, what: str) -> None:
 
 
 def ids(state) -> list[str]:
-    return [p["id"] for p in state["pursuits"]]
+    return [p["id"] for p in state.pursuits]
 
 
 def notes(app) -> list[str]:
@@ -110,7 +110,7 @@ def dialog_error(dialog) -> str:
 
 
 def by_id(state, pid):
-    return next(p for p in state["pursuits"] if p["id"] == pid)
+    return next(p for p in state.pursuits if p["id"] == pid)
 
 
 async def test_edit_the_map_with_keys_then_checkpoint_one_commit(proot):
@@ -134,7 +134,7 @@ async def test_edit_the_map_with_keys_then_checkpoint_one_commit(proot):
         await pilot.press("enter")  # empty: the top level
         await answered(pilot, screen, lambda st: "ship-the-cli" in ids(st), "the new Pursuit")
         assert ids(screen.state) == ["faster-builds", "cache-deps", "ship-the-cli", "old-idea"]
-        assert tree.highlighted_id == "ship-the-cli" and screen.state["pending_edits"] == 1
+        assert tree.highlighted_id == "ship-the-cli" and screen.state.pending_edits == 1
         assert "1 pending edit" in str(screen.query_one("#pursuit-status").render())
 
         # r: rename (the title is prefilled; ctrl+u clears it)
@@ -148,20 +148,20 @@ async def test_edit_the_map_with_keys_then_checkpoint_one_commit(proot):
 
         # f: into Focus, after the entries already there
         await pilot.press("f")
-        await answered(pilot, screen, lambda st: st["focus"] == ["faster-builds", "ship-the-cli"], "the focus")
+        await answered(pilot, screen, lambda st: st.focus == ["faster-builds", "ship-the-cli"], "the focus")
         assert tree._by_key.get((FOCUS, "ship-the-cli")) is not None
 
         # u twice, ctrl+r once: the rename comes back, the focus stays undone (and redoable)
         await pilot.press("u")
-        await answered(pilot, screen, lambda st: st["focus"] == ["faster-builds"], "the first undo")
+        await answered(pilot, screen, lambda st: st.focus == ["faster-builds"], "the first undo")
         await pilot.press("u")
         await answered(pilot, screen, lambda st: by_id(st, "ship-the-cli")["title"] == "Ship the CLI",
                        "the second undo")
-        assert screen.state["can_redo"] and screen.state["cursor"] == 1
+        assert screen.state.can_redo and screen.state.cursor == 1
         await pilot.press("ctrl+r")
         await answered(pilot, screen, lambda st: by_id(st, "ship-the-cli")["title"] == "Ship the command line",
                        "the redo")
-        assert screen.state["cursor"] == 2 and screen.state["focus"] == ["faster-builds"]
+        assert screen.state.cursor == 2 and screen.state.focus == ["faster-builds"]
         assert any("redo: pursuit: rename ship-the-cli" in n for n in notes(app))
 
         # e: the body in a text dialog; ctrl+s saves
@@ -174,9 +174,9 @@ async def test_edit_the_map_with_keys_then_checkpoint_one_commit(proot):
         await pilot.press("ctrl+s")
         await answered(pilot, screen, lambda st: by_id(st, "ship-the-cli")["body"]
                        == "Drafting the commands\nThen the docs", "the body")
-        assert not screen.state["can_redo"]  # a new edit drops what could have been redone
+        assert not screen.state.can_redo  # a new edit drops what could have been redone
         await pilot.press("f")
-        await answered(pilot, screen, lambda st: st["focus"] == ["faster-builds", "ship-the-cli"], "the focus")
+        await answered(pilot, screen, lambda st: st.focus == ["faster-builds", "ship-the-cli"], "the focus")
 
         # d: asks first, naming the Memory edges that go with the Pursuit
         await cursor_to(pilot, tree, "old-idea")
@@ -186,7 +186,7 @@ async def test_edit_the_map_with_keys_then_checkpoint_one_commit(proot):
         assert "2 Memory edges" in question and "m3 → old-idea" in question and "m4 → old-idea" in question
         await pilot.press("y")
         await answered(pilot, screen, lambda st: "old-idea" not in ids(st), "the delete")
-        assert screen.state["changed_files"] == ["MEMORY.md", "PURSUITS.md"]
+        assert screen.state.changed_files == ["MEMORY.md", "PURSUITS.md"]
         # nothing reached the root yet
         assert (root.path / "PURSUITS.md").read_text() == PURSUITS
         assert (root.path / "MEMORY.md").read_text() == MEMORY
@@ -194,7 +194,7 @@ async def test_edit_the_map_with_keys_then_checkpoint_one_commit(proot):
         # c: one commit through the supervisor
         before = head(root)
         await pilot.press("c")
-        await answered(pilot, screen, lambda st: st["pending_edits"] == 0 and st["head"] != before,
+        await answered(pilot, screen, lambda st: st.pending_edits == 0 and st.head != before,
                        "the checkpoint")
         assert any(n.startswith("landed ") and "pursuit: edit map" in n for n in notes(app))
         assert "no pending edits" in str(screen.query_one("#pursuit-status").render())
@@ -235,7 +235,7 @@ Then the docs
                        "-- `m4` More on the old plan → [doc:old-idea]",
                        "+- `m3` The old plan had notes → [dep:keep-node]",
                        "+- `m4` More on the old plan → []"]
-    assert pursuit.show(root)["pending_edits"] == 0
+    assert pursuit.show(root).pending_edits == 0
 
 
 async def test_a_change_behind_the_screens_back_is_refused_as_stale_and_nothing_is_lost(proot, cli):
@@ -255,14 +255,14 @@ async def test_a_change_behind_the_screens_back_is_refused_as_stale_and_nothing_
                        what="the stale notice")
         await answered(pilot, screen, lambda st: "from-the-cli" in ids(st), "the reload")
         # the CLI's edit is kept and the key did nothing
-        assert screen.revision != shown and screen.state["focus"] == ["faster-builds"]
-        assert screen.state["pending_edits"] == 1
+        assert screen.revision != shown and screen.state.focus == ["faster-builds"]
+        assert screen.state.pending_edits == 1
         # on the current map the same key works
         await cursor_to(pilot, tree, "faster-builds")
         await pilot.press("f")
-        await answered(pilot, screen, lambda st: st["focus"] == [], "the focus change")
+        await answered(pilot, screen, lambda st: st.focus == [], "the focus change")
         st = await run_in_thread(pursuit.show, root)
-        assert st["pending_edits"] == 2 and "from-the-cli" in ids(st) and st["focus"] == []
+        assert st.pending_edits == 2 and "from-the-cli" in ids(st) and st.focus == []
 
         # a commit to the root moves the revision too: refused, reloaded, then it works
         await run_in_thread(commit, root, "update: unrelated", {"MEMORY.md": MEMORY + "- `m5` More → []\n"})
@@ -270,10 +270,10 @@ async def test_a_change_behind_the_screens_back_is_refused_as_stale_and_nothing_
         await pilot.press("u")
         await wait_for(pilot, lambda: any("changed behind this screen" in n for n in notes(app)),
                        what="the stale notice after a commit")
-        await answered(pilot, screen, lambda st: st["head"] == head(root), "the reload")
-        assert screen.state["focus"] == [] and screen.state["pending_edits"] == 2
+        await answered(pilot, screen, lambda st: st.head == head(root), "the reload")
+        assert screen.state.focus == [] and screen.state.pending_edits == 2
         await pilot.press("u")
-        await answered(pilot, screen, lambda st: st["focus"] == ["faster-builds"], "the undo")
+        await answered(pilot, screen, lambda st: st.focus == ["faster-builds"], "the undo")
 
 
 async def test_the_screen_follows_the_journal_live_and_lists_its_keys(proot, cli):
@@ -289,7 +289,7 @@ async def test_the_screen_follows_the_journal_live_and_lists_its_keys(proot, cli
                        what="the journal change to show")
         r = await run_in_thread(lambda: cli("--headless", "pursuit", "checkpoint", "--root", str(root.path)))
         assert r.code == 0, r.stderr
-        await wait_for(pilot, lambda: screen.state["pending_edits"] == 0 and screen.state["head"] == head(root),
+        await wait_for(pilot, lambda: screen.state.pending_edits == 0 and screen.state.head == head(root),
                        timeout=10, what="the checkpoint to show")
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen")
@@ -334,7 +334,7 @@ async def test_move_under_another_parent_and_refusals_are_shown(proot):
         assert app.screen is prompt and not app.screen.query("#pursuit-after")
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is screen, what="the editor again")
-        assert screen.state["pending_edits"] == 1  # nothing was recorded
+        assert screen.state.pending_edits == 1  # nothing was recorded
         # a position that is not a sibling under the new parent is refused the same way
         await cursor_to(pilot, tree, "old-idea")
         await pilot.press("m")
@@ -357,13 +357,13 @@ async def test_move_under_another_parent_and_refusals_are_shown(proot):
         await type_text(pilot, "faster-builds")  # right after a named sibling
         await pilot.press("enter")
         await answered(pilot, screen, lambda st: by_id(st, "old-idea")["parent_id"] is None, "the move back")
-        top = [q["id"] for q in screen.state["pursuits"] if q["parent_id"] is None]
+        top = [q["id"] for q in screen.state.pursuits if q["parent_id"] is None]
         assert top.index("old-idea") == top.index("faster-builds") + 1
         # x discards the pending edits after a yes
         await pilot.press("x")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the discard confirmation")
         await pilot.press("y")
-        await answered(pilot, screen, lambda st: st["pending_edits"] == 0, "the discard")
+        await answered(pilot, screen, lambda st: st.pending_edits == 0, "the discard")
     assert (root.path / "PURSUITS.md").read_text() == PURSUITS
 
 
@@ -376,7 +376,7 @@ def test_the_watcher_reports_the_editors_journal_only():
 
 async def test_a_damaged_journal_is_reported_and_x_discards_it(proot):
     root = proot
-    pursuit.apply(root, {"type": "create", "title": "One"}, expected_revision=pursuit.show(root)["revision"])
+    pursuit.apply(root, {"type": "create", "title": "One"}, expected_revision=pursuit.show(root).revision)
     path = root.runtime / "pursuit-editor" / "session.json"
     doc = json.loads(path.read_text())
     doc["record"]["cursor"] = 0
@@ -392,13 +392,13 @@ async def test_a_damaged_journal_is_reported_and_x_discards_it(proot):
         await pilot.press("x")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the discard confirmation")
         await pilot.press("y")
-        await answered(pilot, screen, lambda st: st["pending_edits"] == 0, "the discard")
+        await answered(pilot, screen, lambda st: st.pending_edits == 0, "the discard")
         assert ids(screen.state) == ["faster-builds", "cache-deps", "old-idea"] and screen.load_error is None
 
 
 async def test_another_sessions_edits_show_whose_they_are_and_x_discards_them(proot):
     root = proot
-    pursuit.apply(root, {"type": "create", "title": "Agent idea"}, expected_revision=pursuit.show(root)["revision"],
+    pursuit.apply(root, {"type": "create", "title": "Agent idea"}, expected_revision=pursuit.show(root).revision,
                   session="claude-session-7f3a")
     app = RmtuiApp(root, live=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -417,5 +417,5 @@ async def test_another_sessions_edits_show_whose_they_are_and_x_discards_them(pr
         question = str(app.screen.query_one("#confirm-question").render())
         assert "Drop 1 pending edit of session 'claude-session-7f3a'?" in question
         await pilot.press("y")
-        await answered(pilot, screen, lambda st: st["pending_edits"] == 0, "the discard")
+        await answered(pilot, screen, lambda st: st.pending_edits == 0, "the discard")
         assert "agent-idea" not in ids(screen.state) and screen.check_action("create", ())

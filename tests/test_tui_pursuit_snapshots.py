@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_tui_support import FROZEN_TS, frozen_demo_root, main_loaded, type_text, wait_for
+from test_tui_support import FROZEN_TS, frozen_demo_root, main_loaded, settle, type_text, wait_for
 
 from rmtui.engine.pursuit import journal as pursuit_journal
 from rmtui.tui.app import RmtuiApp
@@ -44,9 +44,8 @@ def test_pursuit_screen_with_a_pending_edit(snap_compare, app):
         while tree.highlighted_id != "faster-ingestion":
             await pilot.press("down")
         await pilot.press("f")  # into Focus: one pending edit
-        await wait_for(pilot, lambda: not screen.busy and screen.state["pending_edits"] == 1, what="the edit")
-        app.clear_notifications()
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: not screen.busy and screen.state.pending_edits == 1, what="the edit")
+        await settle(app, pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
@@ -64,7 +63,7 @@ def test_edit_body_dialog(snap_compare, app):
             await pilot.press("down")
         await pilot.press("e")
         await wait_for(pilot, lambda: isinstance(app.screen, TextScreen), what="the body dialog")
-        await pilot.pause(0.2)
+        await settle(app, pilot)
 
     assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
 
@@ -91,7 +90,7 @@ def test_move_dialog_refusing_a_parent_that_does_not_exist(snap_compare, app):
         await pilot.press("enter")
         await wait_for(pilot, lambda: "no-such" in str(app.screen.query_one(".dialog-error").render()),
                        what="the refusal")
-        await pilot.pause(0.2)
+        await settle(app, pilot)
 
     assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
 
@@ -106,7 +105,7 @@ def test_new_pursuit_parent_dialog(snap_compare, app):
         await type_text(pilot, "Ship the CLI")
         await pilot.press("enter")
         await wait_for(pilot, lambda: getattr(app.screen, "input_id", "") == "pursuit-parent", what="the parent prompt")
-        await pilot.pause(0.2)
+        await settle(app, pilot)
 
     assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
 
@@ -118,6 +117,6 @@ def test_delete_pursuit_dialog(snap_compare, app):
         await _at_faster_ingestion(app, pilot)
         await pilot.press("d")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the delete confirmation")
-        await pilot.pause(0.2)
+        await settle(app, pilot)
 
     assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)

@@ -10,11 +10,13 @@ screenshot ``docs/main-screen.svg`` is a copy of ``test_main_screen_sizes[readme
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from test_tui_support import FROZEN_TS, frozen_demo_root, main_loaded, row_to, type_text, wait_for
+from test_tui_support import FROZEN_TS, frozen_demo_root, main_loaded, row_to, settle, type_text, wait_for
+from tui_faults import broken_last_commit
 
 from rmtui.engine.retrieval import retrieve as retrieve_module
 from rmtui.engine.retrieval.result import RetrieveResult
@@ -30,6 +32,8 @@ SIZE = (140, 44)
 SIZES = {"80x24": (80, 24), "readme": (140, 42), "200x50": (200, 50)}
 THEMES = ("rmtui-dark", "rmtui-light", "rmtui-tidepool")
 DIALOG_SIZE = (80, 24)  # every dialog fits the smallest terminal the workbench supports
+#: One step a dialog test takes with the pilot (before the keys that open the dialog, or in it).
+Step = Callable[..., Awaitable[None]]
 
 
 @pytest.fixture
@@ -57,11 +61,6 @@ async def show_item(app, pilot, item_id: str) -> None:
     preview = app.screen.query_one(ItemPreview)
     await wait_for(pilot, lambda: preview.current_key == item_id and "demo: seed" in preview.commit_text,
                    what="the preview")
-
-
-async def settle(app, pilot) -> None:
-    app.clear_notifications()
-    await pilot.pause(0.2)
 
 
 # -- the main screen -------------------------------------------------------------------------
@@ -186,29 +185,35 @@ def test_retrieve_screen_with_an_answer(snap_compare, app, monkeypatch):
 
 # -- dialogs -----------------------------------------------------------------------------------
 
-def test_help_screen(snap_compare, app):
+def dialog_snapshot(snap_compare, app, dialog: type, what: str, *keys: str,
+                    prepare: Step | None = None, then: Step | None = None) -> bool:
+    """Compare the snapshot of ``dialog`` at 80x24: from the loaded main screen, run ``prepare``,
+    press ``keys`` and wait for the dialog, then run ``then`` in it."""
+
     async def run_before(pilot) -> None:
         await loaded(app, pilot)
-        await pilot.press("question_mark")
-        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen")
+        if prepare is not None:
+            await prepare(pilot)
+        if keys:
+            await pilot.press(*keys)
+        await wait_for(pilot, lambda: isinstance(app.screen, dialog), what=what)
+        if then is not None:
+            await then(pilot)
         await settle(app, pilot)
 
-    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
+    return snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
+
+
+def test_help_screen(snap_compare, app):
+    assert dialog_snapshot(snap_compare, app, HelpScreen, "the help screen", "question_mark")
 
 
 def test_confirm_approve_all_dialog(snap_compare, app):
-    async def run_before(pilot) -> None:
-        await loaded(app, pilot)
-        await pilot.press("e", "A")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
-        await settle(app, pilot)
-
-    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
+    assert dialog_snapshot(snap_compare, app, ConfirmScreen, "the confirmation", "e", "A")
 
 
 def test_confirm_abort_with_changes_dialog(snap_compare, app):
-    async def run_before(pilot) -> None:
-        await loaded(app, pilot)
+    async def change_the_worktree(pilot) -> None:
         await pilot.press("3")
         maint = app.screen
         await wait_for(pilot, lambda: maint.loaded, what="the maintenance screen")
@@ -218,22 +223,15 @@ def test_confirm_abort_with_changes_dialog(snap_compare, app):
         target.write_text("# Incident runbook\n\n1. Page the on-call first.\n", encoding="utf-8")
         maint.load_status()
         await wait_for(pilot, lambda: maint.status["dirty"], what="the change")
-        await pilot.press("a")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
-        await settle(app, pilot)
 
-    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
+    assert dialog_snapshot(snap_compare, app, ConfirmScreen, "the confirmation", "a", prepare=change_the_worktree)
 
 
 def test_reject_reason_dialog(snap_compare, app):
-    async def run_before(pilot) -> None:
-        await loaded(app, pilot)
-        await pilot.press("e", "x")
-        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the reason prompt")
+    async def empty_reason(pilot) -> None:
         await pilot.press("enter")  # an empty reason is refused: the dialog says so
-        await settle(app, pilot)
 
-    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
+    assert dialog_snapshot(snap_compare, app, PromptScreen, "the reason prompt", "e", "x", then=empty_reason)
 
 
 def test_correct_a_landing_dialog(snap_compare, app):
@@ -243,63 +241,37 @@ def test_correct_a_landing_dialog(snap_compare, app):
                              changed_paths=["MEMORY.md", "MEMORY_build.md", "MEMORY_deploy.md", "PURSUITS.md"],
                              correction=None)
 
-    async def run_before(pilot) -> None:
-        await loaded(app, pilot)
+    async def correct(pilot) -> None:
         app.screen.query_one(EvidencePane).correct(landed)
-        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the correction prompt")
-        await settle(app, pilot)
 
-    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
+    assert dialog_snapshot(snap_compare, app, PromptScreen, "the correction prompt", prepare=correct)
 
 
 def test_evidence_dialog(snap_compare, app):
-    async def run_before(pilot) -> None:
-        await loaded(app, pilot)
+    async def second_inbox_row(pilot) -> None:
         await pilot.press("e")
         table = app.screen.query_one(EvidenceTable)
         await row_to(pilot, table, table.inbox[1].uid)
-        await pilot.press("v")
-        await wait_for(pilot, lambda: isinstance(app.screen, EvidenceScreen), what="the evidence view")
-        await settle(app, pilot)
 
-    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
-
-
-def broken_last_commit(root, file, start, end, backing=None):
-    raise RuntimeError("blame exploded")
+    assert dialog_snapshot(snap_compare, app, EvidenceScreen, "the evidence view", "v", prepare=second_inbox_row)
 
 
 def test_error_dialog(snap_compare, app, monkeypatch):
     monkeypatch.setattr(readers, "last_commit", broken_last_commit)
 
-    async def run_before(pilot) -> None:
-        await loaded(app, pilot)
+    async def go_to_an_item(pilot) -> None:
         await pilot.press("g")
         await type_text(pilot, "ing-poll")
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, ErrorScreen), what="the error dialog")
-        await settle(app, pilot)
 
-    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
+    assert dialog_snapshot(snap_compare, app, ErrorScreen, "the error dialog", "enter", prepare=go_to_an_item)
 
 
 def test_goto_dialog(snap_compare, app):
-    async def run_before(pilot) -> None:
-        await loaded(app, pilot)
-        await pilot.press("g")
-        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the go-to prompt")
+    async def start_an_id(pilot) -> None:
         await type_text(pilot, "ing-")
-        await settle(app, pilot)
 
-    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
+    assert dialog_snapshot(snap_compare, app, PromptScreen, "the go-to prompt", "g", then=start_an_id)
 
 
 def test_confirm_reject_all_dialog(snap_compare, app):
-    async def run_before(pilot) -> None:
-        await loaded(app, pilot)
-        await pilot.press("e", "X")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
-        await settle(app, pilot)
-
-    assert snap_compare(app, terminal_size=DIALOG_SIZE, run_before=run_before)
-
+    assert dialog_snapshot(snap_compare, app, ConfirmScreen, "the confirmation", "e", "X")

@@ -66,6 +66,17 @@ async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 10.0, 
     await pilot.pause()
 
 
+async def settle(app, pilot) -> None:
+    """Ready the screen for its picture: no toasts, steady cursors (a blinking one would make the
+    snapshot depend on timing), then a moment for the last repaint."""
+    from textual.widgets import Input, TextArea
+
+    app.clear_notifications()
+    for field in [*app.screen.query(Input), *app.screen.query(TextArea)]:
+        field.cursor_blink = False
+    await pilot.pause(0.2)
+
+
 async def run_in_thread(fn, *args):
     """Run blocking engine code (another 'process' writing the root) off the event loop."""
     return await asyncio.get_running_loop().run_in_executor(None, fn, *args)

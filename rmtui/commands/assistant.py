@@ -78,44 +78,45 @@ def cmd_assistant_submit(args) -> Result:
 def cmd_context(args) -> Result:
     from rmtui.engine.host import assistant
 
-    return _json(assistant.context(root_of(args), args.session))
+    return _json(assistant.context(root_of(args), args.session).to_json())
 
 
 def cmd_begin(args) -> Result:
     from rmtui.engine.host import assistant
 
-    return _json(assistant.begin(root_of(args), retry=args.retry))
+    return _json(assistant.begin(root_of(args), retry=args.retry).to_json())
 
 
 def cmd_status(args) -> Result:
     from rmtui.engine.host import assistant
 
-    return _json(assistant.status(root_of(args), args.task))
+    return _json(assistant.status(root_of(args), args.task).to_json())
 
 
 def cmd_complete(args) -> Result:
     from rmtui.engine.host import assistant
 
-    return _json(assistant.complete(root_of(args), args.task))
+    return _json(assistant.complete(root_of(args), args.task).to_json())
 
 
 def cmd_begin_role(args) -> Result:
     from rmtui.engine.host import assistant
 
     return _json(assistant.begin_role(root_of(args), args.role, retry=args.retry, force=args.force,
-                                      receipt=args.receipt, comment=args.comment))
+                                      receipt=args.receipt, comment=args.comment).to_json())
 
 
 def cmd_complete_task(args) -> Result:
     from rmtui.engine.host import assistant
 
-    return _json(assistant.complete_task(root_of(args), args.task, summary=args.summary, result=args.result))
+    return _json(assistant.complete_task(root_of(args), args.task, summary=args.summary,
+                                         result=args.result).to_json())
 
 
 def cmd_task_status(args) -> Result:
     from rmtui.engine.host import assistant
 
-    return _json(assistant.task_status(root_of(args), args.task))
+    return _json(assistant.task_status(root_of(args), args.task).to_json())
 
 
 def cmd_guidance(args) -> Result:

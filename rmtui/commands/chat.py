@@ -41,15 +41,20 @@ def _describe_close(out: dict) -> str:
     return "no memory change"
 
 
+def _print_line(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
 def run_chat(root: MemoryRoot, role: str, *, executor=None, input=None, output=None,
              write: Callable[[str], None] | None = None, lines: Iterable[str] | None = None) -> dict:
     """Run the interactive loop until Ctrl-D (or end of piped input); returns the outcome."""
     from rmtui.engine.retrieval.chat import open_chat
 
-    write = write or (lambda s: (sys.stdout.write(s + "\n"), sys.stdout.flush()))
+    say = write or _print_line
     chat = open_chat(root, role, executor=executor)
-    write(f"rmtui chat with {role} ({chat.executor.describe}; {chat.mode}). "
-          "Enter sends, Esc-Enter adds a line, Ctrl-D leaves.")
+    say(f"rmtui chat with {role} ({chat.executor.describe}; {chat.mode}). "
+        "Enter sends, Esc-Enter adds a line, Ctrl-D leaves.")
     sent = 0
     try:
         for text in (lines if lines is not None else _prompt_lines(root, role, input, output)):
@@ -57,13 +62,13 @@ def run_chat(root: MemoryRoot, role: str, *, executor=None, input=None, output=N
                 continue
             sent += 1
             try:
-                write(chat.send(text).rstrip())
+                say(chat.send(text).rstrip())
             except EngineError as exc:
-                write(f"error: {exc.message}")
+                say(f"error: {exc.message}")
     finally:
         out = chat.close().to_json()
     out["messages"] = sent
-    write(_describe_close(out))
+    say(_describe_close(out))
     return out
 
 
@@ -85,7 +90,7 @@ def _prompt_lines(root: MemoryRoot, role: str, input=None, output=None):
     def _newline(event) -> None:
         event.current_buffer.insert_text("\n")
 
-    session = PromptSession(history=FileHistory(str(hist_dir / f"history-{role}")), multiline=True,
+    session: PromptSession[str] = PromptSession(history=FileHistory(str(hist_dir / f"history-{role}")), multiline=True,
                             key_bindings=kb, prompt_continuation=lambda width, *_: "." * (width - 1) + " ",
                             input=input, output=output)
     while True:

@@ -212,10 +212,10 @@ def cmd_evidence_cancel(args) -> Result:
     shared = coordinator_for(root)
     if shared is not None:
         out = shared.cancel(args.ref, args.session)
-        text = f"cancelled {out['uid']} in the shared queue"
-        if out["superseded"]:
-            text += f" (re-keyed {len(out['superseded'])} recovery record(s))"
-        return Result(out, text)
+        text = f"cancelled {out.uid} in the shared queue"
+        if out.superseded:
+            text += f" (re-keyed {len(out.superseded)} recovery record(s))"
+        return Result(out.to_json(), text)
     with EvidenceQueue(root) as q:
         done = q.reject([q.resolve(args.ref, args.session)], CANCELLED)
     return Result([e.to_json() for e in done], "\n".join(f"cancelled {e.uid}" for e in done))

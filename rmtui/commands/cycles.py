@@ -9,10 +9,14 @@ commands never import them.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from rmtui.commands import Result
 from rmtui.commands.core import root_of
 from rmtui.commands.outcomes import outcome_line
+
+if TYPE_CHECKING:
+    from rmtui.engine.pursuit import PursuitState
 
 
 def register(sub, common) -> None:
@@ -100,33 +104,33 @@ def cmd_prune_status(args) -> Result:
     from rmtui.engine.cycles.pruner import prune_status
 
     st = prune_status(root_of(args))
-    since = f"since {st['last_prune_commit'][:12]}" if st["last_prune_commit"] else "(no prune commit yet)"
-    lines = [f"{'due' if st['due'] else 'not due'}: {st['memory_commits_since_prune']} of "
-             f"{st['generation_commits']} Memory commits {since}"]
-    for g in st["revival_grace"]:
+    since = f"since {st.last_prune_commit[:12]}" if st.last_prune_commit else "(no prune commit yet)"
+    lines = [f"{'due' if st.due else 'not due'}: {st.memory_commits_since_prune} of "
+             f"{st.generation_commits} Memory commits {since}"]
+    for g in st.revival_grace:
         lines.append(f"revival grace: {g['id']} (next checkpoint {g['next_checkpoint']}/{g['of']})")
-    lines.append(outcome_line(st["last_outcome"]))
-    if st["backoff"]:
-        lines.append(f"daemon: {st['backoff']}")
-    return Result(st, "\n".join(lines))
+    lines.append(outcome_line(st.last_outcome))
+    if st.backoff:
+        lines.append(f"daemon: {st.backoff}")
+    return Result(st.to_json(), "\n".join(lines))
 
 
 def cmd_prune_run(args) -> Result:
     from rmtui.engine.cycles.pruner import run_prune
 
     out = run_prune(root_of(args), force=args.force)
-    state = out["state"]
-    if state == "idle":
-        return Result(out, f"not due: {out['memory_commits_since_prune']} of {out['generation_commits']} Memory "
-                           "commits since the last prune (use --force to run anyway)")
-    if state == "failed":
-        return Result(out, f"prune failed: {out['message']}", exit_code=out.get("exit_code", 1))
-    text = f"{out['message']} as {out['landed_commit'][:12]}\noperation: {out['operation_id']}"
-    if out["removed"]:
-        text += "\nremoved: " + ", ".join(out["removed"])
-    if out["revival_grace"]:
-        text += "\nrevival grace: " + ", ".join(f"{g['id']} {g['grace']}" for g in out["revival_grace"])
-    return Result(out, text)
+    if out.state == "idle" and out.status is not None:
+        return Result(out.to_json(), f"not due: {out.status.memory_commits_since_prune} of "
+                                     f"{out.status.generation_commits} Memory commits since the last prune "
+                                     "(use --force to run anyway)")
+    if out.state == "failed":
+        return Result(out.to_json(), f"prune failed: {out.message}", exit_code=out.exit_code)
+    text = f"{out.message} as {(out.landed_commit or '')[:12]}\noperation: {out.operation_id}"
+    if out.removed:
+        text += "\nremoved: " + ", ".join(out.removed)
+    if out.revival_grace:
+        text += "\nrevival grace: " + ", ".join(f"{g['id']} {g['grace']}" for g in out.revival_grace)
+    return Result(out.to_json(), text)
 
 
 # -- insight -------------------------------------------------------------------------------
@@ -135,30 +139,30 @@ def cmd_insight_status(args) -> Result:
     from rmtui.engine.cycles.insight import insight_status
 
     st = insight_status(root_of(args))
-    lines = [f"points: {st['points']:g} of {st['threshold']:g}" + (" (due)" if st["due"] else "")]
-    if st["active_operation_id"]:
-        lines.append(f"claimed: {st['active_operation_id']} ({st['active_operation_points']:g} points)")
-    lines.append(outcome_line(st["last_run"]))
-    if st["backoff"]:
-        lines.append(f"daemon: {st['backoff']}")
-    return Result(st, "\n".join(lines))
+    lines = [f"points: {st.points:g} of {st.threshold:g}" + (" (due)" if st.due else "")]
+    if st.active_operation_id:
+        lines.append(f"claimed: {st.active_operation_id} ({st.active_operation_points:g} points)")
+    lines.append(outcome_line(st.last_run))
+    if st.backoff:
+        lines.append(f"daemon: {st.backoff}")
+    return Result(st.to_json(), "\n".join(lines))
 
 
 def cmd_insight_run(args) -> Result:
     from rmtui.engine.cycles.insight import run_insight
 
     out = run_insight(root_of(args), force=args.force)
-    state = out["state"]
-    if state == "idle":
-        return Result(out, f"below the threshold: {out['points']:g} of {out['threshold']:g} points "
-                           "(use --force to run anyway)")
-    if state == "failed":
-        return Result(out, f"insight failed: {out['message']} (points kept: {out['points']:g})",
-                      exit_code=out.get("exit_code", 1))
-    if state == "artifact":
-        return Result(out, f"wrote {out['log']} as {out['landed_commit'][:12]}\noperation: {out['operation_id']}\n"
-                           f"points now {out['points']:g}")
-    return Result(out, f"no insight this time (no-op)\noperation: {out['operation_id']}\npoints now {out['points']:g}")
+    if out.state == "idle":
+        return Result(out.to_json(), f"below the threshold: {out.points:g} of {out.threshold:g} points "
+                                     "(use --force to run anyway)")
+    if out.state == "failed":
+        return Result(out.to_json(), f"insight failed: {out.message} (points kept: {out.points:g})",
+                      exit_code=out.exit_code)
+    if out.state == "artifact":
+        return Result(out.to_json(), f"wrote {out.log} as {(out.landed_commit or '')[:12]}\n"
+                                     f"operation: {out.operation_id}\npoints now {out.points:g}")
+    return Result(out.to_json(), f"no insight this time (no-op)\noperation: {out.operation_id}\n"
+                                 f"points now {out.points:g}")
 
 
 # -- history -------------------------------------------------------------------------------
@@ -167,7 +171,7 @@ def cmd_history_ask(args) -> Result:
     from rmtui.engine.cycles.historian import ask
 
     out = ask(root_of(args), args.question)
-    return Result(out, f"[historical answer, from history up to {out['head'][:12]}]\n\n{out['answer']}")
+    return Result(out.to_json(), f"[historical answer, from history up to {out.head[:12]}]\n\n{out.answer}")
 
 
 # -- update correct ------------------------------------------------------------------------
@@ -176,23 +180,22 @@ def cmd_update_correct(args) -> Result:
     from rmtui.engine.cycles.corrections import correct_landing
 
     out = correct_landing(root_of(args), args.receipt, args.comment)
-    status = out["status"]
-    text = f"{status}: {out['message']}"
-    if out.get("landed_commit"):
-        text += f"\nlanded as {out['landed_commit'][:12]} (operation {out['operation_id']})"
-    if status == "needs_input":
-        text += "\n(answer with `update correct " + out["receipt"] + " --comment \"…\"`)"
-    return Result(out, text, exit_code=out.get("exit_code", 0))
+    text = f"{out.status}: {out.message}"
+    if out.landed_commit:
+        text += f"\nlanded as {out.landed_commit[:12]} (operation {out.operation_id})"
+    if out.status == "needs_input":
+        text += f"\n(answer with `update correct {out.receipt} --comment \"…\"`)"
+    return Result(out.to_json(), text, exit_code=out.exit_code)
 
 
 # -- pursuit editor --------------------------------------------------------------------------
 
-def _pursuit_text(st: dict, head: str = "") -> str:
+def _pursuit_text(st: PursuitState, head: str = "") -> str:
     lines = [head] if head else []
-    lines.append(f"revision {st['revision']}")
-    by_id = {p["id"]: p for p in st["pursuits"]}
-    focus = st["focus"]
-    for p in st["pursuits"]:
+    lines.append(f"revision {st.revision}")
+    by_id = {p["id"]: p for p in st.pursuits}
+    focus = st.focus
+    for p in st.pursuits:
         depth = 0
         parent = p["parent_id"]
         while parent in by_id:
@@ -201,11 +204,10 @@ def _pursuit_text(st: dict, head: str = "") -> str:
         mark = f" [focus {focus.index(p['id']) + 1}]" if p["id"] in focus else ""
         kind = "" if p["kind"] == "#" else f" ({p['kind']})"
         lines.append(f"{'  ' * depth}- {p['title']} `{p['id']}`{kind}{mark}")
-    pending = st["pending_edits"]
-    lines.append(f"pending edits: {pending}" + (f" ({', '.join(st['changed_files'])})" if st["changed_files"] else "")
-                 + (" · undo" if st["can_undo"] else "") + (" · redo" if st["can_redo"] else ""))
-    if st["conflicts"]:
-        lines.append("conflict: memory changed under the pending edits: " + ", ".join(st["conflicts"]))
+    lines.append(f"pending edits: {st.pending_edits}" + (f" ({', '.join(st.changed_files)})" if st.changed_files else "")
+                 + (" · undo" if st.can_undo else "") + (" · redo" if st.can_redo else ""))
+    if st.conflicts:
+        lines.append("conflict: memory changed under the pending edits: " + ", ".join(st.conflicts))
     return "\n".join(lines)
 
 
@@ -213,7 +215,7 @@ def cmd_pursuit_show(args) -> Result:
     from rmtui.engine import pursuit
 
     st = pursuit.show(root_of(args))
-    return Result(st, _pursuit_text(st))
+    return Result(st.to_json(), _pursuit_text(st))
 
 
 def cmd_pursuit_apply(args) -> Result:
@@ -222,37 +224,37 @@ def cmd_pursuit_apply(args) -> Result:
 
     st = pursuit.apply(root_of(args), parse_op(args.op), expected_revision=args.expected_revision,
                        session=args.session)
-    head = st["description"] if st["changed"] else "no change"
-    return Result(st, _pursuit_text(st, head))
+    head = (st.description or "") if st.changed else "no change"
+    return Result(st.to_json(), _pursuit_text(st, head))
 
 
 def cmd_pursuit_undo(args) -> Result:
     from rmtui.engine import pursuit
 
     st = pursuit.undo(root_of(args), expected_revision=args.expected_revision, session=args.session)
-    return Result(st, _pursuit_text(st, st["description"]))
+    return Result(st.to_json(), _pursuit_text(st, st.description or ""))
 
 
 def cmd_pursuit_redo(args) -> Result:
     from rmtui.engine import pursuit
 
     st = pursuit.redo(root_of(args), expected_revision=args.expected_revision, session=args.session)
-    return Result(st, _pursuit_text(st, st["description"]))
+    return Result(st.to_json(), _pursuit_text(st, st.description or ""))
 
 
 def cmd_pursuit_checkpoint(args) -> Result:
     from rmtui.engine import pursuit
 
     st = pursuit.checkpoint(root_of(args), expected_revision=args.expected_revision, session=args.session)
-    if not st.get("landed_commit"):
-        return Result(st, "nothing to checkpoint")
-    return Result(st, f"{st['message']} as {st['landed_commit'][:12]}\noperation: {st['operation_id']}\n"
-                      f"changed: {', '.join(st['changed_paths'])}")
+    if not st.landed_commit:
+        return Result(st.to_json(), "nothing to checkpoint")
+    return Result(st.to_json(), f"{st.message} as {st.landed_commit[:12]}\noperation: {st.operation_id}\n"
+                                f"changed: {', '.join(st.changed_paths or [])}")
 
 
 def cmd_pursuit_discard(args) -> Result:
     from rmtui.engine import pursuit
 
     st = pursuit.discard(root_of(args), session=args.session)
-    return Result(st, _pursuit_text(st, f"pending edits of {args.session!r} dropped" if args.session
-                                    else "pending edits dropped"))
+    return Result(st.to_json(), _pursuit_text(st, f"pending edits of {args.session!r} dropped" if args.session
+                                              else "pending edits dropped"))

@@ -212,7 +212,8 @@ def cmd_inbox(args) -> Result:
     items = hub.inbox(args.hub, _token(args.token_env, "inbox"), args.provider)
     lines = []
     for it in items:  # every field came from the hub: quoted, never printed raw
-        payload = it.get("payload") if isinstance(it.get("payload"), dict) else {}
+        raw = it.get("payload")
+        payload = raw if isinstance(raw, dict) else {}
         lines.append("  ".join(remote_text(v, 200) for v in (it.get("created_at"), it.get("view_id")))
                      + f"  {remote_text(payload.get('actor', '?'), 80)}: {remote_text(payload.get('message', ''))}")
     return Result({"provider_id": args.provider, "interactions": items},

@@ -9,13 +9,17 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmtui.engine.errors import ConflictError, EngineError, OperationFailed
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock, try_lock
 from rmtui.engine.memory.roots import MemoryRoot
+
+if TYPE_CHECKING:
+    from rmtui.engine.writes.operations import Receipt
 
 CYCLES_DIR = "cycles"
 #: Failures in a row after which the daemon stops running a cycle until a manual run succeeds.
@@ -140,9 +144,28 @@ def backing_off(root: MemoryRoot, name: str, now: float | None = None) -> str | 
     return None
 
 
-def error_outcome(exc: Any) -> dict[str, Any]:
-    """The outcome dict of an engine error (``exc`` is an :class:`EngineError`)."""
-    return {"state": "failed", "error": exc.to_json(), "message": exc.message, "exit_code": exc.exit_code}
+@dataclass(frozen=True)
+class Failure:
+    """Why a cycle run failed: the engine error (its JSON, message and exit code) and, when the
+    run's operation had begun, its id and the receipt it ended with."""
+
+    error: dict[str, Any]
+    message: str
+    exit_code: int
+    operation_id: str | None = None
+    receipt: Receipt | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"state": "failed", "error": self.error, "message": self.message,
+                               "exit_code": self.exit_code}
+        if self.operation_id is not None:
+            out.update(operation_id=self.operation_id, receipt=self.receipt.to_json() if self.receipt else None)
+        return out
+
+
+def error_outcome(exc: EngineError) -> Failure:
+    """The failure of a run refused before its operation began."""
+    return Failure(exc.to_json(), exc.message, exc.exit_code)
 
 
 def cycle_state(root: MemoryRoot, name: str, *, running: bool, now: float | None = None) -> str:
@@ -219,18 +242,19 @@ def begin_planned(sup: Any, kind: str, role: str, plan: Callable[[Any], Any], *,
         raise
 
 
-def failed_outcome(sup: Any, op: Any, exc: BaseException) -> dict[str, Any]:
+def failed_outcome(sup: Any, op: Any, exc: BaseException) -> Failure:
     """End ``op`` as failed (a defect is wrapped as :class:`OperationFailed` so the operation
-    never stays running) and answer the outcome with its receipt."""
+    never stays running) and answer the failure with its receipt."""
     err = exc if isinstance(exc, EngineError) else OperationFailed(f"{type(exc).__name__}: {exc}")
     receipt = sup.fail(sup.store.get(op.id), f"{err.kind}: {err.message}")
-    return {**error_outcome(err), "operation_id": op.id, "receipt": receipt.to_json()}
+    return Failure(err.to_json(), err.message, err.exit_code, op.id, receipt)
 
 
 def daemon_cycle(root: MemoryRoot, name: str, due: Callable[[MemoryRoot], bool],
-                 run: Callable[[MemoryRoot], dict[str, Any]], keys: tuple[str, ...]) -> dict[str, Any]:
+                 run: Callable[[MemoryRoot], Any], keys: tuple[str, ...]) -> dict[str, Any]:
     """One daemon pass of a cycle: run it when due unless backing off or held by a host's
-    task (the cycle's operation kind is its name); never raises."""
+    task (the cycle's operation kind is its name); never raises. Answers the daemon's log
+    record of the pass (``run`` answers an outcome with ``to_json``)."""
     why = backing_off(root, name)
     if why:
         return {"state": "idle", "backoff": why}
@@ -243,7 +267,7 @@ def daemon_cycle(root: MemoryRoot, name: str, due: Callable[[MemoryRoot], bool],
     if not due(root):
         return {"state": "idle"}
     try:
-        out = run(root)
+        out = run(root).to_json()
     except ConflictError as exc:  # a run by hand holds the cycle
         return {"state": "busy", "error": exc.message}
     except EngineError as exc:

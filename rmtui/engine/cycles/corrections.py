@@ -22,12 +22,15 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from rmtui.engine.cycles import common
 from rmtui.engine.errors import ConflictError, EngineError, OperationFailed, UsageError
 from rmtui.engine.memory.roots import MemoryRoot
+
+if TYPE_CHECKING:
+    from rmtui.engine.writes.operations import Receipt
 
 ROLE = "update-correction"
 KIND = "correction"
@@ -37,6 +40,44 @@ CORRECTABLE_ROLES = ("update", "update-correction")
 MAX_COMMENT_CHARS = 8000
 MAX_DIFF_CHARS = 40000
 RESULT_SHAPE = '{"status": "applied" | "no_change" | "needs_input", "message": "…"}'
+
+
+@dataclass(frozen=True)
+class CorrectionRound:
+    """One correction round's result: ``status`` (``applied``, ``no_change``, ``needs_input``,
+    or ``failed`` with the ``failure``), the role's ``message`` (the error's when failed), the
+    correcting operation and what it landed, and ``receipt``: the corrected landing's operation
+    id (set once the round is recorded on it)."""
+
+    status: str
+    message: str
+    operation_id: str
+    landed_commit: str | None = None
+    changed_paths: list[str] = field(default_factory=list)
+    #: the correcting operation's own receipt (None for ``needs_input``: it was abandoned)
+    correction_receipt: Receipt | None = None
+    receipt: str | None = None
+    failure: common.Failure | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return self.failure.exit_code if self.failure is not None else 0
+
+    def to_json(self) -> dict[str, Any]:
+        own = self.correction_receipt.to_json() if self.correction_receipt else None
+        if self.failure is not None:
+            out = {**self.failure.to_json(), "status": "failed", "operation_id": self.operation_id,
+                   "correction_receipt": own}
+        elif self.status == "needs_input":
+            out = {"status": self.status, "message": self.message, "operation_id": self.operation_id,
+                   "landed_commit": None}
+        else:
+            out = {"status": self.status, "message": self.message, "operation_id": self.operation_id,
+                   "landed_commit": self.landed_commit, "changed_paths": self.changed_paths,
+                   "correction_receipt": own}
+        if self.receipt is not None:
+            out["receipt"] = self.receipt
+        return out
 
 
 def find_receipt(store: Any, ref: str) -> Any:
@@ -164,9 +205,8 @@ def load_round(root: MemoryRoot, receipt_ref: str, comment: str) -> Round:
     return Round(receipt, comment, original, evidence, history)
 
 
-def correct_landing(root: MemoryRoot, receipt_ref: str, comment: str, *, executor: Any = None) -> dict[str, Any]:
-    """Run one correction round; answers ``{"status", "message", "receipt", "operation_id", ...}``
-    (``status`` ``failed`` with ``exit_code`` when the round itself failed)."""
+def correct_landing(root: MemoryRoot, receipt_ref: str, comment: str, *, executor: Any = None) -> CorrectionRound:
+    """Run one correction round (``status`` ``failed`` when the round itself failed)."""
     rnd = load_round(root, receipt_ref, comment)
     with common.cycle_lock(root, NAME):
         common.refuse_if_hosted(root, KIND)
@@ -174,11 +214,11 @@ def correct_landing(root: MemoryRoot, receipt_ref: str, comment: str, *, executo
         return record_round(root, rnd.receipt.operation_id, rnd.comment, out)
 
 
-def record_round(root: MemoryRoot, receipt_id: str, comment: str, out: dict[str, Any]) -> dict[str, Any]:
+def record_round(root: MemoryRoot, receipt_id: str, comment: str, out: CorrectionRound) -> CorrectionRound:
     """Store the round's result on the original receipt and as the cycle's outcome."""
     _store(root, receipt_id, comment, out)
-    out["receipt"] = receipt_id
-    common.record_outcome(root, NAME, out, failed=out["status"] == "failed")
+    out = replace(out, receipt=receipt_id)
+    common.record_outcome(root, NAME, out.to_json(), failed=out.status == "failed")
     return out
 
 
@@ -187,13 +227,13 @@ def begin_round(sup: Any, *, lease: dict[str, Any] | None = None) -> Any:
     return common.begin_operation(sup, KIND, ROLE, lease=lease)
 
 
-def finish_round(sup: Any, op: Any, result: dict[str, str], summary: str) -> dict[str, Any]:
+def finish_round(sup: Any, op: Any, result: dict[str, str], summary: str) -> CorrectionRound:
     """Apply the role's result: ``needs_input`` abandons the operation (nothing lands);
     otherwise the supervisor admits and lands its commits. The status stored follows what
     landed (``applied`` only with a landed change)."""
     if result["status"] == "needs_input":
         sup.abandon(sup.store.get(op.id), "the correction needs the person's input")
-        return {"status": "needs_input", "message": result["message"], "operation_id": op.id, "landed_commit": None}
+        return CorrectionRound("needs_input", result["message"], op.id)
     landing = sup.finish(op, summary=summary)
     landed = bool(landing.landed_commit and landing.changed_paths)
     status, message = result["status"], result["message"]
@@ -201,11 +241,10 @@ def finish_round(sup: Any, op: Any, result: dict[str, str], summary: str) -> dic
         status, message = "no_change", f"{message} (nothing changed: the role committed no fix)"
     elif status == "no_change" and landed:
         status, message = "applied", f"{message} (the role's commit landed)"
-    return {"status": status, "message": message, "operation_id": op.id, "landed_commit": landing.landed_commit,
-            "changed_paths": landing.changed_paths, "correction_receipt": landing.to_json()}
+    return CorrectionRound(status, message, op.id, landing.landed_commit, landing.changed_paths, landing)
 
 
-def _round(root: MemoryRoot, rnd: Round, executor: Any) -> dict[str, Any]:
+def _round(root: MemoryRoot, rnd: Round, executor: Any) -> CorrectionRound:
     from rmtui.engine.writes.supervisor import Supervisor
 
     cfg = root.config()
@@ -220,8 +259,8 @@ def _round(root: MemoryRoot, rnd: Round, executor: Any) -> dict[str, Any]:
             return finish_round(sup, op, result, summary)
         except EngineError as exc:
             failed = sup.fail(sup.store.get(op.id), f"{exc.kind}: {exc.message}")
-            return {**common.error_outcome(exc), "status": "failed", "operation_id": op.id,
-                    "correction_receipt": failed.to_json()}
+            return CorrectionRound("failed", exc.message, op.id, correction_receipt=failed,
+                                   failure=common.error_outcome(exc))
 
 
 def _converse(root: MemoryRoot, op: Any, executor: Any, cfg: Any, rnd: Round) -> tuple[dict[str, str], str]:
@@ -241,12 +280,12 @@ def _converse(root: MemoryRoot, op: Any, executor: Any, cfg: Any, rnd: Round) ->
     return result, text
 
 
-def _store(root: MemoryRoot, operation_id: str, comment: str, out: dict[str, Any]) -> None:
+def _store(root: MemoryRoot, operation_id: str, comment: str, out: CorrectionRound) -> None:
     """The round's result on the original receipt (the last one, with every round so far)."""
     from rmtui.engine.writes.operations import OperationStore
 
-    entry = {"status": out["status"], "message": out.get("message", ""), "comment": comment,
-             "operation_id": out.get("operation_id"), "landed_commit": out.get("landed_commit"), "at": time.time()}
+    entry = {"status": out.status, "message": out.message, "comment": comment,
+             "operation_id": out.operation_id, "landed_commit": out.landed_commit, "at": time.time()}
     with OperationStore(root) as store:
         receipt = store.receipt(operation_id)
         history = list(((receipt.correction or {}).get("history")) or []) + [entry]

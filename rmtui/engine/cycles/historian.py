@@ -9,6 +9,7 @@ labelled historical, with the head it was read at, and is never written back to 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rmtui.engine.cycles import common
@@ -20,6 +21,22 @@ LABEL = "historical"
 MAX_QUESTION_CHARS = 4000
 PREAMBLE = ("A person or an agent asks a question about the history of this memory root. Answer it from "
             "history with your read-only tools. Your role's instructions follow.\n\n")
+
+
+@dataclass(frozen=True)
+class HistorianAnswer:
+    """The Historian's answer to ``question``, read at ``head`` and always labelled
+    historical; ``prune_commits`` is how many ledgers it was shown."""
+
+    question: str
+    answer: str
+    head: str
+    prune_commits: int
+    label: str = LABEL
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "question": self.question, "answer": self.answer, "head": self.head,
+                "prune_commits": self.prune_commits}
 
 
 def historian_prompt(question: str, head: str, prunes: list[dict]) -> str:
@@ -35,8 +52,8 @@ def historian_prompt(question: str, head: str, prunes: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def ask(root: MemoryRoot, question: str, *, executor: Any = None) -> dict[str, Any]:
-    """The Historian's answer: ``{"label": "historical", "answer", "head", "question"}``."""
+def ask(root: MemoryRoot, question: str, *, executor: Any = None) -> HistorianAnswer:
+    """The Historian's answer to ``question``, labelled historical."""
     import git
 
     from rmtui.engine.cycles.pruner import prune_history
@@ -59,5 +76,4 @@ def ask(root: MemoryRoot, question: str, *, executor: Any = None) -> dict[str, A
         repo.close()
     with common.RoleSession(root, executor, ROLE, root.path, cfg=cfg, preamble=PREAMBLE, head=head) as session:
         answer = session.send(historian_prompt(question, head, prunes))
-    return {"label": LABEL, "question": question, "answer": answer, "head": head,
-            "prune_commits": len(prunes)}
+    return HistorianAnswer(question, answer, head, len(prunes))

@@ -18,11 +18,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rmtui.engine.cycles import common
 from rmtui.engine.errors import OperationFailed, UsageError
 from rmtui.engine.memory.roots import MemoryRoot
+
+if TYPE_CHECKING:
+    from rmtui.engine.cycles.corrections import CorrectionRound
+    from rmtui.engine.cycles.insight import InsightRun
+    from rmtui.engine.cycles.pruner import PruneRun
+    from rmtui.engine.sync.pull import SyncResult
 
 #: Roles a host can run besides ``update`` (which has its own claim by the queue's batching).
 HOSTED_ROLES = ("pruner", "insight", "update-correction", "sync-reconciler")
@@ -66,9 +72,21 @@ class HostTask:
     op: Any = None  # the supervisor operation, for every role but sync-reconciler
 
 
-def idle(role: str, message: str, **due: Any) -> dict[str, Any]:
+@dataclass(frozen=True)
+class HostIdle:
+    """The answer to ``begin`` when nothing is due: the role, why, and the numbers it is due by."""
+
+    role: str
+    message: str
+    due: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"claimed": False, "state": "idle", "role": self.role, "message": self.message, **self.due}
+
+
+def idle(role: str, message: str, **due: Any) -> HostIdle:
     """The answer when nothing is due: ``claimed`` false, ``state`` idle, and why."""
-    return {"claimed": False, "state": "idle", "role": role, "message": message, **due}
+    return HostIdle(role, message, due)
 
 
 def check_role(role: str) -> str:
@@ -103,7 +121,7 @@ def cycle_guard(root: MemoryRoot, role: str) -> Iterator[None]:
 # -- begin -----------------------------------------------------------------------------------
 
 def begin(root: MemoryRoot, sup: Any, role: str, *, lease: dict[str, Any], force: bool = False,
-          receipt: str | None = None, comment: str | None = None) -> HostTask | dict[str, Any]:
+          receipt: str | None = None, comment: str | None = None) -> HostTask | HostIdle:
     """Prepare ``role``'s task as the model path would, or answer idle when it is not due."""
     check_role(role)
     if role == "update-correction":
@@ -112,7 +130,7 @@ def begin(root: MemoryRoot, sup: Any, role: str, *, lease: dict[str, Any], force
         return _begin_correction(root, sup, lease, receipt, comment)
     if receipt or comment is not None:
         raise UsageError("--receipt and --comment belong to --role update-correction")
-    begins: dict[str, Callable[..., HostTask | dict[str, Any]]] = {
+    begins: dict[str, Callable[..., HostTask | HostIdle]] = {
         "pruner": _begin_pruner, "insight": _begin_insight, "sync-reconciler": _begin_sync}
     return begins[role](root, sup, lease, force)
 
@@ -121,16 +139,16 @@ def _task(op: Any, role: str, prompt: str, context: dict[str, Any], saved: dict[
     return HostTask(op.id, role, op.kind, op.worktree, op.base_commit, prompt, context, saved, op)
 
 
-def _begin_pruner(root: MemoryRoot, sup: Any, lease: dict[str, Any], force: bool) -> HostTask | dict[str, Any]:
+def _begin_pruner(root: MemoryRoot, sup: Any, lease: dict[str, Any], force: bool) -> HostTask | HostIdle:
     from rmtui.engine.cycles import pruner
 
     due_keys = ("due", "memory_commits_since_prune", "generation_commits", "last_prune_commit", "boundary")
     with common.cycle_lock(root, pruner.NAME):
         status = pruner.prune_status(root)
-        due = {k: status[k] for k in due_keys}
-        if not status["due"] and not force:
-            return idle("pruner", f"the Pruner is not due: {status['memory_commits_since_prune']} of "
-                                  f"{status['generation_commits']} Memory commits since the last prune "
+        due = {k: getattr(status, k) for k in due_keys}
+        if not status.due and not force:
+            return idle("pruner", f"the Pruner is not due: {status.memory_commits_since_prune} of "
+                                  f"{status.generation_commits} Memory commits since the last prune "
                                   "(--force runs it anyway)", **due)
         op, plan = pruner.begin_prune(root, sup, lease=lease)
     import git
@@ -148,13 +166,13 @@ def _begin_pruner(root: MemoryRoot, sup: Any, lease: dict[str, Any], force: bool
                                    for i, (k, n) in plan.grace.items()]},
         "recent_ledgers": ledgers,
     }
-    candidates = pruner.unchanged_since(op.worktree, status.get("boundary"))
+    candidates = pruner.unchanged_since(op.worktree, status.boundary)
     context["prune_candidates"] = [i for i in candidates if i not in plan.protected]
     prompt = pruner.prune_prompt(op.worktree, status, plan.keep_pursuit, plan.grace, candidates)
     return _task(op, "pruner", prompt, context, {"plan": plan.to_json()})
 
 
-def _begin_insight(root: MemoryRoot, sup: Any, lease: dict[str, Any], force: bool) -> HostTask | dict[str, Any]:
+def _begin_insight(root: MemoryRoot, sup: Any, lease: dict[str, Any], force: bool) -> HostTask | HostIdle:
     from rmtui.engine.cycles import insight
 
     with common.cycle_lock(root, insight.NAME):
@@ -188,7 +206,7 @@ def _begin_correction(root: MemoryRoot, sup: Any, lease: dict[str, Any], receipt
                  {"receipt": rnd.receipt.operation_id, "comment": rnd.comment})
 
 
-def _begin_sync(root: MemoryRoot, sup: Any, lease: dict[str, Any], force: bool) -> HostTask | dict[str, Any]:
+def _begin_sync(root: MemoryRoot, sup: Any, lease: dict[str, Any], force: bool) -> HostTask | HostIdle:
     """Stage the pending repair (the last fetched upstream merged into the head) in a worktree
     of the task's own; idle when sync is off or the merge needs no repair."""
     from rmtui.engine.sync import incoming, repair
@@ -233,7 +251,7 @@ def _begin_sync(root: MemoryRoot, sup: Any, lease: dict[str, Any], force: bool) 
 # -- complete --------------------------------------------------------------------------------
 
 def complete(root: MemoryRoot, sup: Any, role: str, op: Any, saved: dict[str, Any], *, summary: str,
-             result: str | None = None) -> dict[str, Any]:
+             result: str | None = None) -> PruneRun | InsightRun | CorrectionRound:
     """Admit and land a task's work as the model path does; a refusal raises and lands nothing
     (the task stays open so the edits can be corrected and completed again)."""
     if role == "pruner":
@@ -245,7 +263,10 @@ def complete(root: MemoryRoot, sup: Any, role: str, op: Any, saved: dict[str, An
     raise UsageError(f"no completion for role {role!r}")
 
 
-def _land(sup: Any, op: Any, landing: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+_Outcome = TypeVar("_Outcome")
+
+
+def _land(sup: Any, op: Any, landing: Callable[[], _Outcome]) -> _Outcome:
     """Run a landing; a refusal is noted on the still-running operation (status shows it)."""
     try:
         return landing()
@@ -257,15 +278,15 @@ def _land(sup: Any, op: Any, landing: Callable[[], dict[str, Any]]) -> dict[str,
         raise exc from None
 
 
-def _complete_pruner(root: MemoryRoot, sup: Any, op: Any, saved: dict[str, Any], summary: str) -> dict[str, Any]:
+def _complete_pruner(root: MemoryRoot, sup: Any, op: Any, saved: dict[str, Any], summary: str) -> PruneRun:
     from rmtui.engine.cycles import pruner
 
     out = _land(sup, op, lambda: pruner.land_prune(sup, op, pruner.PrunePlan.from_json(saved["plan"]), summary))
-    common.record_outcome(root, pruner.NAME, out, failed=out["state"] == "failed")
+    common.record_outcome(root, pruner.NAME, out.to_json(), failed=out.state == "failed")
     return out
 
 
-def _complete_insight(root: MemoryRoot, sup: Any, op: Any, saved: dict[str, Any], summary: str) -> dict[str, Any]:
+def _complete_insight(root: MemoryRoot, sup: Any, op: Any, saved: dict[str, Any], summary: str) -> InsightRun:
     from rmtui.engine.cycles import insight
 
     out = _land(sup, op, lambda: insight.land_insight(sup, op, insight.InsightPlan.from_json(saved["plan"]), summary))
@@ -273,7 +294,7 @@ def _complete_insight(root: MemoryRoot, sup: Any, op: Any, saved: dict[str, Any]
 
 
 def _complete_correction(root: MemoryRoot, sup: Any, op: Any, saved: dict[str, Any], summary: str,
-                         result: str | None) -> dict[str, Any]:
+                         result: str | None) -> CorrectionRound:
     from rmtui.engine.cycles import corrections
 
     parsed = corrections.parse_result(result or "")
@@ -283,7 +304,7 @@ def _complete_correction(root: MemoryRoot, sup: Any, op: Any, saved: dict[str, A
     return corrections.record_round(root, saved["receipt"], saved["comment"], out)
 
 
-def complete_sync(root: MemoryRoot, worktree: str, saved: dict[str, Any], *, summary: str) -> dict[str, Any]:
+def complete_sync(root: MemoryRoot, worktree: str, saved: dict[str, Any], *, summary: str) -> SyncResult:
     """Judge the host's repair as the role's is judged (one merge commit of head and upstream
     passing the incoming rules and the supervisor's admission of its tree), then publish it
     as a pull would."""
@@ -296,7 +317,7 @@ def complete_sync(root: MemoryRoot, worktree: str, saved: dict[str, Any], *, sum
                                   limits=incoming.limits_of(root))
     if outcome.commit is None:
         raise OperationFailed(outcome.message, details={"problems": outcome.problems[:40], "rule": outcome.rule})
-    return publish_repaired(root, inc, outcome.commit, outcome.to_json()).to_json()
+    return publish_repaired(root, inc, outcome.commit, outcome.to_json())
 
 
 def release(root: MemoryRoot, role: str, saved: dict[str, Any]) -> None:

@@ -17,15 +17,18 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmtui.engine.cycles import common
 from rmtui.engine.errors import ConflictError, EngineError, OperationFailed
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.writes import triggers
+
+if TYPE_CHECKING:
+    from rmtui.engine.writes.operations import Receipt
 
 ROLE = "insight"
 KIND = "insight"
@@ -35,28 +38,81 @@ LOG_RE = re.compile(r"^insight_logs/(\d{4}-\d{2}-\d{2}-\d{6})\.md$")
 SUBJECT_PREFIX = "insight:"
 
 
+@dataclass(frozen=True)
+class InsightStatus:
+    """Insight's points against the threshold, the claim in progress (its id and points), the
+    last success, and the cycle's last recorded run, failures and backoff."""
+
+    points: float
+    threshold: float
+    due: bool
+    active_operation_id: str | None
+    active_operation_points: float | None
+    last_success_at: str | None
+    last_success_result: str | None
+    last_success_operation_id: str | None
+    last_run: dict[str, Any] | None
+    failures: int
+    backoff: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class InsightRun:
+    """One Insight run: ``idle`` (below the threshold), ``artifact`` (one new log landed),
+    ``noop`` (nothing to say), or ``failed`` (``failure``; the claimed points stay). ``points``
+    are those left after it, ``claim`` the claim it ran under (None while not yet settled)."""
+
+    state: str
+    points: float = 0.0
+    threshold: float = 0.0
+    claim: str | None = None
+    operation_id: str | None = None
+    landed_commit: str | None = None
+    log: str | None = None
+    summary: str = ""
+    receipt: Receipt | None = None
+    failure: common.Failure | None = None
+
+    @property
+    def message(self) -> str:
+        return self.failure.message if self.failure is not None else ""
+
+    @property
+    def exit_code(self) -> int:
+        return self.failure.exit_code if self.failure is not None else 0
+
+    def to_json(self) -> dict[str, Any]:
+        if self.state == "idle":
+            return {"state": "idle", "points": self.points, "threshold": self.threshold}
+        if self.failure is not None:
+            out = self.failure.to_json()
+        else:
+            out = {"state": self.state, "result": self.state, "operation_id": self.operation_id,
+                   "landed_commit": self.landed_commit, "log": self.log, "summary": self.summary,
+                   "receipt": self.receipt.to_json() if self.receipt else None}
+        if self.claim is not None:
+            out.update(points=self.points, threshold=self.threshold, claim=self.claim)
+        return out
+
+
 def _threshold(cfg: Any) -> float:
     return float(cfg.get("insight.watch.trigger_points"))
 
 
-def insight_status(root: MemoryRoot) -> dict[str, Any]:
+def insight_status(root: MemoryRoot) -> InsightStatus:
     """Points against the threshold, the claim in progress, the last success and last run."""
     threshold = _threshold(root.config())
     st = triggers.load(root, NAME)
     cycle = common.load_state(root, NAME)
-    return {
-        "points": float(st["points"]),
-        "threshold": threshold,
-        "due": float(st["points"]) >= threshold,
-        "active_operation_id": st.get("active_operation_id"),
-        "active_operation_points": st.get("active_operation_points"),
-        "last_success_at": st.get("last_success_at"),
-        "last_success_result": st.get("last_success_result"),
-        "last_success_operation_id": st.get("last_success_operation_id"),
-        "last_run": cycle.get("last_outcome"),
-        "failures": cycle.get("failures", 0),
-        "backoff": common.backing_off(root, NAME),
-    }
+    return InsightStatus(
+        points=float(st["points"]), threshold=threshold, due=float(st["points"]) >= threshold,
+        active_operation_id=st.get("active_operation_id"), active_operation_points=st.get("active_operation_points"),
+        last_success_at=st.get("last_success_at"), last_success_result=st.get("last_success_result"),
+        last_success_operation_id=st.get("last_success_operation_id"), last_run=cycle.get("last_outcome"),
+        failures=cycle.get("failures", 0), backoff=common.backing_off(root, NAME))
 
 
 def log_name(now: float | None = None) -> str:
@@ -79,22 +135,21 @@ def insight_prompt(worktree: str, name: str, existing: list[str], points: float)
 
 
 def run_insight(root: MemoryRoot, *, force: bool = False, executor: Any = None,
-                now: float | None = None) -> dict[str, Any]:
-    """Claim and run Insight at the threshold (or ``force``): ``{"state": "idle"|"artifact"|
-    "noop"|"failed", "points", "threshold", ...}``."""
+                now: float | None = None) -> InsightRun:
+    """Claim and run Insight at the threshold (or ``force``)."""
     with common.cycle_lock(root, NAME):
         cfg = root.config()
         claim, st = claim_points(root, force=force)
         if claim is None:
-            return {"state": "idle", "points": float(st["points"]), "threshold": _threshold(cfg)}
+            return InsightRun("idle", points=float(st["points"]), threshold=_threshold(cfg))
         try:
             out = _run(root, cfg, executor, claim, now)
         except EngineError as exc:
             _settle(root, claim, None)
             if isinstance(exc, ConflictError):
                 raise  # busy (a lock timed out): not a failure of the cycle
-            out = {**common.error_outcome(exc), "claim": claim["id"]}
-            common.record_outcome(root, NAME, out, failed=True)
+            common.record_outcome(root, NAME, {**common.error_outcome(exc).to_json(), "claim": claim["id"]},
+                                  failed=True)
             raise
         return settle_run(root, claim, out)
 
@@ -125,16 +180,16 @@ def release_claim(root: MemoryRoot, claim: dict[str, Any]) -> None:
     _settle(root, claim, None)
 
 
-def settle_run(root: MemoryRoot, claim: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+def settle_run(root: MemoryRoot, claim: dict[str, Any], out: InsightRun) -> InsightRun:
     """End a claimed run: deduct the points only on success (``artifact`` or ``noop``), record
     the outcome, and answer it with the points left and the threshold."""
-    st = _settle(root, claim, out if out["state"] in ("artifact", "noop") else None)
-    out.update(points=float(st["points"]), threshold=_threshold(root.config()), claim=claim["id"])
-    common.record_outcome(root, NAME, out, failed=out["state"] == "failed")
+    st = _settle(root, claim, out if out.state in ("artifact", "noop") else None)
+    out = replace(out, points=float(st["points"]), threshold=_threshold(root.config()), claim=claim["id"])
+    common.record_outcome(root, NAME, out.to_json(), failed=out.state == "failed")
     return out
 
 
-def _settle(root: MemoryRoot, claim: dict[str, Any], success: dict[str, Any] | None) -> dict[str, Any]:
+def _settle(root: MemoryRoot, claim: dict[str, Any], success: InsightRun | None) -> dict[str, Any]:
     """End the claim: on success deduct the claimed points and record it; else only release."""
 
     def settle(st: dict[str, Any]) -> None:
@@ -143,8 +198,8 @@ def _settle(root: MemoryRoot, claim: dict[str, Any], success: dict[str, Any] | N
         if success is not None:
             st["points"] = max(0.0, float(st["points"]) - claim["points"])
             st["last_success_at"] = triggers.now_iso()
-            st["last_success_operation_id"] = success.get("operation_id")
-            st["last_success_result"] = success["state"]
+            st["last_success_operation_id"] = success.operation_id
+            st["last_success_result"] = success.state
 
     return triggers.update(root, NAME, settle)
 
@@ -186,7 +241,7 @@ def begin_insight(root: MemoryRoot, sup: Any, *, lease: dict[str, Any] | None = 
     return common.begin_planned(sup, KIND, ROLE, lambda op: plan_insight(op, now), lease=lease)
 
 
-def land_insight(sup: Any, op: Any, plan: InsightPlan, summary: str) -> dict[str, Any]:
+def land_insight(sup: Any, op: Any, plan: InsightPlan, summary: str) -> InsightRun:
     """Check that the run added at most one new log and changed no earlier one (refused, with
     nothing landed, otherwise), then let the supervisor admit (``insight_logs/*.md`` only) and
     land it: ``artifact`` with the log, or ``noop``."""
@@ -213,12 +268,11 @@ def land_insight(sup: Any, op: Any, plan: InsightPlan, summary: str) -> dict[str
         message = subject if subject.startswith(SUBJECT_PREFIX) else f"{SUBJECT_PREFIX} {Path(log).stem}"
     receipt = sup.finish(op, summary=summary, message=message)
     landed = receipt.landed_commit is not None and bool(receipt.changed_paths)
-    return {"state": "artifact" if landed else "noop", "result": "artifact" if landed else "noop",
-            "operation_id": op.id, "landed_commit": receipt.landed_commit, "log": log if landed else None,
-            "summary": summary, "receipt": receipt.to_json()}
+    return InsightRun("artifact" if landed else "noop", operation_id=op.id, landed_commit=receipt.landed_commit,
+                      log=log if landed else None, summary=summary, receipt=receipt)
 
 
-def _run(root: MemoryRoot, cfg: Any, executor: Any, claim: dict[str, Any], now: float | None) -> dict[str, Any]:
+def _run(root: MemoryRoot, cfg: Any, executor: Any, claim: dict[str, Any], now: float | None) -> InsightRun:
     from rmtui.engine.writes.supervisor import Supervisor
 
     if executor is None:
@@ -235,7 +289,7 @@ def _run(root: MemoryRoot, cfg: Any, executor: Any, claim: dict[str, Any], now: 
                 summary = session.last
             return land_insight(sup, op, plan, summary)
         except Exception as exc:  # noqa: BLE001 - a refusal or a defect must not leave the operation running
-            return common.failed_outcome(sup, op, exc)
+            return InsightRun("failed", operation_id=op.id, failure=common.failed_outcome(sup, op, exc))
 
 
 # -- the daemon's watcher -----------------------------------------------------------------------
@@ -243,4 +297,4 @@ def _run(root: MemoryRoot, cfg: Any, executor: Any, claim: dict[str, Any], now: 
 def insight_cycle(root: MemoryRoot) -> dict[str, Any]:
     """The daemon's Insight watcher: claim a run at the threshold, unless backing off."""
     return common.daemon_cycle(
-        root, NAME, lambda r: bool(insight_status(r)["due"]), run_insight, ("log", "points", "message"))
+        root, NAME, lambda r: insight_status(r).due, run_insight, ("log", "points", "message"))

@@ -129,24 +129,23 @@ def _prune(root: MemoryRoot, live: _Live, now: float) -> CycleInfo:
     from rmtui.engine.cycles.pruner import NAME, prune_status
 
     st = prune_status(root)
-    n, gen = st["memory_commits_since_prune"], st["generation_commits"]
+    n, gen = st.memory_commits_since_prune, st.generation_commits
     next_due = {"memory_commits_since_prune": n, "generation_commits": gen, "remaining": max(0, gen - n),
-                "last_prune_commit": st["last_prune_commit"]}
-    detail = f"{n} of {gen} Memory commits since the last prune" + (" (due)" if st["due"] else "")
-    return CycleInfo("prune", common.cycle_state(root, NAME, running=bool(live.of("prune")), now=now), st["due"],
-                     next_due, detail, st["last_outcome"], int(st["failures"] or 0), st["backoff"],
-                     live.host_task("prune"))
+                "last_prune_commit": st.last_prune_commit}
+    detail = f"{n} of {gen} Memory commits since the last prune" + (" (due)" if st.due else "")
+    return CycleInfo("prune", common.cycle_state(root, NAME, running=bool(live.of("prune")), now=now), st.due,
+                     next_due, detail, st.last_outcome, int(st.failures or 0), st.backoff, live.host_task("prune"))
 
 
 def _insight(root: MemoryRoot, live: _Live, now: float) -> CycleInfo:
     from rmtui.engine.cycles.insight import NAME, insight_status
 
     st = insight_status(root)
-    next_due = {"points": st["points"], "threshold": st["threshold"],
-                "remaining": max(0.0, st["threshold"] - st["points"]), "claimed": st["active_operation_id"]}
-    detail = f"{st['points']:g} of {st['threshold']:g} points" + (" (due)" if st["due"] else "")
+    next_due = {"points": st.points, "threshold": st.threshold, "remaining": max(0.0, st.threshold - st.points),
+                "claimed": st.active_operation_id}
+    detail = f"{st.points:g} of {st.threshold:g} points" + (" (due)" if st.due else "")
     return CycleInfo("insight", common.cycle_state(root, NAME, running=bool(live.of("insight")), now=now),
-                     st["due"], next_due, detail, st["last_run"], int(st["failures"] or 0), st["backoff"],
+                     st.due, next_due, detail, st.last_run, int(st.failures or 0), st.backoff,
                      live.host_task("insight"))
 
 

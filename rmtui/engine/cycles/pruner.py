@@ -18,14 +18,17 @@ the grace is over and the item may be pruned again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmtui.engine.cycles import common
 from rmtui.engine.cycles.ledger import PRUNE_PREFIX, Ledger, compose_message, parse_ledger, reasons_from
 from rmtui.engine.errors import ConflictError, EngineError, OperationFailed
 from rmtui.engine.memory.roots import MemoryRoot
+
+if TYPE_CHECKING:
+    from rmtui.engine.writes.operations import Receipt
 
 ROLE = "pruner"
 KIND = "prune"
@@ -42,6 +45,65 @@ class PruneCommit:
 
     def to_json(self) -> dict:
         return {"commit": self.commit, "date": self.date, "subject": self.subject, **self.ledger.to_json()}
+
+
+@dataclass(frozen=True)
+class PruneStatus:
+    """Whether a prune is due and why (what ``prune status`` shows): the Memory commits since
+    the last ``prune:`` commit against a generation, the boundary the candidates are compared
+    at, the items in revival grace (``id``, ``file``, ``next_checkpoint``, ``of``), the ids
+    Pursuit references, and the cycle's last recorded outcome, failures and backoff."""
+
+    due: bool
+    memory_commits_since_prune: int
+    generation_commits: int
+    revival_grace_checkpoints: int
+    head: str
+    last_prune_commit: str | None
+    last_prune_subject: str | None
+    boundary: str | None
+    revival_grace: list[dict[str, Any]]
+    pursuit_referenced: list[str]
+    last_outcome: dict[str, Any] | None
+    failures: int
+    backoff: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PruneRun:
+    """One Pruner run: ``idle`` (not due; ``status`` is :func:`prune_status`), ``expired`` or
+    ``checkpoint`` (landed as ``landed_commit``), or ``failed``: the ``failure``, or a landing
+    the supervisor did not commit (``receipt`` says why)."""
+
+    state: str
+    status: PruneStatus | None = None
+    operation_id: str | None = None
+    landed_commit: str | None = None
+    message: str = ""
+    removed: list[str] = field(default_factory=list)
+    #: each item kept in revival grace: ``id``, ``file``, ``grace`` ("K/N")
+    revival_grace: list[dict[str, str]] = field(default_factory=list)
+    receipt: Receipt | None = None
+    failure: common.Failure | None = None
+
+    @property
+    def exit_code(self) -> int:
+        if self.failure is not None:
+            return self.failure.exit_code
+        return 1 if self.state == "failed" else 0
+
+    def to_json(self) -> dict[str, Any]:
+        if self.failure is not None:
+            return self.failure.to_json()
+        if self.state == "idle":
+            return {"state": "idle", **(self.status.to_json() if self.status else {})}
+        return {"state": self.state, "operation_id": self.operation_id, "landed_commit": self.landed_commit,
+                "message": self.message, "removed": self.removed, "revival_grace": self.revival_grace,
+                "receipt": self.receipt.to_json() if self.receipt else None,
+                "receipt_phase": self.receipt.phase if self.receipt else None}
 
 
 def _repo(path: Path | str):
@@ -107,7 +169,7 @@ def grace_plan(history: list[PruneCommit], present: dict[str, str], n: int) -> d
     return plan
 
 
-def prune_status(root: MemoryRoot) -> dict[str, Any]:
+def prune_status(root: MemoryRoot) -> PruneStatus:
     """``due``, the Memory commits since the last ``prune:`` commit, the boundary, and the
     cycle's last outcome (what ``prune status`` shows)."""
     from rmtui.engine.memory.graph import load_graph
@@ -131,21 +193,13 @@ def prune_status(root: MemoryRoot) -> dict[str, Any]:
     present = memory_ids(graph)
     grace = grace_plan(history, present, grace_n)
     state = common.load_state(root, NAME)
-    return {
-        "due": len(commits) >= generation,
-        "memory_commits_since_prune": len(commits),
-        "generation_commits": generation,
-        "revival_grace_checkpoints": grace_n,
-        "head": head,
-        "last_prune_commit": last.commit if last else None,
-        "last_prune_subject": last.subject if last else None,
-        "boundary": boundary,
-        "revival_grace": [{"id": i, "file": present[i], "next_checkpoint": k, "of": n} for i, (k, n) in grace.items()],
-        "pursuit_referenced": sorted(pursuit_references(graph)),
-        "last_outcome": state.get("last_outcome"),
-        "failures": state.get("failures", 0),
-        "backoff": common.backing_off(root, NAME),
-    }
+    return PruneStatus(
+        due=len(commits) >= generation, memory_commits_since_prune=len(commits), generation_commits=generation,
+        revival_grace_checkpoints=grace_n, head=head, last_prune_commit=last.commit if last else None,
+        last_prune_subject=last.subject if last else None, boundary=boundary,
+        revival_grace=[{"id": i, "file": present[i], "next_checkpoint": k, "of": n} for i, (k, n) in grace.items()],
+        pursuit_referenced=sorted(pursuit_references(graph)), last_outcome=state.get("last_outcome"),
+        failures=state.get("failures", 0), backoff=common.backing_off(root, NAME))
 
 
 def unchanged_since(worktree: Path | str, boundary: str | None) -> list[str]:
@@ -171,13 +225,13 @@ def unchanged_since(worktree: Path | str, boundary: str | None) -> list[str]:
     return [i for i, h in now.items() if then.get(i) == h]
 
 
-def prune_prompt(worktree: str, status: dict[str, Any], keep_pursuit: set[str],
+def prune_prompt(worktree: str, status: PruneStatus, keep_pursuit: set[str],
                  grace: dict[str, tuple[int, int]], candidates: list[str] | None = None) -> str:
-    since = (f"the last prune commit {status['last_prune_commit'][:12]}" if status.get("last_prune_commit")
+    since = (f"the last prune commit {status.last_prune_commit[:12]}" if status.last_prune_commit
              else "the start of history")
     parts = [
-        f"Prune run: {status['memory_commits_since_prune']} Memory-changing commit(s) since {since} "
-        f"(a generation is {status['generation_commits']}).",
+        f"Prune run: {status.memory_commits_since_prune} Memory-changing commit(s) since {since} "
+        f"(a generation is {status.generation_commits}).",
         f"Your isolated worktree is {worktree}; every tool path is relative to it.",
         "Remove the expired items from the Memory graph files (MEMORY.md, MEMORY_*.md) and drop every edge that "
         "pointed to them; validate_memory; then git_add and git_commit once. In the commit body put one line per "
@@ -189,7 +243,7 @@ def prune_prompt(worktree: str, status: dict[str, Any], keep_pursuit: set[str],
         protected = keep_pursuit | set(grace)
         open_ids = [i for i in candidates if i not in protected]
         parts.append("Prune candidates (unchanged since the generation boundary "
-                     f"{str(status.get('boundary') or '')[:12]}; everything else changed and stays):\n" +
+                     f"{(status.boundary or '')[:12]}; everything else changed and stays):\n" +
                      ("\n".join(f"- `{i}`" for i in open_ids) if open_ids else "- none: keep everything"))
     if keep_pursuit:
         parts.append("Keep these items: Pursuit references them.\n" +
@@ -202,22 +256,21 @@ def prune_prompt(worktree: str, status: dict[str, Any], keep_pursuit: set[str],
     return "\n\n".join(parts)
 
 
-def run_prune(root: MemoryRoot, *, force: bool = False, executor: Any = None) -> dict[str, Any]:
-    """One Pruner run if due (or ``force``): ``{"state": "idle"|"expired"|"checkpoint"|"failed", ...}``."""
+def run_prune(root: MemoryRoot, *, force: bool = False, executor: Any = None) -> PruneRun:
+    """One Pruner run if due (or ``force``)."""
     with common.cycle_lock(root, NAME):
         common.refuse_if_hosted(root, KIND)
         status = prune_status(root)
-        if not status["due"] and not force:
-            return {"state": "idle", **status}
+        if not status.due and not force:
+            return PruneRun("idle", status=status)
         try:
             out = _run(root, status, executor)
         except ConflictError:
             raise  # busy (a host holds the task, a lock timed out): not a failure of the cycle
         except EngineError as exc:
-            out = common.error_outcome(exc)
-            common.record_outcome(root, NAME, out, failed=True)
+            common.record_outcome(root, NAME, common.error_outcome(exc).to_json(), failed=True)
             raise
-        common.record_outcome(root, NAME, out, failed=out["state"] == "failed")
+        common.record_outcome(root, NAME, out.to_json(), failed=out.state == "failed")
         return out
 
 
@@ -275,7 +328,7 @@ def begin_prune(root: MemoryRoot, sup: Any, *, lease: dict[str, Any] | None = No
     return common.begin_planned(sup, KIND, ROLE, lambda op: plan_prune(root, op), lease=lease)
 
 
-def land_prune(sup: Any, op: Any, plan: PrunePlan, summary: str) -> dict[str, Any]:
+def land_prune(sup: Any, op: Any, plan: PrunePlan, summary: str) -> PruneRun:
     """Compose the ``prune:`` commit from what was actually removed and let the supervisor
     admit and land it. Refuses (nothing lands, the operation stays open) the removal of an
     item that must stay."""
@@ -299,14 +352,14 @@ def land_prune(sup: Any, op: Any, plan: PrunePlan, summary: str) -> dict[str, An
     state = "expired" if receipt.changed_paths else "checkpoint"
     if receipt.landed_commit is None:
         state = "failed"
-    return {"state": state, "operation_id": op.id, "landed_commit": receipt.landed_commit,
-            "message": message.split("\n", 1)[0], "removed": removed,
-            "revival_grace": [{"id": i, "file": plan.before[i], "grace": f"{k}/{n}"}
-                              for i, (k, n) in plan.grace.items()],
-            "receipt": receipt.to_json(), "receipt_phase": receipt.phase}
+    return PruneRun(state, operation_id=op.id, landed_commit=receipt.landed_commit,
+                    message=message.split("\n", 1)[0], removed=removed,
+                    revival_grace=[{"id": i, "file": plan.before[i], "grace": f"{k}/{n}"}
+                                   for i, (k, n) in plan.grace.items()],
+                    receipt=receipt)
 
 
-def _run(root: MemoryRoot, status: dict[str, Any], executor: Any) -> dict[str, Any]:
+def _run(root: MemoryRoot, status: PruneStatus, executor: Any) -> PruneRun:
     from rmtui.engine.writes.supervisor import Supervisor
 
     cfg = root.config()
@@ -320,14 +373,15 @@ def _run(root: MemoryRoot, status: dict[str, Any], executor: Any) -> dict[str, A
             summary = _converse(root, op, executor, cfg, status, plan)
             return land_prune(sup, op, plan, summary)
         except Exception as exc:  # noqa: BLE001 - a refusal or a defect must not leave the operation running
-            return common.failed_outcome(sup, op, exc)
+            failure = common.failed_outcome(sup, op, exc)
+            return PruneRun("failed", operation_id=op.id, message=failure.message, failure=failure)
 
 
-def _converse(root: MemoryRoot, op: Any, executor: Any, cfg: Any, status: dict[str, Any], plan: PrunePlan) -> str:
+def _converse(root: MemoryRoot, op: Any, executor: Any, cfg: Any, status: PruneStatus, plan: PrunePlan) -> str:
     """The model's part: remove expired items, with one request to restore a kept one."""
     wt = Path(op.worktree)
     with common.RoleSession(root, executor, ROLE, wt, cfg=cfg, operation=op.id) as session:
-        candidates = unchanged_since(wt, status.get("boundary"))
+        candidates = unchanged_since(wt, status.boundary)
         session.send(prune_prompt(str(wt), status, plan.keep_pursuit, plan.grace, candidates))
         session.remind_uncommitted()
         hit = plan.protected_removed(wt)
@@ -344,4 +398,4 @@ def _converse(root: MemoryRoot, op: Any, executor: Any, cfg: Any, status: dict[s
 def prune_cycle(root: MemoryRoot) -> dict[str, Any]:
     """The daemon's Pruner check: run when due, unless backing off after failures."""
     return common.daemon_cycle(
-        root, NAME, lambda r: bool(prune_status(r)["due"]), run_prune, ("landed_commit", "removed", "message"))
+        root, NAME, lambda r: prune_status(r).due, run_prune, ("landed_commit", "removed", "message"))

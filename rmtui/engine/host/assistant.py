@@ -17,8 +17,10 @@ import json
 import re
 import sys
 import time
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import git
 
@@ -33,7 +35,7 @@ from rmtui.engine.memory.role_table import may_read
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.memory.validation import COLLECTION_FILES
 from rmtui.engine.roles.prompts import role_instructions
-from rmtui.engine.writes.operations import Operation
+from rmtui.engine.writes.operations import Operation, Receipt
 from rmtui.engine.writes.supervisor import Supervisor
 
 KIND = "assistant"
@@ -41,6 +43,165 @@ KIND = "assistant"
 #: (it quotes; it has no ``submit_selection``).
 RETRIEVE_ROLE, RETRIEVE_CONTRACT = "retrieve", "retrieve-host"
 EFFECTS = ("evidence_consumed",)
+
+
+@dataclass(frozen=True)
+class HostContext:
+    """What a host needs at a session's start: the root and its memory commit, the files its
+    retrieve child may read, the session's pending evidence (a file and a count), the retrieve
+    instructions, and what recovery settled on the way."""
+
+    root: str
+    memory_commit: str | None
+    sources: list[str]
+    imports: list[str]
+    pending_evidence_file: str
+    pending_count: int
+    instructions: str
+    settled: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class UpdateTask:
+    """An Update task as a host sees it: its batch and candidates, worktree and base, the
+    instruction and candidate files, the argv that completes it, its lease expiry, and the
+    error a refused completion left on it."""
+
+    task_id: str
+    batch_id: str | None
+    phase: str
+    worktree: str
+    base_commit: str
+    instructions: str
+    candidates: str
+    candidate_uids: list[str]
+    complete: list[str]
+    expires_at: str | None
+    expired: bool
+    error: str | None
+    #: the receipt, once the task's operation ended (``status`` only)
+    receipt: Receipt | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "task_id": self.task_id, "batch_id": self.batch_id, "phase": self.phase, "worktree": self.worktree,
+            "base_commit": self.base_commit, "instructions": self.instructions, "candidates": self.candidates,
+            "candidate_uids": self.candidate_uids, "complete": self.complete, "expires_at": self.expires_at,
+            "expired": self.expired, "error": self.error}
+        if self.receipt is not None:
+            out["receipt"] = self.receipt.to_json()
+        return out
+
+
+@dataclass(frozen=True)
+class CycleTask:
+    """A cycle's task as a host sees it (an Update task's shape, with the ``role``, the
+    operation ``kind`` and the due ``context`` instead of a batch)."""
+
+    task_id: str
+    role: str
+    kind: str
+    phase: str | None
+    worktree: str
+    base_commit: str
+    instructions: str
+    context_file: str
+    context: dict[str, Any]
+    complete: list[str]
+    expires_at: str | None
+    expired: bool
+    error: str | None
+    #: the outcome recorded when the task completed (``task_status`` only)
+    outcome: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "task_id": self.task_id, "role": self.role, "kind": self.kind, "phase": self.phase,
+            "worktree": self.worktree, "base_commit": self.base_commit, "instructions": self.instructions,
+            "context_file": self.context_file, "context": self.context, "complete": self.complete,
+            "expires_at": self.expires_at, "expired": self.expired, "error": self.error}
+        if self.outcome is not None:
+            out["outcome"] = self.outcome
+        return out
+
+
+@dataclass(frozen=True)
+class OpenTasks:
+    """Every open host task (any role): ``busy`` when there is one, else ``idle``."""
+
+    tasks: list[UpdateTask | CycleTask]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": "busy" if self.tasks else "idle", "tasks": [t.to_json() for t in self.tasks]}
+
+
+@dataclass(frozen=True)
+class NoTask:
+    """``status`` with no Update task open."""
+
+    state: str = "idle"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state}
+
+
+@dataclass(frozen=True)
+class Begun:
+    """``begin``'s answer with a task: ``claimed`` true for a new one, false for the one already
+    open; ``set_aside``: what the shared queue could not publish on the way (sync on)."""
+
+    claimed: bool
+    task: UpdateTask | CycleTask
+    set_aside: list[str] = field(default_factory=list)
+
+    @property
+    def task_id(self) -> str:
+        return self.task.task_id
+
+    def to_json(self) -> dict[str, Any]:
+        return {"claimed": self.claimed, **self.task.to_json(), **({"set_aside": self.set_aside} if self.set_aside else {})}
+
+
+@dataclass(frozen=True)
+class UpdateIdle:
+    """``begin``'s answer when no batch is ready: how many are queued and, with the shared queue
+    (sync on), the lease that holds it (None: no lease) and what it set aside."""
+
+    queued: int
+    shared: bool = False
+    lease: dict[str, Any] | None = None
+    set_aside: list[str] = field(default_factory=list)
+
+    claimed = False
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"claimed": False, "state": "idle", "queued": self.queued}
+        if self.shared:
+            out["lease"] = self.lease
+        if self.set_aside:
+            out["set_aside"] = self.set_aside
+        return out
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    """A finished cycle task: its id and role, and the cycle's outcome as it was recorded with
+    the task (the JSON the model path's outcome prints), so completing again answers the same."""
+
+    task_id: str
+    role: str
+    outcome: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "role": self.role, **self.outcome}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TaskOutcome:
+        rest = {k: v for k, v in data.items() if k not in ("task_id", "role")}
+        return cls(str(data["task_id"]), str(data["role"]), rest)
 
 
 def _iso(ts: float) -> str:
@@ -75,16 +236,12 @@ def _complete_argv(root: MemoryRoot, task_id: str) -> list[str]:
     return [*rmtui_argv(), "--headless", "assistant", "update", "complete", "--task", task_id, "--root", str(root.path)]
 
 
-def task_view(root: MemoryRoot, op: Operation) -> dict:
+def task_view(root: MemoryRoot, op: Operation) -> UpdateTask:
     until = (op.lease or {}).get("until")
     d = _task_dir(root, op.id)
-    return {
-        "task_id": op.id, "batch_id": op.batch_id, "phase": op.phase, "worktree": op.worktree,
-        "base_commit": op.base_commit, "instructions": str(d / "instructions.md"),
-        "candidates": str(d / "candidates.json"), "candidate_uids": op.candidate_uids,
-        "complete": _complete_argv(root, op.id), "expires_at": _iso(until) if until else None,
-        "expired": bool(until and time.time() > until), "error": op.error,
-    }
+    return UpdateTask(op.id, op.batch_id, op.phase, op.worktree, op.base_commit, str(d / "instructions.md"),
+                      str(d / "candidates.json"), op.candidate_uids, _complete_argv(root, op.id),
+                      _iso(until) if until else None, bool(until and time.time() > until), op.error)
 
 
 def release_orphaned_claims(sup: Supervisor) -> list[str]:
@@ -100,7 +257,7 @@ def release_orphaned_claims(sup: Supervisor) -> list[str]:
         q.close()
 
 
-def context(root: MemoryRoot, session: str) -> dict:
+def context(root: MemoryRoot, session: str) -> HostContext:
     """Live sources, memory commit, pending evidence file and retrieve instructions."""
     check_session_id(session)
     with Supervisor(root) as sup:
@@ -126,21 +283,18 @@ def context(root: MemoryRoot, session: str) -> dict:
     atomic_write_text(pending_file, "\n".join(lines) + "\n")
     instructions = root.runtime / "assistant" / "retrieve-instructions.md"
     atomic_write_text(instructions, role_instructions(RETRIEVE_CONTRACT))
-    return {
-        "root": str(root.path), "memory_commit": head, "sources": sources, "imports": [],
-        "pending_evidence_file": str(pending_file), "pending_count": len(pending),
-        "instructions": str(instructions), "settled": {k: v for k, v in settled.items() if v},
-    }
+    return HostContext(str(root.path), head, sources, [], str(pending_file), len(pending), str(instructions),
+                       {k: v for k, v in settled.items() if v})
 
 
-def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
+def begin(root: MemoryRoot, *, retry: bool = False) -> Begun | UpdateIdle:
     """Claim a ready batch for one host Update child, or say what already exists."""
     cfg = root.config()
     with file_lock(root.runtime / "assistant.lock"), Supervisor(root) as sup:
         sup.recover()  # a publication killed mid-way (a sync pull's, say) is finished first, or nothing can pull
         existing = [o for o in sup.store.list(kind=KIND) if not o.final]
         if existing and not retry:
-            return {"claimed": False, **task_view(root, existing[-1])}
+            return Begun(False, task_view(root, existing[-1]))
         for op in existing:
             sup.abandon(op, "replaced by `assistant update begin --retry`")
         release_orphaned_claims(sup)
@@ -159,10 +313,10 @@ def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
                 queue.reconcile_local()
                 batch = None if shared is None else Batch(shared.batch_id, list(shared.candidate_uids), [], "lease")
                 if shared is None:
-                    return {"claimed": False, "state": "idle", "queued": q.counts()["queued"],
-                            "lease": queue.describe_lease(), **({"set_aside": queue.notes} if queue.notes else {})}
+                    return UpdateIdle(q.counts()["queued"], shared=True, lease=queue.describe_lease(),
+                                      set_aside=list(queue.notes))
             if batch is None:
-                return {"claimed": False, "state": "idle", "queued": q.counts()["queued"]}
+                return UpdateIdle(q.counts()["queued"])
             try:
                 q.claim(batch.uids, batch.id)
             except ConflictError:
@@ -188,7 +342,7 @@ def begin(root: MemoryRoot, *, retry: bool = False) -> dict:
             [{"uid": e.uid, "session": e.session, "request": e.request, "submitted": _iso(e.created_at),
               "evidence": e.text} for e in candidates], indent=2, ensure_ascii=False) + "\n")
         atomic_write_text(d / "instructions.md", update_instructions(root, op))
-        return {"claimed": True, **task_view(root, op), **({"set_aside": queue.notes} if queue and queue.notes else {})}
+        return Begun(True, task_view(root, op), list(queue.notes) if queue else [])
 
 
 def update_instructions(root: MemoryRoot, op: Operation) -> str:
@@ -230,28 +384,27 @@ def _require_task(sup: Supervisor, task_id: str) -> Operation:
     return op
 
 
-def status(root: MemoryRoot, task_id: str | None = None) -> dict:
+def status(root: MemoryRoot, task_id: str | None = None) -> UpdateTask | NoTask:
+    """The Update task (the open one without ``task_id``), with its receipt once it ended."""
     with Supervisor(root) as sup:
         if task_id is None:
             live = [o for o in sup.store.list(kind=KIND) if not o.final]
             if not live:
-                return {"state": "idle"}
+                return NoTask()
             op = live[-1]
         else:
             op = _require_task(sup, task_id)
-        out = task_view(root, op)
-        if op.final:
-            out["receipt"] = sup.store.receipt(op.id).to_json()
-        return out
+        view = task_view(root, op)
+        return replace(view, receipt=sup.store.receipt(op.id)) if op.final else view
 
 
-def complete(root: MemoryRoot, task_id: str) -> dict:
+def complete(root: MemoryRoot, task_id: str) -> Receipt:
     """Check task and worktree identity, admit and publish; idempotent once published."""
     with Supervisor(root) as sup:
         op = _require_task(sup, task_id)
         if op.final:
             if op.phase in ("committed", "no_change"):
-                return sup.store.receipt(op.id).to_json()
+                return sup.store.receipt(op.id)
             raise ConflictError(f"task {task_id} is {op.phase}: {op.error or 'replaced'}; its edits were fenced")
         wt_path = Path(op.worktree)
         if not wt_path.is_dir():
@@ -283,7 +436,7 @@ def _check_worktree(root: MemoryRoot, wt_path: Path, base: str, branch: str | No
         wt.close()
 
 
-def _complete(root: MemoryRoot, sup: Supervisor, op: Operation, wt_path: Path) -> dict:
+def _complete(root: MemoryRoot, sup: Supervisor, op: Operation, wt_path: Path) -> Receipt:
     summary = _check_worktree(root, wt_path, op.base_commit, op.branch if op.phase == "running" else None)
     if op.external_finalizer:  # the batch is the shared queue's: land it under our lease
         from rmtui.engine.sync import GitQueue
@@ -300,9 +453,8 @@ def _complete(root: MemoryRoot, sup: Supervisor, op: Operation, wt_path: Path) -
             sup.fail(sup.store.get(op.id), f"{exc.kind}: {exc.message}")
             queue.release(lease, "lease_lost")
             raise
-        return receipt.to_json()
-    receipt = sup.finish(op, summary=summary)
-    return receipt.to_json()
+        return receipt
+    return sup.finish(op, summary=summary)
 
 
 
@@ -383,20 +535,16 @@ def _fence(root: MemoryRoot, sup: Supervisor, role: str, record: dict | None, op
         _save_record(root, record)
 
 
-def cycle_view(root: MemoryRoot, record: dict, op: Operation | None) -> dict:
-    """What a host sees of a cycle task (the shape of an Update task's view, plus ``role`` and
-    the due ``context``)."""
+def cycle_view(root: MemoryRoot, record: dict, op: Operation | None) -> CycleTask:
+    """What a host sees of a cycle task."""
     until = record.get("expires_at")
     d = _task_dir(root, record["task_id"])
-    return {
-        "task_id": record["task_id"], "role": record["role"], "kind": record["kind"],
-        "phase": op.phase if op is not None else record.get("state"),
-        "worktree": record["worktree"], "base_commit": op.base_commit if op is not None else record["base_commit"],
-        "instructions": str(d / "instructions.md"), "context_file": str(d / "context.json"),
-        "context": record.get("context", {}), "complete": _cycle_complete_argv(root, record["task_id"]),
-        "expires_at": _iso(until) if until else None, "expired": bool(until and time.time() > until),
-        "error": (op.error if op is not None else None) or record.get("error"),
-    }
+    return CycleTask(
+        record["task_id"], record["role"], record["kind"], op.phase if op is not None else record.get("state"),
+        record["worktree"], op.base_commit if op is not None else record["base_commit"],
+        str(d / "instructions.md"), str(d / "context.json"), record.get("context", {}),
+        _cycle_complete_argv(root, record["task_id"]), _iso(until) if until else None,
+        bool(until and time.time() > until), (op.error if op is not None else None) or record.get("error"))
 
 
 def _instructions(root: MemoryRoot, task: hosted.HostTask) -> str:
@@ -415,10 +563,9 @@ def _instructions(root: MemoryRoot, task: hosted.HostTask) -> str:
 
 
 def begin_role(root: MemoryRoot, role: str, *, retry: bool = False, force: bool = False,
-               receipt: str | None = None, comment: str | None = None) -> dict:
-    """Hand ``role``'s task to a host, prepared as the model path prepares it; answers
-    ``{"claimed": true, ...}`` for a new task, ``{"claimed": false, ...}`` with the open one,
-    or ``{"claimed": false, "state": "idle", "message"}`` when the cycle is not due."""
+               receipt: str | None = None, comment: str | None = None) -> Begun | UpdateIdle | hosted.HostIdle:
+    """Hand ``role``'s task to a host, prepared as the model path prepares it: a new task
+    (claimed), the open one (not claimed), or idle when the cycle is not due."""
     if role == "update":
         if force or receipt or comment is not None:
             raise UsageError("--force, --receipt and --comment do not apply to --role update")
@@ -430,14 +577,14 @@ def begin_role(root: MemoryRoot, role: str, *, retry: bool = False, force: bool 
         if live and not retry:
             record, op = live[-1]
             if record is not None:
-                return {"claimed": False, **cycle_view(root, record, op)}
+                return Begun(False, cycle_view(root, record, op))
             raise ConflictError(f"host task {op.id if op else '?'} of {role} has no task record; replace it "
                                 f"with `assistant begin --role {role} --retry`")
         for record, op in live:
             _fence(root, sup, role, record, op)
         lease = common.host_lease(cfg)
         task = hosted.begin(root, sup, role, lease=lease, force=force, receipt=receipt, comment=comment)
-        if isinstance(task, dict):
+        if isinstance(task, hosted.HostIdle):
             return task
         record = {"task_id": task.task_id, "role": role, "kind": task.kind, "state": "open",
                   "worktree": task.worktree, "base_commit": task.base_commit, "expires_at": lease["until"],
@@ -446,10 +593,11 @@ def begin_role(root: MemoryRoot, role: str, *, retry: bool = False, force: bool 
         atomic_write_text(d / "context.json", json.dumps(task.context, indent=2, ensure_ascii=False) + "\n")
         atomic_write_text(d / "instructions.md", _instructions(root, task))
         _save_record(root, record)
-        return {"claimed": True, **cycle_view(root, record, task.op)}
+        return Begun(True, cycle_view(root, record, task.op))
 
 
-def complete_task(root: MemoryRoot, task_id: str, *, summary: str | None = None, result: str | None = None) -> dict:
+def complete_task(root: MemoryRoot, task_id: str, *, summary: str | None = None,
+                  result: str | None = None) -> Receipt | TaskOutcome:
     """Complete any host task: an Update task as ``update complete`` does; a cycle task is
     admitted and landed exactly as the model path lands it, answering the cycle's outcome.
     Idempotent once finished; a refusal lands nothing and keeps the task open."""
@@ -467,7 +615,7 @@ def complete_task(root: MemoryRoot, task_id: str, *, summary: str | None = None,
     if record is None:
         return complete(root, task_id)
     if record.get("state") == "done" and record.get("outcome") is not None:
-        return record["outcome"]
+        return TaskOutcome.from_json(record["outcome"])
     if role == "sync-reconciler":
         return _complete_sync(root, record, summary)
     assert op is not None  # _find_cycle_task answers one for every other role
@@ -482,23 +630,27 @@ def complete_task(root: MemoryRoot, task_id: str, *, summary: str | None = None,
             op = sup.store.get(op.id)
             if op.final:
                 return _finished(root, sup, record, op)
-            out = hosted.complete(root, sup, role, op, record["saved"], summary=summary or own, result=result)
-    out = {"task_id": task_id, "role": role, **out}
-    record.update(state="done", outcome=out, error=None)
+            outcome = hosted.complete(root, sup, role, op, record["saved"], summary=summary or own, result=result)
+    return _done(root, record, TaskOutcome(task_id, role, outcome.to_json()))
+
+
+def _done(root: MemoryRoot, record: dict, answer: TaskOutcome) -> TaskOutcome:
+    """Keep the answer with the task: completing it again answers the same."""
+    record.update(state="done", outcome=answer.to_json(), error=None)
     _save_record(root, record)
-    return out
+    return answer
 
 
-def _finished(root: MemoryRoot, sup: Supervisor, record: dict, op: Operation) -> dict:
+def _finished(root: MemoryRoot, sup: Supervisor, record: dict, op: Operation) -> TaskOutcome:
     """A task whose operation already ended: its outcome if it completed, else why not."""
     if record.get("outcome") is not None:
-        return record["outcome"]
+        return TaskOutcome.from_json(record["outcome"])
     if op.phase in ("committed", "no_change"):  # completed, but the answer was not saved
-        return {"task_id": op.id, "role": record["role"], "receipt": sup.store.receipt(op.id).to_json()}
+        return TaskOutcome(op.id, record["role"], {"receipt": sup.store.receipt(op.id).to_json()})
     raise ConflictError(f"task {op.id} is {op.phase}: {op.error or 'replaced'}; its edits were fenced")
 
 
-def _complete_sync(root: MemoryRoot, record: dict, summary: str | None) -> dict:
+def _complete_sync(root: MemoryRoot, record: dict, summary: str | None) -> TaskOutcome:
     task_id = record["task_id"]
     if record.get("state") != "open":
         raise ConflictError(f"task {task_id} is {record.get('state')}: {record.get('error') or 'replaced'}; "
@@ -508,29 +660,23 @@ def _complete_sync(root: MemoryRoot, record: dict, summary: str | None) -> dict:
         raise ConflictError(f"worktree of task {task_id} is gone: {wt_path}")
     with file_lock(_task_dir(root, task_id) / "complete.lock"):
         own = _check_worktree(root, wt_path, record["base_commit"], None)
-        out = hosted.complete_sync(root, str(wt_path), record["saved"], summary=summary or own)
+        synced = hosted.complete_sync(root, str(wt_path), record["saved"], summary=summary or own)
         from rmtui.engine.writes import worktrees
 
         worktrees.remove(root, wt_path, None)
-        out = {"task_id": task_id, "role": "sync-reconciler", **out}
-        record.update(state="done", outcome=out, error=None)
-        _save_record(root, record)
-        return out
+        return _done(root, record, TaskOutcome(task_id, "sync-reconciler", synced.to_json()))
 
 
-def task_status(root: MemoryRoot, task_id: str | None = None) -> dict:
+def task_status(root: MemoryRoot, task_id: str | None = None) -> OpenTasks | UpdateTask | CycleTask | NoTask:
     """One task (any role) with its outcome once finished, or every open task."""
     with Supervisor(root) as sup:
         if task_id is None:
-            tasks = [task_view(root, o) for o in sup.store.list(kind=KIND) if not o.final]
+            tasks: list[UpdateTask | CycleTask] = [task_view(root, o) for o in sup.store.list(kind=KIND) if not o.final]
             for role in hosted.HOSTED_ROLES:
                 tasks += [cycle_view(root, r, o) for r, o in _open_tasks(root, sup, role) if r is not None]
-            return {"state": "busy" if tasks else "idle", "tasks": tasks}
+            return OpenTasks(tasks)
         op = sup.store.find(check_task_id(task_id))
         if op is not None and op.kind == KIND:
             return status(root, task_id)
         record, op = _find_cycle_task(root, sup, task_id)
-        out = cycle_view(root, record, op)
-        if record.get("outcome") is not None:
-            out["outcome"] = record["outcome"]
-        return out
+        return replace(cycle_view(root, record, op), outcome=record.get("outcome"))

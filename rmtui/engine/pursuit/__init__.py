@@ -11,8 +11,21 @@ from __future__ import annotations
 
 from rmtui.engine.pursuit.edits import slug
 from rmtui.engine.pursuit.journal import EDITOR_DIR
-from rmtui.engine.pursuit.store import KIND, WRITER, apply, checkpoint, discard, redo, show, undo
+from rmtui.engine.pursuit.store import (
+    KIND,
+    WRITER,
+    PursuitCheckpoint,
+    PursuitEdit,
+    PursuitState,
+    apply,
+    checkpoint,
+    discard,
+    redo,
+    show,
+    undo,
+)
 from rmtui.engine.pursuit.trailers import COMMIT_TRAILERS, SIGNATURE_TRAILER, commit_signature, trailer_values
 
-__all__ = ["COMMIT_TRAILERS", "EDITOR_DIR", "KIND", "SIGNATURE_TRAILER", "WRITER", "apply", "checkpoint",
-           "commit_signature", "discard", "redo", "show", "slug", "trailer_values", "undo"]
+__all__ = ["COMMIT_TRAILERS", "EDITOR_DIR", "KIND", "SIGNATURE_TRAILER", "WRITER", "PursuitCheckpoint", "PursuitEdit",
+           "PursuitState", "apply", "checkpoint", "commit_signature", "discard", "redo", "show", "slug",
+           "trailer_values", "undo"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,64 @@ from rmtui.engine.pursuit.trailers import sign_checkpoint
 
 WRITER = "pursuit-editor"
 KIND = "pursuit"
+
+
+@dataclass(frozen=True)
+class PursuitState:
+    """The editor's view (what ``show`` answers): the revision edits are checked against, the
+    active head and the head the pending edits started from, the journal's cursor and actions,
+    the files the pending edits change, who owns them, Memory files changed under them
+    (``conflicts``), the Focus order, and the Pursuit tree (one JSON object per heading, in
+    source order: id, title, level, kind, file, line, parent_id, children, nodes, edges,
+    backing_file, focused, body, memory_refs, delete_drops)."""
+
+    revision: str
+    head: str
+    base_head: str
+    cursor: int
+    actions: list[str]
+    pending_edits: int
+    changed_files: list[str]
+    can_undo: bool
+    can_redo: bool
+    owner: str | None
+    owner_session: str | None
+    conflicts: list[str]
+    focus: list[str]
+    pursuits: list[dict[str, Any]]
+    last_description: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PursuitEdit(PursuitState):
+    """The view after ``apply``, ``undo`` or ``redo``: whether the map changed, the item to
+    select, and what the edit did."""
+
+    changed: bool
+    selected_id: str | None
+    description: str | None
+
+
+@dataclass(frozen=True)
+class PursuitCheckpoint(PursuitState):
+    """The view after a checkpoint: ``state`` is ``no_change`` (nothing pending) or the
+    landing's receipt phase, with the commit, operation, paths and subject it landed."""
+
+    state: str
+    landed_commit: str | None
+    operation_id: str | None = None
+    changed_paths: list[str] | None = None
+    message: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.operation_id is None:  # nothing was pending: no operation ran
+            for key in ("operation_id", "changed_paths", "message"):
+                del out[key]
+        return out
 
 
 def _body(graph: Any, item: Any) -> str:
@@ -71,7 +130,8 @@ def _tree(graph: Any) -> list[dict]:
     return out
 
 
-def _state(s: Session, graph: Any = None) -> dict:
+def _state(s: Session, graph: Any = None) -> dict[str, Any]:
+    """The fields of :class:`PursuitState` for the session's view."""
     graph = graph if graph is not None else graph_of(s.root, s.view)
     rec = s.record
     pending = sorted(p for p in set(s.view) | set(s.head_files) if s.view.get(p) != s.head_files.get(p))
@@ -84,13 +144,13 @@ def _state(s: Session, graph: Any = None) -> dict:
             "pursuits": _tree(graph), "last_description": rec.get("last_description")}
 
 
-def show(root: MemoryRoot) -> dict:
+def show(root: MemoryRoot) -> PursuitState:
     """The editor's view: revision, the Pursuit tree with Focus order, pending edits."""
     with editor_lock(root):
-        return _state(Session(root))
+        return PursuitState(**_state(Session(root)))
 
 
-def apply(root: MemoryRoot, op: dict, *, expected_revision: str | None, session: str | None = None) -> dict:
+def apply(root: MemoryRoot, op: dict, *, expected_revision: str | None, session: str | None = None) -> PursuitEdit:
     """Apply one operation against ``expected_revision`` (None: whatever is current)."""
     session = check_session(session)
     with editor_lock(root):
@@ -108,33 +168,29 @@ def apply(root: MemoryRoot, op: dict, *, expected_revision: str | None, session:
             s.record_action(op, before, new, description=description, selected_id=selected, session=session)
             if session:
                 remember(root, session)
-        out = _state(s)
-        out.update(changed=changed, selected_id=selected, description=description or None)
-        return out
+        return PursuitEdit(**_state(s), changed=changed, selected_id=selected, description=description or None)
 
 
-def undo(root: MemoryRoot, *, expected_revision: str | None = None, session: str | None = None) -> dict:
+def undo(root: MemoryRoot, *, expected_revision: str | None = None, session: str | None = None) -> PursuitEdit:
     return _step(root, -1, expected_revision, session)
 
 
-def redo(root: MemoryRoot, *, expected_revision: str | None = None, session: str | None = None) -> dict:
+def redo(root: MemoryRoot, *, expected_revision: str | None = None, session: str | None = None) -> PursuitEdit:
     return _step(root, +1, expected_revision, session)
 
 
-def _step(root: MemoryRoot, direction: int, expected: str | None, session: str | None) -> dict:
+def _step(root: MemoryRoot, direction: int, expected: str | None, session: str | None) -> PursuitEdit:
     session = check_session(session)
     with editor_lock(root):
         s = Session(root)
         s.check(expected)
         check_owner(s, session)
         action = s.step(direction)
-        out = _state(s)
-        out.update(changed=True, selected_id=action.get("selected_id"),
-                   description=("undo: " if direction < 0 else "redo: ") + action["description"])
-        return out
+        return PursuitEdit(**_state(s), changed=True, selected_id=action.get("selected_id"),
+                           description=("undo: " if direction < 0 else "redo: ") + action["description"])
 
 
-def discard(root: MemoryRoot, *, session: str | None = None) -> dict:
+def discard(root: MemoryRoot, *, session: str | None = None) -> PursuitState:
     """Drop every pending edit (and a journal that cannot be trusted); with ``session``, only
     when the pending edits are that session's (else refused, exit 3, nothing dropped)."""
     session = check_session(session)
@@ -147,10 +203,11 @@ def discard(root: MemoryRoot, *, session: str | None = None) -> dict:
                                       f"{session!r}; nothing was dropped",
                                       details={"owner": owner, "owner_session": name_of(root, owner)})
         drop_journal(root)
-        return _state(Session(root))
+        return PursuitState(**_state(Session(root)))
 
 
-def checkpoint(root: MemoryRoot, *, expected_revision: str | None = None, session: str | None = None) -> dict:
+def checkpoint(root: MemoryRoot, *, expected_revision: str | None = None,
+               session: str | None = None) -> PursuitCheckpoint:
     """Land the pending edits as one commit through the supervisor; the journal then starts over."""
     import subprocess
 
@@ -169,9 +226,7 @@ def checkpoint(root: MemoryRoot, *, expected_revision: str | None = None, sessio
         done = rec["actions"][: rec["cursor"]]
         if not changed and not removed:
             drop_journal(root)
-            out = _state(Session(root))
-            out.update(state="no_change", landed_commit=None)
-            return out
+            return PursuitCheckpoint(**_state(Session(root)), state="no_change", landed_commit=None)
         subject = done[0]["description"] if len(done) == 1 else "pursuit: edit map"
         owner = rec.get("owner") or session_hash(session or "rmtui")
         body = "\n".join(f"- {a['description']}" for a in done) if len(done) > 1 else ""
@@ -203,7 +258,5 @@ def checkpoint(root: MemoryRoot, *, expected_revision: str | None = None, sessio
                 save_record(root, rec)
                 raise err from None
         drop_journal(root)
-        out = _state(Session(root))
-        out.update(state=receipt.phase, landed_commit=receipt.landed_commit, operation_id=op.id,
-                   changed_paths=receipt.changed_paths, message=subject)
-        return out
+        return PursuitCheckpoint(**_state(Session(root)), state=receipt.phase, landed_commit=receipt.landed_commit,
+                                 operation_id=op.id, changed_paths=receipt.changed_paths, message=subject)

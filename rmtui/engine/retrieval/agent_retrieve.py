@@ -64,11 +64,9 @@ SELECTION_SCHEMA = {
 
 @dataclass
 class Selection:
-    """The accepted selection and what it rendered to (filled by the terminal tool)."""
+    """The accepted selection (filled by the terminal tool) and the attempts that led to it."""
 
     raw: dict | None = None
-    units: list[Unit] = field(default_factory=list)
-    text: str = ""
     attempts: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -242,7 +240,7 @@ def _selection_tool(call: _Call, sel: Selection) -> ToolSpec:
     def submit_selection(args: dict) -> str:
         sel.attempts += 1
         try:
-            text, kept, skipped, _status = call.render(args)
+            _text, kept, skipped, _status = call.render(args)
         except UsageError as exc:
             sel.errors.append(exc.message)
             if sel.attempts >= call.max_attempts:
@@ -250,7 +248,7 @@ def _selection_tool(call: _Call, sel: Selection) -> ToolSpec:
                                 f"{exc.message}", details={"errors": sel.errors}) from None
             raise ToolError(f"selection refused: {exc.message}. Correct it and call submit_selection again "
                             f"({call.max_attempts - sel.attempts} attempt(s) left).") from None
-        sel.raw, sel.units, sel.text = args, kept, text
+        sel.raw = args
         return f"accepted: {len(kept)} item(s) rendered, {len(skipped)} already delivered"
 
     return ToolSpec("submit_selection", "Finish: the memory to return, as ids, source ranges and recent candidates. "

@@ -42,16 +42,19 @@ class TermRows:
     counts: np.ndarray  # int32 occurrences of the term in the document
     lengths: np.ndarray  # int64 tokens per document, repeats included
 
-    @classmethod
-    def empty(cls) -> TermRows:
-        return cls(np.zeros(0, KEY_DTYPE), np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32),
-                   np.zeros(0, np.int64))
-
     def __len__(self) -> int:
         return len(self.lengths)
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         return self.keys, self.ptr, self.terms, self.counts, self.lengths
+
+    def consistent(self, vocab_size: int) -> bool:
+        """Whether the arrays fit together and every term id is in the vocabulary."""
+        n = len(self.lengths)
+        return (self.keys.dtype == KEY_DTYPE and len(self.keys) == n and len(self.ptr) == n + 1
+                and int(self.ptr[0]) == 0 and int(self.ptr[-1]) == len(self.terms) == len(self.counts)
+                and bool((np.diff(self.ptr) >= 0).all())
+                and (not len(self.terms) or (int(self.terms.min()) >= 0 and int(self.terms.max()) < vocab_size)))
 
 
 def count_tokens(tokens: list[str], vocab: dict[str, int]) -> tuple[list[int], list[int], int]:
@@ -188,6 +191,7 @@ def compact(vocab: dict[str, int], rows: list[TermRows]) -> dict[str, int]:
 def sum_rows(keys: np.ndarray, parts: list[Taken], vocab_size: int) -> TermRows:
     """Rows that are each the sum of other rows: ``parts`` adds row ``src[j]`` of a source to
     document ``dest[j]`` (a document may take several rows of one source)."""
+    vocab_size = max(vocab_size, 1)
     lengths = np.zeros(len(keys), np.int64)
     docs, terms, counts = [], [], []
     for rows, dest, src in parts:
@@ -211,14 +215,15 @@ def postings(rows: TermRows, vocab_size: int, k1: float, b: float) -> tuple[np.n
     n = len(rows)
     if not n:
         return np.zeros(0, np.float32), np.zeros(0, np.int32), np.zeros(vocab_size + 1, np.int64)
-    doc = np.repeat(np.arange(n, dtype=np.int64), np.diff(rows.ptr))
+    # by term, documents in order within a term; a stable sort of 16-bit ids is a radix sort
+    order = np.argsort(rows.terms.astype(np.uint16) if vocab_size <= 1 << 16 else rows.terms, kind="stable")
+    terms = rows.terms[order]
+    doc = np.repeat(np.arange(n, dtype=np.int32), np.diff(rows.ptr))[order]
     df = np.bincount(rows.terms, minlength=vocab_size)
     idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
-    avg = float(rows.lengths.mean())
-    tf = rows.counts.astype(np.float64)
-    norm = k1 * ((1.0 - b) + b * rows.lengths[doc] / avg)
-    score = idf[rows.terms] * (tf / (norm + tf))
-    order = np.argsort(rows.terms, kind="stable")  # by term; documents stay in order within a term
+    norm = k1 * ((1.0 - b) + b * rows.lengths / float(rows.lengths.mean()))  # per document
+    tf = rows.counts[order].astype(np.float64)
+    score = idf[terms] * (tf / (norm[doc] + tf))
     indptr = np.zeros(vocab_size + 1, np.int64)
     np.cumsum(df, out=indptr[1:])
-    return score[order].astype(np.float32), doc[order].astype(np.int32), indptr
+    return score.astype(np.float32), doc, indptr

@@ -8,7 +8,8 @@ neighbours in source order (context for scoring).
 
 Parsing a large root costs far more than the rest of a warm retrieve, so the corpus is
 cached in ``.runtime/cache/`` and reused while every file it was built from is byte for
-byte the same (checked by SHA-256, never by timestamps).
+byte the same (checked by SHA-256; a long-lived process skips the hash of a file whose
+status has not moved since it was last hashed, see :func:`current_fingerprint`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import itertools
 import marshal
 import os
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +35,7 @@ if TYPE_CHECKING:  # the parser is imported only when the corpus must be rebuilt
 CACHE_VERSION = 5  # 5: bare grouping headings do not end a run of neighbours
 PASSAGE_CHARS = 1500
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-_EDGE_TAIL_RE = re.compile(r"\s*(?:→|->)\s*\[[^\]]*\]\s*$")
+_EDGE_TAIL_RE = re.compile(r"(?:→|->)\s*\[[^\]]*\]\s*$")  # an edge list ends a line: `→ [rel:x, dep:y]`
 _NODE_HEAD_RE = re.compile(r"^[ \t]*[-*+]\s+`([^`]*)`\s*")
 _SLUG_RE = re.compile(r"[-_.]+")
 _ANCHOR_RE = re.compile(r"\s*\{[A-Z]*#\s*[^\s{}]+\}.*$")
@@ -124,6 +126,8 @@ class Corpus:
     missing: list[str]  # referenced files that did not exist
     issues: int = 0
     texts: dict[str, list[str]] = field(default_factory=dict)  # file -> lines (filled on demand)
+    #: file -> its status when this process last found it unchanged (see current_fingerprint)
+    checked: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     def by_id(self) -> dict[str, Entry]:
         return {e.id: e for e in self.entries if e.id is not None and e.kind != "source"}
@@ -178,15 +182,29 @@ def slug_words(ident: str | None) -> str:
     return _SLUG_RE.sub(" ", ident or "").strip()
 
 
+def _before_edges(text: str) -> str:
+    """``text`` up to its edge list, if it ends with one. Only an arrow can start that tail, so
+    the pattern is tried at the arrows (leftmost first), not at every character of the line."""
+    best = -1
+    for arrow in ("→", "->"):
+        i = text.find(arrow)
+        while i >= 0 and (best < 0 or i < best):
+            if _EDGE_TAIL_RE.match(text, i):
+                best = i
+                break
+            i = text.find(arrow, i + 1)
+    return text if best < 0 else text[:best]
+
+
 def node_prose(line: str) -> str:
     """The words of a node line: no bullet, no backticks, no edge list."""
     m = _NODE_HEAD_RE.match(line)
     rest = line[m.end():] if m else line
-    return _EDGE_TAIL_RE.sub("", rest).strip()
+    return _before_edges(rest).strip()
 
 
 def heading_title(line: str) -> str:
-    return _EDGE_TAIL_RE.sub("", _ANCHOR_RE.sub("", line.lstrip("#"))).strip()
+    return _before_edges(_ANCHOR_RE.sub("", line.lstrip("#"))).strip()
 
 
 def _traversal(graph: Graph) -> list[Item]:
@@ -376,7 +394,7 @@ class _Projection:
 
     def node_entry(self, item: Item, rank: int, anc: list[int], context: str) -> Entry:
         lines = self.texts.get(item.file, [])
-        own = [item.line + k for k in range(item.end_line - item.line + 1)]
+        own = list(range(item.line, item.end_line + 1))
         words = [node_prose(lines[item.line - 1])] + [lines[n - 1].strip() for n in own[1:]]
         text = " ".join(w for w in words if w)
         return Entry(self.key_for(item), item.id, "node", item.file, item.line, item.end_line, item.hash,
@@ -566,11 +584,34 @@ def _write_cache(path: Path, corpus: Corpus) -> None:
         pass  # a derived cache: failing to write it costs time, never correctness
 
 
+#: A file changed this recently may change again within its file system's timestamp
+#: granularity without its status changing, so it is hashed again rather than trusted.
+RACY_NS = 2_000_000_000
+
+
 def current_fingerprint(root: Path, corpus: Corpus) -> bool:
-    """True when every file the corpus was built from is unchanged (cheap: hashes only)."""
+    """True when every file the corpus was built from is unchanged.
+
+    Each file is hashed, except one whose status (inode, size, modification and change
+    times) is what it was when an earlier call of this process hashed it, provided that
+    hash was taken more than :data:`RACY_NS` after the file's last change: as Git's index
+    treats a "racily clean" file. Any write moves the change time (which no tool can set
+    back), so a warm call hashes only what changed; a freshly written file is hashed until
+    it is old enough to be trusted."""
+    now = time.time_ns()
     for name, digest in corpus.files.items():
-        if _digest(Path(root) / name) != digest:
+        path = os.path.join(root, name)
+        try:
+            st = os.stat(path)
+        except OSError:
             return False
+        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if corpus.checked.get(name) == key:
+            continue
+        if _digest(Path(path)) != digest:
+            return False
+        if max(st.st_mtime_ns, st.st_ctime_ns) < now - RACY_NS:
+            corpus.checked[name] = key
     return not any(os.path.lexists(Path(root) / n) for n in corpus.missing)
 
 

@@ -9,6 +9,9 @@ when this query did not select it. Kept in the root's runtime SQLite (WAL).
 
 from __future__ import annotations
 
+import os
+import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 
@@ -25,10 +28,43 @@ class Delivered:
 
 
 class DeliveryHistory(store.StoreHandle):
-    """Delivery records of one root; one short SQLite connection per use."""
+    """Delivery records of one root.
+
+    Every retrieve reads and writes here, and opening the database (schema check, pragmas)
+    and closing its last connection (which checkpoints the WAL) cost more than a warm
+    retrieve's ranking. So a process keeps one connection per root open between uses, lent
+    to one user at a time (``with``), and opens it again when the database file was
+    replaced. In WAL mode ``synchronous=NORMAL`` skips the fsync of each commit: a power
+    cut may lose the last deliveries (those items are sent again), never the database; an
+    application crash loses nothing."""
 
     def __init__(self, runtime) -> None:
-        self.conn = store.connect(runtime)
+        path = os.path.join(os.path.abspath(runtime), store.DB_NAME)
+        key = (os.getpid(), path)  # a forked child opens its own
+        with _GUARD:
+            lock = _LOCKS.setdefault(key, threading.Lock())
+        lock.acquire()
+        try:
+            kept = _OPEN.get(key)
+            ino = _inode(path)
+            if kept is None or kept[1] != ino or ino is None:
+                if kept is not None:
+                    kept[0].close()
+                conn = store.connect(runtime)
+                conn.execute("PRAGMA synchronous=NORMAL")
+                kept = _OPEN[key] = (conn, _inode(path))
+            self.conn = kept[0]
+        except BaseException:
+            _OPEN.pop(key, None)
+            lock.release()
+            raise
+        self._lock = lock
+
+    def close(self) -> None:
+        """Hand the connection back (it stays open for the next use in this process)."""
+        if self.conn.in_transaction:  # never lend out a half-done transaction
+            self.conn.execute("ROLLBACK")
+        self._lock.release()
 
     def delivered(self, session: str) -> dict[str, Delivered]:
         check_session_id(session)
@@ -65,6 +101,19 @@ class DeliveryHistory(store.StoreHandle):
             cur = self.conn.execute("DELETE FROM retrieve_delivery WHERE session = ?", (session,))
             self.conn.execute("DELETE FROM retrieve_session WHERE session = ?", (session,))
         return cur.rowcount
+
+
+def _inode(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+_GUARD = threading.Lock()
+_LOCKS: dict[tuple[int, str], threading.Lock] = {}
+#: The kept connection of each (process, database file), with the file's inode when opened.
+_OPEN: dict[tuple[int, str], tuple[sqlite3.Connection, int | None]] = {}
 
 
 def filter_delivered(units: list, delivered: dict[str, Delivered], include_returned: bool) -> tuple[list, list[str], dict[str, str]]:

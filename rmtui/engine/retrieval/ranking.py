@@ -35,7 +35,7 @@ import numpy as np
 from rmtui.engine.retrieval import bm25
 from rmtui.engine.retrieval.bm25 import TermRows
 from rmtui.engine.retrieval.corpus import Corpus, Entry, slug_words, split_passages
-from rmtui.engine.retrieval.subjects import heading_label, lead_label
+from rmtui.engine.retrieval.subjects import dense_label
 
 LEXICAL_VERSION = 6  # 6: term counts ride along (updates re-tokenise only changed passages)
 _TOKEN_RE = re.compile(r"(?u)\b\w[\w.]*\w\b|\b\w\w+\b")
@@ -174,8 +174,8 @@ def dense_text(corpus: Corpus, index: int, params: RankParams) -> str:
         body = "\n".join([*before, body, *after])
     if params.context_in_dense and entry.context:
         return f"{entry.context}: {body}"
-    if not lead_label(entry) and (label := heading_label(corpus, entry)):
-        return f"{label}: {body}"  # the subject only its heading names (subjects.py)
+    if label := dense_label(corpus, entry):
+        return f"{label}: {body}"  # the subject written last or only in its heading, first (subjects.py)
     return body
 
 
@@ -191,10 +191,13 @@ def passages(texts: list[str]) -> tuple[list[str], np.ndarray]:
 
 
 def best_per_entry(passage_scores: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
-    """An entry scores as its best passage."""
+    """An entry scores as its best passage (0 without one). ``owner`` is in entry order, as
+    :func:`passages` makes it, so each entry's passages are one run: one ``reduceat``."""
     out = np.full(n, -np.inf if passage_scores.size else 0.0, dtype=np.float32)
     if passage_scores.size:
-        np.maximum.at(out, owner, passage_scores.astype(np.float32))
+        scores = passage_scores.astype(np.float32, copy=False)
+        starts = np.flatnonzero(np.concatenate(([True], owner[1:] != owner[:-1])))
+        out[owner[starts]] = np.maximum.reduceat(scores, starts)
     out[~np.isfinite(out)] = 0.0
     return out
 
@@ -323,7 +326,11 @@ class LexicalIndex:
                 "has_rows": self.rows is not None, "has_bare": self.bare is not None,
                 "arrays": [(a.dtype.str, a.shape[0]) for a in arrays]}
         h = marshal.dumps(head)
-        return len(h).to_bytes(8, "little") + h + b"".join(np.ascontiguousarray(a).tobytes() for a in arrays) + inner
+        out = [len(h).to_bytes(8, "little"), h, _pad(8 + len(h))]
+        for a in arrays:  # each array starts 8-byte aligned: numpy reads unaligned arrays slowly
+            raw = np.ascontiguousarray(a).tobytes()
+            out += [raw, _pad(len(raw))]
+        return b"".join(out) + inner
 
     @classmethod
     def loads(cls, raw: bytes | memoryview) -> LexicalIndex | None:
@@ -332,12 +339,13 @@ class LexicalIndex:
             head = marshal.loads(raw[8:8 + n])
             if head.get("version") != LEXICAL_VERSION:
                 return None
-            off = 8 + n
+            off = 8 + n + len(_pad(8 + n))
             arrays = []
             for dt, count in head["arrays"]:
                 dtype = np.dtype(dt)
                 arrays.append(np.frombuffer(raw, dtype=dtype, count=count, offset=off))
                 off += dtype.itemsize * count
+                off += len(_pad(off))
             data, indices, indptr, owner = arrays[:4]
             rest = arrays[4:]
             idx = cls(head["key"], head["vocab"], data, indices, indptr, owner, head["num_entries"],
@@ -352,9 +360,27 @@ class LexicalIndex:
                     return None
                 window.vocab = idx.vocab  # one vocabulary: window rows are sums of the others
                 idx.window, idx.window_weight = window, float(head["window_weight"])
-            return idx
-        except (ValueError, EOFError, TypeError, KeyError):
+            return idx if idx._consistent() else None
+        except (ValueError, EOFError, TypeError, KeyError, AttributeError):
             return None
+
+    def _consistent(self) -> bool:
+        """Whether the arrays read from a cache file fit together (a damaged file is rebuilt,
+        never indexed out of bounds)."""
+        v, p = len(self.vocab), len(self.owner)
+        if not (isinstance(self.vocab, dict) and len(self.indptr) == v + 1 and self.indptr[0] == 0
+                and self.indptr[-1] == len(self.data) == len(self.indices) and bool((np.diff(self.indptr) >= 0).all())
+                and (not len(self.indices) or (int(self.indices.min()) >= 0 and int(self.indices.max()) < p))
+                and (not p or (int(self.owner.min()) >= 0 and int(self.owner.max()) < self.num_entries))):
+            return False
+        for rows in (self.rows, self.bare):
+            if rows is not None and not rows.consistent(v):
+                return False
+        return self.window is None or self.window._consistent()
+
+
+def _pad(size: int) -> bytes:
+    return b"\0" * (-size % 8)
 
 
 def _window_rows(corpus: Corpus, rows: TermRows, entry_keys: np.ndarray, owner: np.ndarray, params: RankParams,

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -66,6 +66,19 @@ from rmtui.engine.retrieval.vectors import KEY_DTYPE, VectorCache, as_keys, text
 AGENT_FALLBACK: Callable[..., RetrieveResult] | None = None
 
 
+class Stages(dict):
+    """Seconds spent in each step of one retrieve, in order: what the benches print."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self[name] = self.get(name, 0.0) + now - self._t
+        self._t = now
+
+
 class _UseAgent(Exception):
     """The embedding service is unavailable and a retrieve model is configured."""
 
@@ -99,6 +112,7 @@ class SearchOutcome:
     matched: bool  # something clears the relevance gate
     query_vec: np.ndarray | None = None  # the need's embedding, reused to score pending evidence
     states_missing: int = 0  # passages the background indexer still owes token states
+    stages: Stages = field(default_factory=lambda: Stages())  # seconds per step
 
 
 def counts_from_config(cfg) -> tuple[int, int, bool]:
@@ -156,7 +170,7 @@ class DenseIndex:
         return self._parts
 
 
-DENSE_VERSION = 1
+DENSE_VERSION = 2  # 2: a subject written last leads the dense text (subjects.dense_label)
 
 
 def dense_index(corpus: Corpus, params: RankParams, cache_dir: Path | None = None) -> DenseIndex:
@@ -321,6 +335,7 @@ class FirstStage:
     mode: str
     signals: Signals | None
     states_missing: int = 0
+    stages: Stages = field(default_factory=lambda: Stages())
 
 
 def embed_need(backend, need: str, *, states: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
@@ -335,23 +350,27 @@ def embed_need(backend, need: str, *, states: bool = True) -> tuple[np.ndarray, 
 def first_stage(root: MemoryRoot, need: str, *, corpus: Corpus, backend, params: RankParams,
                 deadline: float | None = None) -> FirstStage:
     """BM25 (own text and neighbour window) and dense scores of every entry for ``need``."""
+    stages = Stages()
     cache_dir = root.runtime / "cache"
     lex_index = load_lexical(corpus, params, cache_dir)
     qtokens = query_tokens(need, params)
     zeros = np.zeros(len(corpus.entries), np.float32)
     own, window = lex_index.score_parts(qtokens) if not params.dense_only else (zeros, zeros)
     lexical = lex_index.combine(own, window) if not params.dense_only else zeros
+    stages.lap("bm25")
     if backend is None or params.lexical_only or not corpus.entries:
-        return FirstStage(lexical, None, None, None, "lexical", None)
+        return FirstStage(lexical, None, None, None, "lexical", None, stages=stages)
     # token states serve only the learned second stage: without it none are asked or stored
     qvec, need_states = embed_need(backend, need, states=params.learned and not params.dense_only)
+    stages.lap("query embedding")
     got = dense_scores(corpus, need, backend, params, cache_dir, deadline=deadline, query=qvec,
                        states=need_states is not None)
+    stages.lap("dense")
     if params.dense_only:
-        return FirstStage(lexical, got.scores, got.coverage, qvec, "dense", None)
+        return FirstStage(lexical, got.scores, got.coverage, qvec, "dense", None, stages=stages)
     sig = Signals(lex_index, qtokens, own, window, lexical, got.scores, got.best_vectors, params.stem,
                   need_states, got.best_states if got.tokens is not None else None)
-    return FirstStage(lexical, got.scores, got.coverage, qvec, "hybrid", sig, got.states_missing)
+    return FirstStage(lexical, got.scores, got.coverage, qvec, "hybrid", sig, got.states_missing, stages)
 
 
 def search(root: MemoryRoot, need: str, *, top: int, corpus: Corpus, backend, cfg,
@@ -368,16 +387,19 @@ def search(root: MemoryRoot, need: str, *, top: int, corpus: Corpus, backend, cf
     svc = embedding_service(cfg)
     _, window, rerank = counts_from_config(cfg)
     limit = max(top, window)
+    stages = first.stages
     ranked = rank(corpus, lexical, dense, params, limit, second)
+    stages.lap("fusion and second stage")
     min_sim = float(cfg.get("retrieve.min_similarity"))
     matched = bool(corpus.entries) and (bool((lexical > 0).any()) or (dense is not None and bool((dense >= min_sim).any())))
     if backend is not None and ranked and rerank and not params.lexical_only:
         ranked = _rerank(corpus, need, ranked, backend, params, window,
                          strict=svc is not None and svc.original)
+        stages.lap("reranker")
     min_score = float(cfg.get("retrieve.min_score"))
     ranked = [r for r in ranked if r.score > min_score][:top]  # a zero score is no match at all
     return SearchOutcome(corpus, ranked, mode, warnings, coverage, matched and bool(ranked), qvec,
-                         first.states_missing)
+                         first.states_missing, stages)
 
 
 def _rerank(corpus: Corpus, need: str, ranked: list[Ranked], backend, params: RankParams, k: int,
@@ -533,10 +555,13 @@ def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = Non
             chosen = None
             outcome = search(root, need, top=top, corpus=corpus, backend=None, cfg=cfg, params=params)
         timings["search"] = time.monotonic() - t0
+        stages = outcome.stages
         with file_lock(root.lock_path, shared=True):
             if not current_fingerprint(root.path, corpus):
                 continue  # memory changed while we ranked: once more on the new corpus
+            stages.lap("fingerprint re-check")
             result = _deliver(root, session, outcome, commit, include_returned, max_chars, record)
+        stages.lap("render and record")
         result.warnings = warnings + outcome.warnings
         if include_pending:  # read after memory, so evidence consumed by a landed Update is gone
             items = search_pending(root, need, backend=chosen, params=params or params_from_config(cfg),
@@ -544,9 +569,11 @@ def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = Non
                                    warnings=result.warnings)
             _with_pending(result, items, max_chars)
             timings["pending"] = time.monotonic() - t0
+            stages.lap("pending evidence")
         if (outcome.dense_coverage is not None and outcome.dense_coverage < 1.0) or outcome.states_missing:
             spawn_indexer(root)
         timings["total"] = time.monotonic() - t0
+        timings["stages"] = dict(stages)
         result.timings = timings
         return result
     raise ConflictError("memory changed during both retrieval attempts; retry the query")

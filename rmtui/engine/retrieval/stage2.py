@@ -21,11 +21,14 @@ Features beyond scores (each measured on the development sets, see below):
   colon inside a sentence or in ``**State:**`` markup). An entry *about* what the need names
   beats one that only mentions it.
 - ``subject``: the same question asked of the node's subject wherever the note puts it: the
-  lead label, a short label in parentheses at its end, or the short heading it sits under
-  (``subjects.py``). Real notes rarely start with a label; without this the stage rewarded
-  one way of writing notes over the others.
+  lead label, a short label in parentheses at its end, the short heading it sits under, else
+  its first words, where a sentence puts its subject (``subjects.py``). Real notes rarely
+  start with a label; without this the stage rewarded one way of writing notes over the
+  others.
 - ``context_cover``: the IDF-weighted share of the need's words in the node's ancestor heading
   titles -- what a group of notes is about, whichever way each note is written.
+- ``node_cover``: the same share in the node's text, heading titles and subject together: a
+  word of the need counts wherever the note puts it.
 - ``maxsim``: late interaction -- each token state of the need matched to its closest token
   state of the entry's best passage, averaged (ColBERT's MaxSim over the embedding model's own
   token states, kept as int8 in ``tokens.TokenStore``). It sees which word matches which,
@@ -35,9 +38,10 @@ Features beyond scores (each measured on the development sets, see below):
 
 The weights live in ``stage2_weights.py``, written by ``bench/fit_stage2.py`` from development
 data only: the LoCoMo development conversations rendered in four layouts of the speaker (label
-first, inside the sentence, last, only in a heading) and a notes-shaped project
-(``bench/notes/``), the two domains weighing the same; the held-out conversations and the
-held-out notes project are only scored. The stage needs dense scores
+first, inside the sentence, last, only in a heading) and two notes-shaped projects
+(``bench/notes/``), the conversations weighing two thirds and the notes one third; the
+held-out conversations and the held-out notes project are only scored. Features were chosen
+by cross-validation on the development sets alone (``bench/fit_stage2.py --cv``). The stage needs dense scores
 (several features are vector ones); without them the first-stage order stands.
 """
 
@@ -60,7 +64,8 @@ FEATURES = (
     "own", "window", "lexical", "dense", "dense_gap", "dense_prev", "dense_next", "own_prev", "own_next",
     "fused", "heading_fused", "heading_dense", "coverage", "length", "own_top", "need_words",
     "fused_prev", "fused_next", "rank_fused", "rank_dense", "rank_lexical", "centroid", "first",
-    "own_raw", "lexical_prev", "lexical_next", "coherence_prev", "coherence_next", "lead", "subject", "context_cover",
+    "own_raw", "lexical_prev", "lexical_next", "coherence_prev", "coherence_next", "lead", "subject",
+    "context_cover", "node_cover",
 )
 #: Features that need token states (the model used when every candidate has them).
 TOKEN_FEATURES = ("maxsim",)
@@ -79,7 +84,8 @@ class Signals:
     vectors: Callable[[np.ndarray], np.ndarray]  # entry indexes -> unit vector of each one's best passage
     stem: bool = True  # how ``query_tokens`` were made (lead labels are tokenized the same way)
     need_states: np.ndarray | None = None  # the need's token states (unit rows), when the host gives them
-    states: Callable[[np.ndarray], list[np.ndarray | None]] | None = None  # entry -> int8 token states of its best passage
+    # entry indexes -> int8 token states of each one's best passage
+    states: Callable[[np.ndarray], list[np.ndarray | None]] | None = None
 
 
 def _norm(x: np.ndarray) -> np.ndarray:
@@ -100,10 +106,14 @@ def candidates(fused: np.ndarray, pool: int = POOL) -> np.ndarray:
     return np.asarray(sorted(top.tolist(), key=lambda i: (-float(fused[i]), i)), dtype=np.int64)
 
 
-def _label_hits(labels: list[str], query_tokens: list[str], stem: bool) -> np.ndarray:
+def _hits(query_tokens: list[str], token_lists: list[list[str]]) -> np.ndarray:
+    """1 for each list of words that holds a word of the need, else 0."""
     need = set(query_tokens)
-    return np.asarray([float(bool(need.intersection(words))) for words in tokenize_many(labels, stem=stem)],
-                      dtype=np.float32)
+    return np.asarray([float(bool(need.intersection(words))) for words in token_lists], dtype=np.float32)
+
+
+def _label_hits(labels: list[str], query_tokens: list[str], stem: bool) -> np.ndarray:
+    return _hits(query_tokens, tokenize_many(labels, stem=stem))
 
 
 def lead_hits(corpus: Corpus, query_tokens: list[str], cand: np.ndarray, *, stem: bool = True) -> np.ndarray:
@@ -113,26 +123,50 @@ def lead_hits(corpus: Corpus, query_tokens: list[str], cand: np.ndarray, *, stem
 
 def subject_hits(corpus: Corpus, query_tokens: list[str], cand: np.ndarray, *, stem: bool = True) -> np.ndarray:
     """1 for each candidate whose subject (``subjects.subject_label``: lead, tail or heading
-    label) holds a word of the need, else 0."""
+    label, or opening words) holds a word of the need, else 0."""
     return _label_hits([subject_label(corpus, corpus.entries[int(i)]) for i in cand.tolist()], query_tokens, stem)
 
 
-def context_cover(corpus: Corpus, sig: Signals, cand: np.ndarray) -> np.ndarray:
-    """IDF-weighted share of the need's words in each candidate's ancestor heading titles: the
-    headings say what a group of notes is about, whichever way each note is written."""
-    words = list(dict.fromkeys(sig.query_tokens))
+def _need_idf(sig: Signals) -> dict[str, float]:
+    """The IDF of each distinct word of the need (over the lexical index's passages)."""
     index = sig.index
     n = max(len(index.owner), 1)
     idf = {}
-    for tok in words:
+    for tok in dict.fromkeys(sig.query_tokens):
         t = index.vocab.get(tok)
         df = int(index.indptr[t + 1]) - int(index.indptr[t]) if t is not None else 0
         idf[tok] = float(np.log1p(n / max(df, 1)))
+    return idf
+
+
+def _cover(idf: dict[str, float], token_lists: list[list[str]]) -> np.ndarray:
+    """IDF-weighted share of the need's words in each list of words."""
     total = sum(idf.values())
     if not total:
-        return np.zeros(len(cand), dtype=np.float32)
-    toks = tokenize_many([corpus.entries[int(i)].context for i in cand.tolist()], stem=sig.stem)
-    return np.asarray([sum(idf[w] for w in set(t).intersection(idf)) / total for t in toks], dtype=np.float32)
+        return np.zeros(len(token_lists), dtype=np.float32)
+    return np.asarray([sum(idf[w] for w in set(t).intersection(idf)) / total for t in token_lists], dtype=np.float32)
+
+
+def _text_columns(corpus: Corpus, sig: Signals, cand: np.ndarray) -> dict[str, np.ndarray]:
+    """The features read from the candidates' words, each text tokenized once:
+
+    - ``lead`` / ``subject``: a word of the need in the lead label / the subject
+      (``subjects.subject_label``);
+    - ``context_cover``: IDF-weighted share of the need's words in the ancestor heading titles;
+    - ``node_cover``: the same share in everything that says what the node is -- its text, its
+      heading titles and its subject together, so a word counts wherever the note puts it.
+    """
+    entries = [corpus.entries[int(i)] for i in cand.tolist()]
+    memo: dict[str, list[str]] = {}
+    lead, subject, context, text = (tokenize_many(texts, stem=sig.stem, memo=memo) for texts in (
+        [lead_label(e) for e in entries], [subject_label(corpus, e) for e in entries],
+        [e.context for e in entries], [e.text for e in entries]))
+    idf = _need_idf(sig)
+    return {
+        "lead": _hits(sig.query_tokens, lead), "subject": _hits(sig.query_tokens, subject),
+        "context_cover": _cover(idf, context),
+        "node_cover": _cover(idf, [a + b + c for a, b, c in zip(text, context, subject, strict=True)]),
+    }
 
 
 def maxsim(need_states: np.ndarray, states: list[np.ndarray]) -> np.ndarray:
@@ -196,9 +230,7 @@ def features(corpus: Corpus, sig: Signals, fused: np.ndarray, cand: np.ndarray,
         "rank_lexical": _log_rank(sig.lexical, cand),
         "centroid": vec @ centre, "first": vec @ vec[0], "own_raw": sig.own[cand],
         "lexical_prev": gate_p * pad(lex)[p], "lexical_next": gate_n * pad(lex)[n],
-        "coherence_prev": coh_p, "coherence_next": coh_n, "lead": lead_hits(corpus, sig.query_tokens, cand, stem=sig.stem),
-        "subject": subject_hits(corpus, sig.query_tokens, cand, stem=sig.stem),
-        "context_cover": context_cover(corpus, sig, cand),
+        "coherence_prev": coh_p, "coherence_next": coh_n, **_text_columns(corpus, sig, cand),
     }
     names: tuple[str, ...] = FEATURES
     if states is not None and sig.need_states is not None:

@@ -2,11 +2,13 @@
 
 Notes name their subject in different places: a lead label before a colon (``Staging DB:
 moved to 5433``, ``Ana: we chose postgres``), a short label in parentheses at the end
-(``moved to 5433 (staging DB)``), or only the short heading the node sits under (``## Staging
-DB`` over its facts, ``# Ana`` over a run of turns). Ranking reads the subject in all three
-places, so that no way of writing notes is favoured over another (docs/architecture.md,
-"Retrieval"): the dense text of a node that names its subject only in its heading is embedded
-as ``subject: text``, and the second stage asks whether the need names the subject.
+(``moved to 5433 (staging DB)``), only the short heading the node sits under (``## Staging
+DB`` over its facts, ``# Ana`` over a run of turns), or as the subject of its sentence, first
+(``Ana said that ...``, ``core.hooksPath points hooks at ...``). Ranking reads the subject in
+all these places, so that no way of writing notes is favoured over another
+(docs/architecture.md, "Retrieval"): the dense text of a node that names its subject last or
+only in its heading is embedded as ``subject: text`` (first, where a lead label would be), and
+the second stage asks whether the need names the subject.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 LABEL_WORDS = 4
 #: ... before a colon this close to the start of a node.
 LEAD_CHARS = 40
+#: A node without a label: its first this many words stand for its subject.
+OPENING_WORDS = 3
 
 
 def lead_label(entry) -> str:
@@ -52,6 +56,23 @@ def heading_label(corpus, entry) -> str:
     return title if 0 < len(title.split()) <= LABEL_WORDS else ""
 
 
+def dense_label(corpus, entry) -> str:
+    """The subject a node's dense text is prefixed with (``subject: text``) when the note does not
+    lead with it: its tail label, else its heading label; "" for a node with a lead label."""
+    if lead_label(entry):
+        return ""
+    return tail_label(entry) or heading_label(corpus, entry)
+
+
+def opening_words(entry) -> str:
+    """The first :data:`OPENING_WORDS` words of a node, markup removed: where a sentence puts
+    its subject (``Ana said that``, ``core.hooksPath points hooks``)."""
+    if entry.kind != "node":
+        return ""
+    return " ".join(entry.text.replace("`", " ").replace("*", " ").split()[:OPENING_WORDS])
+
+
 def subject_label(corpus, entry) -> str:
-    """The subject of a node: its lead label, else its tail label, else its heading label."""
-    return lead_label(entry) or tail_label(entry) or heading_label(corpus, entry)
+    """The subject of a node: its lead label, else its tail label, else its heading label,
+    else its opening words."""
+    return lead_label(entry) or tail_label(entry) or heading_label(corpus, entry) or opening_words(entry)

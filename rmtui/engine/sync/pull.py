@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,8 +51,13 @@ PULL_CHECK_FETCH_TIMEOUT = 2.0
 REPAIR_POLICY = "staged-sync-repair-v1"
 
 
-@dataclass
+@dataclass(frozen=True)
 class SyncResult:
+    """What a pull, push or status answers: ``status`` (synced, fresh, pushed, offline, error,
+    conflict, dirty, unconfigured, ...) and why, the files it brought, ahead/behind against the
+    upstream, the receipt of a landing and the repair it needed, the sync state file after it,
+    and the rule a refusal names."""
+
     status: str
     message: str
     files: list[str] = field(default_factory=list)
@@ -128,8 +133,7 @@ def _finish(root: MemoryRoot, result: SyncResult, **stamps: str) -> SyncResult:
     for key, value in stamps.items():
         setattr(st, key, value)
     sync_state.save(root, st)
-    result.state = st.to_json()
-    return result
+    return replace(result, state=st.to_json())
 
 
 def status(root: MemoryRoot) -> SyncResult:
@@ -137,8 +141,7 @@ def status(root: MemoryRoot) -> SyncResult:
     up, off = _configured(root)
     st = sync_state.load(root)
     if off is not None:
-        off.state = st.to_json()
-        return off
+        return replace(off, state=st.to_json())
     assert up is not None
     head = rev(root.path, "HEAD")
     tip = rev(root.path, up.ref)
@@ -334,7 +337,7 @@ def _publish(root: MemoryRoot, up: Upstream, head: str, candidate: str, incoming
     res = _finish(root, res, last_successful_pull_at=sync_state.now_iso(), last_upstream_commit=tip or candidate)
     if push_merge:  # a merge is a local commit the upstream lacks
         pushed = push_now(root, up)
-        res.status = pushed.status if pushed.status != "pushed" else "synced"
+        res = replace(res, status=pushed.status if pushed.status != "pushed" else "synced")
     return res
 
 

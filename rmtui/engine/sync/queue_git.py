@@ -152,6 +152,27 @@ def _one_line(path: str) -> str:
     return path.encode("unicode_escape").decode("ascii").replace(" ", "\\x20")
 
 
+@dataclass(frozen=True)
+class Reconciled:
+    """What :meth:`GitQueue.reconcile_local` did: the uids imported as queued evidence, those
+    marked consumed (landed elsewhere), and replays dropped (uid -> why)."""
+
+    imported: list[str]
+    consumed: list[str]
+    dropped: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """A candidate withdrawn from the shared queue, and the recovery records re-keyed without it."""
+
+    uid: str
+    superseded: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"uid": self.uid, "superseded": self.superseded}
+
+
 class QueueRace(ConflictError):
     """Another machine changed the queue first; the mutation was retried and gave up."""
 
@@ -269,7 +290,7 @@ class GitQueue:
             atomic_write_text(outbox / f"{e.uid}.json", records.record_bytes(marker).decode())
         return [e.uid for e in pending]
 
-    def reconcile_local(self, commit: str | None = None) -> dict:
+    def reconcile_local(self, commit: str | None = None) -> Reconciled:
         """Import other machines' candidates as queued evidence (never a spent uid: one an
         update record or a cancel already named); mark evidence consumed that was published
         and is gone from the tracked queue (a finalize landed it somewhere)."""
@@ -277,7 +298,9 @@ class GitQueue:
         snap = self.snapshot(commit)
         spent = self.spent(commit)
         marker_dir = self.root.runtime / "async" / "update" / "publication"
-        imported, consumed, dropped = [], [], {}
+        imported: list[str] = []
+        consumed: list[str] = []
+        dropped: dict[str, str] = {}
         with EvidenceQueue(self.root) as q:
             for uid, c in snap.candidates.items():
                 why = spent.reason(uid)
@@ -296,7 +319,7 @@ class GitQueue:
                 else:  # a finalize landed it somewhere
                     q.consume([e.uid], None, elsewhere=True)
                     consumed.append(e.uid)
-        return {"imported": imported, "consumed": consumed, "dropped": dropped}
+        return Reconciled(imported, consumed, dropped)
 
     def refresh(self) -> None:
         """Before a turn: publish what is ours, set aside what no machine may use (see
@@ -521,13 +544,13 @@ class GitQueue:
             self.adopt()
         return retried
 
-    def cancel(self, ref: str, session: str | None = None) -> dict:
+    def cancel(self, ref: str, session: str | None = None) -> Cancelled:
         """Withdraw one published candidate: ``ref`` is a local display id (an integer that
         must name one candidate) or a uid prefix of 8-32 hex. A candidate in the live lease is
         refused; recoveries holding it are re-keyed (a new batch id over the
         rest, a ``RightMemory-Queue-Supersede`` trailer for each old one). The subject names
         the uid; ``RightMemory-Queue-Cancel`` carries a one-off token (docs/formats.md, "Evidence queue")."""
-        out: dict = {}
+        done: list[Cancelled] = []
         token = uuid.uuid4().hex
 
         def apply(edit: TreeEdit, tip: str, snap: Snapshot) -> bool:
@@ -550,14 +573,15 @@ class GitQueue:
             trailers = f"RightMemory-Queue-Cancel: {token}\n" + "".join(
                 f"RightMemory-Queue-Supersede: {b}\n" for b in sorted(supersede))
             edit.commit(f"update queue: cancel {uid}\n\n{trailers}")
-            out.update(uid=uid, superseded=supersede)
+            done[:] = [Cancelled(uid, supersede)]  # a retried mutation answers its last attempt
             return True
 
         self.mutate(apply)
         self.adopt()
+        out = done[-1]
         with EvidenceQueue(self.root) as q:
             try:
-                q.reject([out["uid"]], CANCELLED)
+                q.reject([out.uid], CANCELLED)
             except (UsageError, ConflictError):
                 pass  # not in this machine's store, or already settled here
         return out

@@ -14,6 +14,7 @@ from typing import Protocol
 import git
 
 from rmtui.engine.errors import EngineError
+from rmtui.engine.evidence.queue import EvidenceQueue
 from rmtui.engine.memory.role_table import MEMORY_GRAPH, matches
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.writes import worktrees
@@ -57,25 +58,25 @@ def _cleanup(sup: Supervisor, op: Operation) -> None:
     (sup.root.runtime / "oplocks" / f"{op.id}.lock").unlink(missing_ok=True)
 
 
+def _settle_evidence(sup: Supervisor, op: Operation,
+                     settle: Callable[[EvidenceQueue, list[str], str | None], None]) -> None:
+    """Settle the operation's batch of evidence in the local queue (nothing when it took none)."""
+    if not op.candidate_uids:
+        return
+    with EvidenceQueue(sup.root) as q:
+        settle(q, op.candidate_uids, op.batch_id)
+
+
 @effect("release_evidence")
 def _release_evidence(sup: Supervisor, op: Operation) -> None:
     """A failed or abandoned batch loses nothing: its evidence goes back to the queue."""
-    if not op.candidate_uids:
-        return
-    from rmtui.engine.evidence.queue import EvidenceQueue
-
-    with EvidenceQueue(sup.root) as q:
-        q.release(op.candidate_uids, op.batch_id)
+    _settle_evidence(sup, op, EvidenceQueue.release)
 
 
 @effect("evidence_consumed")
 def _evidence_consumed(sup: Supervisor, op: Operation) -> None:
-    if not op.candidate_uids:
-        return
-    from rmtui.engine.evidence.queue import EvidenceQueue
-
-    with EvidenceQueue(sup.root) as q:
-        q.consume(op.candidate_uids, op.batch_id)
+    """A landed batch's evidence is consumed: kept, and never handed out again."""
+    _settle_evidence(sup, op, EvidenceQueue.consume)
 
 
 @effect("update_record")

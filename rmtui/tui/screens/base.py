@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
-from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from rmtui.engine.errors import EngineError
 from rmtui.engine.host.watch import ChangeSet
-
-if TYPE_CHECKING:
-    from rmtui.tui.app import RmtuiApp
-
-
-def workbench(node: DOMNode) -> RmtuiApp:
-    """The running workbench, typed: Textual types ``node.app`` as any ``App``, and every rmtui
-    screen and widget runs inside :class:`~rmtui.tui.app.RmtuiApp` (its root, clock, signals)."""
-    return cast("RmtuiApp", node.app)
+from rmtui.tui.context import workbench
 
 
 def error_text(exc: EngineError) -> tuple[str, str | None]:

@@ -13,8 +13,9 @@ from textual.widgets import Footer, Header, Static
 
 from rmtui.engine.errors import EngineError
 from rmtui.tui import readers
+from rmtui.tui.context import workbench
 from rmtui.tui.messages import DiffLoaded, EngineFailed
-from rmtui.tui.screens.base import WorkbenchScreen, error_text, workbench
+from rmtui.tui.screens.base import WorkbenchScreen, error_text
 from rmtui.tui.widgets.diff_view import DiffView
 from rmtui.tui.wording import count
 

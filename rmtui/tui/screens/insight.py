@@ -4,7 +4,7 @@ them the points gauge (points against the trigger threshold) and the last run's 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -16,8 +16,12 @@ from textual.worker import get_current_worker
 
 from rmtui.engine.host import watch
 from rmtui.tui import readers
+from rmtui.tui.context import workbench
 from rmtui.tui.messages import InsightLogsLoaded
-from rmtui.tui.screens.base import LiveScreen, workbench
+from rmtui.tui.screens.base import LiveScreen
+
+if TYPE_CHECKING:
+    from rmtui.engine.cycles.insight import InsightStatus
 
 
 class InsightScreen(LiveScreen):
@@ -117,16 +121,16 @@ class InsightScreen(LiveScreen):
         self.sub_title = f"Insight logs · {len(self.logs)} · " + ("following new logs" if self.follow else "paused")
 
 
-def gauge_text(st: dict, width: int = 20) -> str:
+def gauge_text(st: InsightStatus, width: int = 20) -> str:
     """``Insight points ▰▰▱▱ 3/150 · last run: artifact …`` from ``insight_status``."""
-    points, threshold = float(st["points"]), float(st["threshold"]) or 1.0
+    points, threshold = st.points, st.threshold or 1.0
     filled = min(width, int(width * points / threshold))
     line = f"Insight points {'▰' * filled}{'▱' * (width - filled)} {points:g}/{threshold:g}"
-    if st.get("active_operation_id"):
+    if st.active_operation_id:
         line += " · running"
-    elif st.get("due"):
+    elif st.due:
         line += " · due"
-    last = st.get("last_run")
+    last = st.last_run
     if last:
         outcome = {"artifact": f"wrote {last.get('log') or 'a log'}", "noop": "no-op (nothing stood out)",
                    "failed": f"failed: {last.get('message') or 'see insight status'}"}.get(str(last.get("state")),
@@ -134,6 +138,6 @@ def gauge_text(st: dict, width: int = 20) -> str:
         line += f" · last run: {outcome}"
     else:
         line += " · no run yet"
-    if st.get("backoff"):
-        line += f" · {st['backoff']}"
+    if st.backoff:
+        line += f" · {st.backoff}"
     return line

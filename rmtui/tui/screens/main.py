@@ -23,10 +23,11 @@ from textual.worker import get_current_worker
 
 from rmtui.engine.host import watch
 from rmtui.tui import readers
+from rmtui.tui.context import workbench
 from rmtui.tui.keys import key_of
 from rmtui.tui.messages import FollowItem, GraphLoaded, ItemHistoryLoaded, OperationsLoaded, QueueLoaded
 from rmtui.tui.models import GraphState
-from rmtui.tui.screens.base import LiveScreen, workbench
+from rmtui.tui.screens.base import LiveScreen
 from rmtui.tui.screens.dialogs import PromptScreen
 from rmtui.tui.widgets.evidence_pane import EvidencePane
 from rmtui.tui.widgets.memory_tree import Entry, MemoryTree, item_key

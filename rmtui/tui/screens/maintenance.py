@@ -22,8 +22,9 @@ from textual.worker import get_current_worker
 from rmtui.engine.errors import EngineError, UsageError
 from rmtui.engine.host import watch
 from rmtui.tui import readers
+from rmtui.tui.context import workbench
 from rmtui.tui.messages import EngineDone, EngineFailed, MaintenanceLoaded
-from rmtui.tui.screens.base import LiveScreen, error_text, workbench
+from rmtui.tui.screens.base import LiveScreen, error_text
 from rmtui.tui.screens.dialogs import ConfirmScreen, PromptScreen
 from rmtui.tui.wording import count
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -32,23 +32,27 @@ from rmtui.engine.display import printable
 from rmtui.engine.errors import EngineError
 from rmtui.engine.host import watch
 from rmtui.engine.pursuit.journal import session_hash
-from rmtui.tui.screens.base import LiveScreen, error_text, workbench
+from rmtui.tui.context import workbench
+from rmtui.tui.screens.base import LiveScreen, error_text
 from rmtui.tui.screens.dialogs import ConfirmScreen, PromptScreen, TextScreen
 from rmtui.tui.widgets.pursuit_tree import PursuitTree
 from rmtui.tui.wording import count
+
+if TYPE_CHECKING:
+    from rmtui.engine.pursuit import PursuitState
 
 #: who edits: the local person, as the headless CLI without ``--session`` (pending edits of
 #: another session are refused until it checkpoints or discards them)
 SESSION = "rmtui"
 
 
-def foreign_owner(state: dict) -> str | None:
+def foreign_owner(state: PursuitState) -> str | None:
     """Whose pending edits the journal holds when they are not this workbench's: the session as
     it was typed (or its hash, for a session rmtui never saw); None when they are ours."""
-    owner = state.get("owner")
-    if not state.get("cursor") or not owner or owner == session_hash(SESSION):
+    owner = state.owner
+    if not state.cursor or not owner or owner == session_hash(SESSION):
         return None
-    name = state.get("owner_session")
+    name = state.owner_session
     return repr(printable(name)) if name else f"with sha256 {owner[:12]} (not one rmtui has seen)"
 
 
@@ -58,7 +62,7 @@ class PursuitLoaded(Message, bubble=False):
     so a read that started before a write never paints over the write's result."""
 
     seq: int
-    state: dict
+    state: PursuitState
     select: str | None = None
     text: str = field(default="", kw_only=True)  # what a write did, to tell the person
     write: bool = field(default=False, kw_only=True)
@@ -82,34 +86,34 @@ def descendants(by_id: dict[str, dict], pid: str) -> list[str]:
     return out
 
 
-def status_text(state: dict) -> Text:
+def status_text(state: PursuitState) -> Text:
     """``revision 322f71f310e1 · 2 pending edits (PURSUITS.md) · …`` and any conflict."""
     text = Text()
     text.append("revision ", style="bold")
-    text.append(state["revision"][:12])
-    pending = state["pending_edits"]
+    text.append(state.revision[:12])
+    pending = state.pending_edits
     text.append(" · ")
     other = foreign_owner(state)
     if other is not None:
         text.append(f"{count(pending, 'pending edit')} by session {other}", style="bold")
-        name = state.get("owner_session")
+        name = state.owner_session
         cli = f"rmtui --headless pursuit discard --session {name}" if name else "rmtui --headless pursuit discard"
         text.append(f", not this workbench's: x discards them (or `{printable(cli)}`); new edits, undo and "
                     "checkpoint wait until that session checkpoints or they are discarded")
         return text
     if pending:
         text.append(f"{count(pending, 'pending edit')}", style="bold")
-        if state["changed_files"]:
-            text.append(f" ({', '.join(state['changed_files'])})")
+        if state.changed_files:
+            text.append(f" ({', '.join(state.changed_files)})")
         text.append(f" not committed yet: c lands {'it' if pending == 1 else 'them as one commit'}")
     else:
         text.append("no pending edits: the map is as committed")
-    undo = "undo" if state["can_undo"] else ""
-    redo = "redo" if state["can_redo"] else ""
+    undo = "undo" if state.can_undo else ""
+    redo = "redo" if state.can_redo else ""
     if undo or redo:
         text.append(" · can " + " and ".join(x for x in (undo, redo) if x))
-    if state["conflicts"]:
-        text.append(f"\nmemory changed under the pending edits ({', '.join(state['conflicts'])}): checkpoint is "
+    if state.conflicts:
+        text.append(f"\nmemory changed under the pending edits ({', '.join(state.conflicts)}): checkpoint is "
                     "impossible; x discards the pending edits", style="bold")
     return text
 
@@ -153,7 +157,7 @@ class PursuitScreen(LiveScreen):
 
     def __init__(self) -> None:
         super().__init__(id="pursuit")
-        self.state: dict | None = None
+        self.state: PursuitState | None = None
         self.revision: str | None = None
         self.loaded = False
         self.busy = False
@@ -215,11 +219,11 @@ class PursuitScreen(LiveScreen):
             return
         self._painted = message.seq
         self.state = message.state
-        self.revision = message.state["revision"]
+        self.revision = message.state.revision
         self.load_error = None
         self.loaded = True
         self.query_one("#pursuit-status", Static).update(status_text(message.state))
-        self.query_one("#pursuit-status").set_class(bool(message.state["conflicts"]), "-conflict")
+        self.query_one("#pursuit-status").set_class(bool(message.state.conflicts), "-conflict")
         tree = self.query_one(PursuitTree)
         tree.set_state(message.state, select=message.select)
         await self._preview(tree.highlighted_id, force=True)
@@ -261,19 +265,22 @@ class PursuitScreen(LiveScreen):
         body = self.query_one("#pursuit-markdown", Markdown)
         box = self.query_one("#pursuit-preview")
         if p is None or self.state is None:
-            meta.update(Text("Select a Pursuit to see its body." if self.state and self.state["pursuits"]
+            meta.update(Text("Select a Pursuit to see its body." if self.state and self.state.pursuits
                              else "No Pursuits yet. n creates one."))
             await body.update("")
             box.border_title = "Pursuit"
             return
-        meta.update(meta_text(p, self.state["focus"]))
+        meta.update(meta_text(p, self.state.focus))
         await body.update(p.get("body") or "*No body yet. e writes one.*")
         box.border_title = f"{p['title']} · {p['id']}"
+
+    def _pursuits(self) -> list[dict]:
+        return self.state.pursuits if self.state is not None else []
 
     def _pursuit(self, pid: str | None) -> dict | None:
         if pid is None or self.state is None:
             return None
-        return next((p for p in self.state["pursuits"] if p["id"] == pid), None)
+        return next((p for p in self.state.pursuits if p["id"] == pid), None)
 
     @property
     def current(self) -> dict | None:
@@ -284,7 +291,7 @@ class PursuitScreen(LiveScreen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         st = self.state
         if action == "discard":
-            return True if not self.busy and (self.load_error or (st and (st["cursor"] or st["conflicts"]))) else None
+            return True if not self.busy and (self.load_error or (st and (st.cursor or st.conflicts))) else None
         if action not in ("create", "rename", "move", "delete", "edit_body", "toggle_focus", "undo", "redo",
                           "checkpoint"):
             return True
@@ -293,11 +300,11 @@ class PursuitScreen(LiveScreen):
         if action == "create":
             return True
         if action == "undo":
-            return True if st["can_undo"] else None
+            return True if st.can_undo else None
         if action == "redo":
-            return True if st["can_redo"] else None
+            return True if st.can_redo else None
         if action == "checkpoint":
-            return True if st["changed_files"] or st["cursor"] else None
+            return True if st.changed_files or st.cursor else None
         return True if self.current is not None else None
 
     def worker_failed(self, worker: Worker) -> None:
@@ -316,20 +323,23 @@ class PursuitScreen(LiveScreen):
         from rmtui.engine import pursuit
 
         root = workbench(self).root
+        st: PursuitState
+        select: str | None = None
         try:
             if action == "apply":
                 assert op is not None
-                st = pursuit.apply(root, op, expected_revision=revision, session=SESSION)
-                text = st["description"] if st["changed"] else "no change"
+                edit = pursuit.apply(root, op, expected_revision=revision, session=SESSION)
+                st, select, text = edit, edit.selected_id, (edit.description or "") if edit.changed else "no change"
             elif action in ("undo", "redo"):
                 step = pursuit.undo if action == "undo" else pursuit.redo
-                st = step(root, expected_revision=revision, session=SESSION)
-                text = st["description"]
+                edit = step(root, expected_revision=revision, session=SESSION)
+                st, select, text = edit, edit.selected_id, edit.description or ""
             elif action == "checkpoint":
-                st = pursuit.checkpoint(root, expected_revision=revision, session=SESSION)
-                if st.get("landed_commit"):
-                    text = (f"landed {st['landed_commit'][:10]}: {st['message']} "
-                            f"({', '.join(st['changed_paths'])})")
+                done = pursuit.checkpoint(root, expected_revision=revision, session=SESSION)
+                st = done
+                if done.landed_commit:
+                    text = (f"landed {done.landed_commit[:10]}: {done.message} "
+                            f"({', '.join(done.changed_paths or [])})")
                 else:
                     text = "nothing to checkpoint: the pending edits cancel out"
             else:
@@ -340,14 +350,14 @@ class PursuitScreen(LiveScreen):
             asked = (op or {}).get("type", action) if action == "apply" else action
             self.post_message(PursuitFailed(seq, asked, error_text(exc)[0], stale=stale, write=True))
             return
-        self.post_message(PursuitLoaded(seq, st, st.get("selected_id"), text=text, write=True))
+        self.post_message(PursuitLoaded(seq, st, select, text=text, write=True))
 
     def apply(self, op: dict) -> None:
         self.write("apply", op)
 
     def action_create(self) -> None:
         here = self.current
-        suggestions = [p["id"] for p in (self.state or {}).get("pursuits", [])]
+        suggestions = [p["id"] for p in self._pursuits()]
         default_parent = (here or {}).get("parent_id") or ""
 
         def got_parent(title: str, parent: str | None) -> None:
@@ -387,7 +397,7 @@ class PursuitScreen(LiveScreen):
         p = self.current
         if p is None:
             return
-        suggestions = [q["id"] for q in (self.state or {}).get("pursuits", []) if q["id"] != p["id"]]
+        suggestions = [q["id"] for q in self._pursuits() if q["id"] != p["id"]]
 
         def placed(parent: str, after: str | None) -> None:
             if after is not None:
@@ -396,7 +406,7 @@ class PursuitScreen(LiveScreen):
         def done(parent: str | None) -> None:
             if parent is None:
                 return
-            siblings = [q["id"] for q in (self.state or {}).get("pursuits", [])
+            siblings = [q["id"] for q in self._pursuits()
                         if (q["parent_id"] or "") == parent and q["id"] != p["id"]]
 
             def after_problem(after: str) -> str | None:
@@ -425,7 +435,7 @@ class PursuitScreen(LiveScreen):
         """Why ``parent`` cannot be the parent (of the Pursuit ``moving``, when moving one)."""
         if not parent or self.state is None:
             return None
-        by_id = {q["id"]: q for q in self.state["pursuits"]}
+        by_id = {q["id"]: q for q in self.state.pursuits}
         if parent not in by_id:
             return f"There is no Pursuit {parent!r}: give an existing id (tab completes) or leave it empty."
         if moving is not None and (parent == moving or parent in descendants(by_id, moving)):
@@ -456,10 +466,10 @@ class PursuitScreen(LiveScreen):
         p = self.current
         if p is None or self.state is None:
             return
-        by_id = {q["id"]: q for q in self.state["pursuits"]}
+        by_id = {q["id"]: q for q in self.state.pursuits}
         under = descendants(by_id, p["id"])
         doomed = {p["id"], *under}
-        focus = [i for i in self.state["focus"] if i in doomed]
+        focus = [i for i in self.state.focus if i in doomed]
         drops = p.get("delete_drops", [])
         lines = [f"Delete {p['title']} ({p['id']})" + (f" and {count(len(under), 'sub-Pursuit')}" if under else "")
                  + "?"]
@@ -488,8 +498,8 @@ class PursuitScreen(LiveScreen):
         self.write("checkpoint")
 
     def action_discard(self) -> None:
-        pending = (self.state or {}).get("cursor", 0)
-        other = foreign_owner(self.state or {})
+        pending = self.state.cursor if self.state else 0
+        other = foreign_owner(self.state) if self.state else None
         what = f"Drop {count(pending, 'pending edit')}" if pending else "Drop the Pursuit editor's journal"
         what += f" of session {other}?" if other is not None else "?"
 

@@ -25,8 +25,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Input, Label, Static, Switch
 
 from rmtui.engine.errors import EngineError
+from rmtui.tui.context import workbench
 from rmtui.tui.messages import EngineProgress, RetrieveAnswered
-from rmtui.tui.screens.base import WorkbenchScreen, error_text, workbench
+from rmtui.tui.screens.base import WorkbenchScreen, error_text
 from rmtui.tui.widgets.progress_line import ProgressLine
 from rmtui.tui.wording import count, score_text
 

@@ -27,6 +27,7 @@ from rmtui.engine.display import printable
 from rmtui.engine.errors import EngineError
 from rmtui.engine.host import watch
 from rmtui.tui import readers
+from rmtui.tui.context import workbench
 from rmtui.tui.keys import key_of
 from rmtui.tui.messages import (
     EngineFailed,
@@ -36,7 +37,7 @@ from rmtui.tui.messages import (
     SyncFinished,
     SyncLoaded,
 )
-from rmtui.tui.screens.base import LiveScreen, error_text, workbench
+from rmtui.tui.screens.base import LiveScreen, error_text
 from rmtui.tui.screens.dialogs import PromptScreen
 from rmtui.tui.widgets.views_table import SharedViewsTable
 from rmtui.tui.wording import count, when

@@ -25,9 +25,10 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from rmtui.engine.display import printable  # evidence text is shown, never obeyed
 from rmtui.engine.errors import EngineError
 from rmtui.tui import readers
+from rmtui.tui.context import workbench
 from rmtui.tui.keys import key_of
 from rmtui.tui.messages import EngineDone, EngineFailed, EngineProgress, EvidenceDecided, QueueWaitingLoaded
-from rmtui.tui.screens.base import error_text, workbench
+from rmtui.tui.screens.base import error_text
 from rmtui.tui.screens.dialogs import ConfirmScreen, EvidenceScreen, PromptScreen
 from rmtui.tui.widgets.evidence_table import EvidenceTable
 from rmtui.tui.widgets.progress_line import ProgressLine
@@ -380,9 +381,9 @@ class EvidencePane(Vertical):
         except EngineError as exc:
             self.post_message(EngineFailed("correct", error_text(exc)[0]))
             return
-        if out["status"] == "failed":
-            self.post_message(EngineFailed("correct", out["message"]))
+        if out.status == "failed":
+            self.post_message(EngineFailed("correct", out.message))
             return
         text = {"applied": "correction applied", "no_change": "the landing stands",
-                "needs_input": "the correction asks"}[out["status"]]
-        self.post_message(EngineDone(f"{text}: {out['message']}", reload=("operations",)))
+                "needs_input": "the correction asks"}[out.status]
+        self.post_message(EngineDone(f"{text}: {out.message}", reload=("operations",)))

@@ -8,13 +8,16 @@ Labels are built at render time from component classes, so a theme switch restyl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.style import Style
 from rich.text import Text
 from textual.widgets.tree import TreeNode
 
 from rmtui.tui.widgets.labelled_tree import LabelledTree
+
+if TYPE_CHECKING:
+    from rmtui.engine.pursuit import PursuitState
 
 FOCUS = "focus"
 MAP = "map"
@@ -54,13 +57,13 @@ class PursuitTree(LabelledTree[PursuitEntry]):
         self._by_key: dict[tuple[str, str], TreeNode[PursuitEntry]] = {}
 
     # -- building ------------------------------------------------------------
-    def set_state(self, state: dict, select: str | None = None) -> None:
+    def set_state(self, state: PursuitState, select: str | None = None) -> None:
         """Show ``state`` (from ``pursuit.show``); the cursor goes to ``select`` if given,
         else stays on the Pursuit it was on, in the same group."""
         group, current = self.cursor_target()
         target = select or current
-        self.by_id = {p["id"]: p for p in state["pursuits"]}
-        self.focus_order = [i for i in state["focus"] if i in self.by_id]
+        self.by_id = {p["id"]: p for p in state.pursuits}
+        self.focus_order = [i for i in state.focus if i in self.by_id]
         self.clear()
         self._by_key = {}
         if self.focus_order:
@@ -68,15 +71,15 @@ class PursuitTree(LabelledTree[PursuitEntry]):
             for pid in self.focus_order:
                 self._by_key[(FOCUS, pid)] = node.add_leaf(pid, data=PursuitEntry("pursuit", FOCUS, pid))
         top = self.root.add("map", data=PursuitEntry("group", MAP), expand=True)
-        forest = nested(state["pursuits"])
+        forest = nested(state.pursuits)
         self._add_forest(top, forest)
         if not forest:
             top.add_leaf("none", data=PursuitEntry("notice", text="No Pursuits yet: n creates one"))
         cursor: TreeNode[PursuitEntry] | None = None
         if target is not None:
             cursor = self._by_key.get((group or MAP, target)) or self._by_key.get((MAP, target))
-        if cursor is None and state["pursuits"]:
-            cursor = self._by_key.get((MAP, state["pursuits"][0]["id"]))
+        if cursor is None and state.pursuits:
+            cursor = self._by_key.get((MAP, state.pursuits[0]["id"]))
         self._tree_lines  # noqa: B018 - rebuilds line numbers of the nodes just added
         if cursor is not None:
             self.move_cursor(cursor, animate=False)

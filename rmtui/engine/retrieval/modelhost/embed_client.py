@@ -23,11 +23,11 @@ from rmtui.engine.display import remote_text
 from rmtui.engine.errors import ConflictError, EngineError, UnavailableError, UsageError
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock, try_lock
+from rmtui.engine.retrieval.modelhost.model_info import ModelInfo
 from rmtui.engine.retrieval.modelhost.service_http import MAX_RESPONSE_BYTES, JsonHttpClient, ServiceError  # noqa: F401  (re-exported)
 from rmtui.engine.retrieval.modelhost.service_state import (
     RETRIEVE_ROUTE,
     TOKENS_ROUTE,
-    ModelInfo,
     read_state,
     resolve_model_path,
     service_dir,

@@ -56,7 +56,8 @@ from rmtui.engine.retrieval.modelhost.embed_client import (  # noqa: F401  (re-e
     service_dir,
     stop_local_service,
 )
-from rmtui.engine.retrieval.modelhost.service_state import RETRIEVE_ROUTE, TOKENS_ROUTE, ModelInfo
+from rmtui.engine.retrieval.modelhost.model_info import ModelInfo
+from rmtui.engine.retrieval.modelhost.service_state import RETRIEVE_ROUTE, TOKENS_ROUTE
 
 #: Text one /embed or /rerank request may carry in all (a full batch of the longest texts).
 MAX_REQUEST_CHARS = 64 * MAX_TEXT_CHARS

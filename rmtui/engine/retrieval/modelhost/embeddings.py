@@ -25,7 +25,8 @@ import numpy as np
 
 from rmtui.engine.errors import UnavailableError, UsageError
 from rmtui.engine.retrieval.modelhost.model_cache import model_identity
-from rmtui.engine.retrieval.modelhost.service_state import DEFAULT_MODEL, ModelInfo, resolve_model_path  # noqa: F401  (re-exported)
+from rmtui.engine.retrieval.modelhost.model_info import ModelInfo  # noqa: F401  (re-exported)
+from rmtui.engine.retrieval.modelhost.service_state import DEFAULT_MODEL, resolve_model_path  # noqa: F401  (re-exported)
 
 EMBED_BATCH = 64
 MAX_CANDIDATES = 200

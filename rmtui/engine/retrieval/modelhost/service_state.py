@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from rmtui.engine.errors import UnavailableError, UsageError
@@ -62,13 +61,17 @@ def code_stamp() -> str:
     global _CODE_STAMP
     if _CODE_STAMP is None:
         digest = hashlib.sha256()
-        engine = Path(__file__).resolve().parents[2]
-        for folder, dirs, files in os.walk(engine):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(f for f in files if f.endswith(".py")):
-                st = os.stat(os.path.join(folder, name))
-                digest.update(f"{os.path.relpath(os.path.join(folder, name), engine)}\0{st.st_size}\0"
-                              f"{st.st_mtime_ns}\0".encode())
+        folders = [("", str(Path(__file__).resolve().parents[2]))]  # (relative prefix, folder), the engine's
+        while folders:  # every thin retrieve pays this walk: scandir's entries, no path arithmetic
+            rel, folder = folders.pop()
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+            for e in entries:
+                if e.name.endswith(".py") and e.is_file():
+                    st = e.stat()
+                    digest.update(f"{rel}{e.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+            folders.extend((f"{rel}{e.name}/", e.path) for e in reversed(entries)
+                           if e.name != "__pycache__" and e.is_dir(follow_symlinks=False))
         _CODE_STAMP = digest.hexdigest()
     return _CODE_STAMP
 
@@ -85,20 +88,3 @@ RETRIEVE_ROUTE = "/rmtui/retrieve"
 #: rmtui's own route: vectors and int8 token states from one forward pass (the second stage's
 #: MaxSim feature); a foreign RightMemory service answers 404 and the feature is left out.
 TOKENS_ROUTE = "/rmtui/tokens"
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """The RightMemory ``/info`` document."""
-
-    embedding_model: str
-    reranker_model: str
-    dimensions: int
-    max_batch_size: int
-    max_candidates: int
-    reranker_is_cross_encoder: bool = False
-
-    def to_json(self) -> dict:
-        return {"version": 1, "embedding_model": self.embedding_model, "reranker_model": self.reranker_model,
-                "dimensions": self.dimensions, "max_batch_size": self.max_batch_size,
-                "max_candidates": self.max_candidates, "cross_encoder": self.reranker_is_cross_encoder}
