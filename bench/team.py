@@ -107,19 +107,20 @@ def host_turn(root: MemoryRoot, events: Path, *, force: bool, die_p: float, rng:
     started = time.perf_counter()
     out = assistant.begin(root, retry=force)
     begun = time.perf_counter()
-    if not out.get("claimed"):
-        if out.get("task_id"):  # a task left by this machine's earlier life: finish it
-            try:
-                assistant.complete(root, out["task_id"])
-            except EngineError:
-                assistant.begin(root, retry=True)
+    if not isinstance(out, assistant.Begun):
+        return  # idle: no batch is ready
+    if not out.claimed:  # a task left by this machine's earlier life: finish it
+        try:
+            assistant.complete(root, out.task_id)
+        except EngineError:
+            assistant.begin(root, retry=True)
         return
     if rng.random() < die_p:
         log(events, kind="kill", what="lease holder")
         os.kill(os.getpid(), signal.SIGKILL)
-    assistant.complete(root, out["task_id"])
+    assistant.complete(root, out.task_id)
     log(events, kind="batch", begin=begun - started, complete=time.perf_counter() - begun,
-        size=len(out["candidate_uids"]))
+        size=len(out.task.candidate_uids) if isinstance(out.task, assistant.UpdateTask) else 0)
 
 
 def worker(args) -> None:

@@ -55,7 +55,10 @@ def texts(tmp_path):
     wt = str(root.path)
     ev = [SimpleNamespace(uid="ev-1", session="s1", created_at=0.0, text="The project lints with ruff.")]
     receipt = SimpleNamespace(operation_id="op-1", batch_id="b-1", landed_commit="0" * 40, changed_paths=["MEMORY.md"])
-    status = {"memory_commits_since_prune": 3, "generation_commits": 3, "last_prune_commit": None}
+    status = pruner.PruneStatus(due=True, memory_commits_since_prune=3, generation_commits=3,
+                                revival_grace_checkpoints=2, head="0" * 40, last_prune_commit=None,
+                                last_prune_subject=None, boundary=None, revival_grace=[], pursuit_referenced=[],
+                                last_outcome=None, failures=0, backoff=None)
     task_prompts = {
         "update": update_prompt("b-1", ev, wt, True),
         "update-correction": corrections.correction_prompt(wt, receipt, "diff --git a/MEMORY.md", [("ev-1", "x")],
@@ -78,7 +81,7 @@ def texts(tmp_path):
                                "0" * 40, task_prompts[role], {}, {})
         out[f"host:{role}"] = (role, assistant._instructions(root, task))
     ctx = assistant.context(root, "s1")
-    out["host:retrieve"] = ("retrieve-host", Path(ctx["instructions"]).read_text(encoding="utf-8"))
+    out["host:retrieve"] = ("retrieve-host", Path(ctx.instructions).read_text(encoding="utf-8"))
     for skill in install_skills(tmp_path / "skills"):
         out[f"skill:{skill['name']}"] = (None, (Path(skill["path"]) / "SKILL.md").read_text(encoding="utf-8"))
     return SimpleNamespace(root=root, texts=out, context=ctx, tasks=task_prompts)
@@ -310,7 +313,7 @@ def test_a_writer_prompt_names_every_path_its_role_may_commit(texts):
 
 def test_the_native_retrieve_context_lists_only_files_the_retrieve_role_reads(texts):
     root = texts.root.path
-    unreadable = [s for s in texts.context["sources"]
+    unreadable = [s for s in texts.context.sources
                   if not role_table.may_read("retrieve", Path(s).relative_to(root).as_posix())]
     assert not unreadable, f"assistant context hands the retrieve child files it may not read: {unreadable}"
 

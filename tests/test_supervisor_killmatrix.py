@@ -328,7 +328,7 @@ class SyncCase:
     def finish_job(self) -> None:
         rp = str(self.b.path)
         if self.kind == "repair":
-            if assistant.task_status(self.b, self.task.task_id).get("state") != "done":
+            if assistant.task_status(self.b, self.task.task_id).to_json().get("state") != "done":
                 run(list(self.task.task.complete))
         elif self.kind == "takeover":
             task = assistant.begin(self.b, retry=True)

@@ -5,6 +5,7 @@ Each expected dict below is the shape the older code built."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from rmtui.engine.cycles.common import Failure, error_outcome
 from rmtui.engine.cycles.corrections import CorrectionRound
@@ -13,7 +14,16 @@ from rmtui.engine.cycles.hosted import HostIdle
 from rmtui.engine.cycles.insight import InsightRun, InsightStatus
 from rmtui.engine.cycles.pruner import PruneRun, PruneStatus
 from rmtui.engine.errors import OperationFailed
-from rmtui.engine.host.assistant import Begun, CycleTask, TaskOutcome, UpdateIdle, UpdateTask
+from rmtui.engine.host.assistant import (
+    Begun,
+    CycleTask,
+    HostContext,
+    NoTask,
+    OpenTasks,
+    TaskOutcome,
+    UpdateIdle,
+    UpdateTask,
+)
 from rmtui.engine.pursuit import PursuitCheckpoint, PursuitEdit, PursuitState
 from rmtui.engine.sync.pull import SyncResult
 from rmtui.engine.sync.queue_git import Cancelled
@@ -169,3 +179,19 @@ def test_cycle_status_json():
                "last_success_operation_id": None, "last_run": {"state": "noop", "at": 1.0}, "failures": 0,
                "backoff": None}
     same(InsightStatus(**insight), insight)
+
+
+def test_assistant_status_and_context_json():
+    t = update_task()
+    r = receipt(t.task_id)
+    same(replace(t, receipt=r), {**t.to_json(), "receipt": r.to_json()})
+    same(NoTask(), {"state": "idle"})
+    c = CycleTask("insight-20260101T000000Z-0123abcd", "insight", "insight", "done", "/wt", "b" * 40, "/t/i.md",
+                  "/t/context.json", {}, ["rmtui"], None, False, None)
+    same(replace(c, outcome={"state": "noop"}), {**c.to_json(), "outcome": {"state": "noop"}})
+    same(OpenTasks([t, c]), {"state": "busy", "tasks": [t.to_json(), c.to_json()]})
+    same(OpenTasks([]), {"state": "idle", "tasks": []})
+    ctx = HostContext("/r", "h" * 40, ["/r/MEMORY.md"], [], "/p.md", 0, "/i.md", {"released": ["u1"]})
+    same(ctx, {"root": "/r", "memory_commit": "h" * 40, "sources": ["/r/MEMORY.md"], "imports": [],
+               "pending_evidence_file": "/p.md", "pending_count": 0, "instructions": "/i.md",
+               "settled": {"released": ["u1"]}})

@@ -78,7 +78,7 @@ def cmd_assistant_submit(args) -> Result:
 def cmd_context(args) -> Result:
     from rmtui.engine.host import assistant
 
-    return _json(assistant.context(root_of(args), args.session))
+    return _json(assistant.context(root_of(args), args.session).to_json())
 
 
 def cmd_begin(args) -> Result:
@@ -90,7 +90,7 @@ def cmd_begin(args) -> Result:
 def cmd_status(args) -> Result:
     from rmtui.engine.host import assistant
 
-    return _json(assistant.status(root_of(args), args.task))
+    return _json(assistant.status(root_of(args), args.task).to_json())
 
 
 def cmd_complete(args) -> Result:
@@ -116,7 +116,7 @@ def cmd_complete_task(args) -> Result:
 def cmd_task_status(args) -> Result:
     from rmtui.engine.host import assistant
 
-    return _json(assistant.task_status(root_of(args), args.task))
+    return _json(assistant.task_status(root_of(args), args.task).to_json())
 
 
 def cmd_guidance(args) -> Result:

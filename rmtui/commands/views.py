@@ -292,8 +292,12 @@ def cmd_connect(args) -> Result:
         data = consumer.connect_http(root, args.url, token, as_id=args.as_id, relationship=args.relationship,
                                      title=args.title, pull_now=not args.no_pull)
     conn = data["connection"]
-    text = [f"connected {conn['id']} ({conn['type']} view via {conn['target']['kind']})"]
-    code = 0
+    return _joined(data, f"connected {conn['id']} ({conn['type']} view via {conn['target']['kind']})")
+
+
+def _joined(data: dict, line: str) -> Result:
+    """A new connection's result: its line, and the first pull's (exit 4 when that pull failed)."""
+    text, code = [line], 0
     if "pull" in data:
         text.append(_pull_line(data["pull"]))
         code = 4 if data["pull"]["status"] in FAILED else 0
@@ -306,12 +310,7 @@ def cmd_accept(args) -> Result:
     data = hub.accept(root_of(args), args.url, as_id=args.as_id, title=args.title, relationship=args.relationship,
                       consumer_label=args.consumer_label, pull_now=not args.no_pull)
     conn = data["connection"]
-    text = [f"accepted {conn['id']} (file view via {conn['target']['base_url']})"]
-    code = 0
-    if "pull" in data:
-        text.append(_pull_line(data["pull"]))
-        code = 4 if data["pull"]["status"] in FAILED else 0
-    return Result(data, "\n".join(text), code)
+    return _joined(data, f"accepted {conn['id']} (file view via {conn['target']['base_url']})")
 
 
 def cmd_note(args) -> Result:

@@ -17,7 +17,7 @@ import json
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,25 @@ EFFECTS = ("evidence_consumed",)
 
 
 @dataclass(frozen=True)
+class HostContext:
+    """What a host needs at a session's start: the root and its memory commit, the files its
+    retrieve child may read, the session's pending evidence (a file and a count), the retrieve
+    instructions, and what recovery settled on the way."""
+
+    root: str
+    memory_commit: str | None
+    sources: list[str]
+    imports: list[str]
+    pending_evidence_file: str
+    pending_count: int
+    instructions: str
+    settled: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class UpdateTask:
     """An Update task as a host sees it: its batch and candidates, worktree and base, the
     instruction and candidate files, the argv that completes it, its lease expiry, and the
@@ -63,12 +82,18 @@ class UpdateTask:
     expires_at: str | None
     expired: bool
     error: str | None
+    #: the receipt, once the task's operation ended (``status`` only)
+    receipt: Receipt | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "batch_id": self.batch_id, "phase": self.phase, "worktree": self.worktree,
-                "base_commit": self.base_commit, "instructions": self.instructions, "candidates": self.candidates,
-                "candidate_uids": self.candidate_uids, "complete": self.complete, "expires_at": self.expires_at,
-                "expired": self.expired, "error": self.error}
+        out: dict[str, Any] = {
+            "task_id": self.task_id, "batch_id": self.batch_id, "phase": self.phase, "worktree": self.worktree,
+            "base_commit": self.base_commit, "instructions": self.instructions, "candidates": self.candidates,
+            "candidate_uids": self.candidate_uids, "complete": self.complete, "expires_at": self.expires_at,
+            "expired": self.expired, "error": self.error}
+        if self.receipt is not None:
+            out["receipt"] = self.receipt.to_json()
+        return out
 
 
 @dataclass(frozen=True)
@@ -89,12 +114,38 @@ class CycleTask:
     expires_at: str | None
     expired: bool
     error: str | None
+    #: the outcome recorded when the task completed (``task_status`` only)
+    outcome: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "role": self.role, "kind": self.kind, "phase": self.phase,
-                "worktree": self.worktree, "base_commit": self.base_commit, "instructions": self.instructions,
-                "context_file": self.context_file, "context": self.context, "complete": self.complete,
-                "expires_at": self.expires_at, "expired": self.expired, "error": self.error}
+        out: dict[str, Any] = {
+            "task_id": self.task_id, "role": self.role, "kind": self.kind, "phase": self.phase,
+            "worktree": self.worktree, "base_commit": self.base_commit, "instructions": self.instructions,
+            "context_file": self.context_file, "context": self.context, "complete": self.complete,
+            "expires_at": self.expires_at, "expired": self.expired, "error": self.error}
+        if self.outcome is not None:
+            out["outcome"] = self.outcome
+        return out
+
+
+@dataclass(frozen=True)
+class OpenTasks:
+    """Every open host task (any role): ``busy`` when there is one, else ``idle``."""
+
+    tasks: list[UpdateTask | CycleTask]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": "busy" if self.tasks else "idle", "tasks": [t.to_json() for t in self.tasks]}
+
+
+@dataclass(frozen=True)
+class NoTask:
+    """``status`` with no Update task open."""
+
+    state: str = "idle"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state}
 
 
 @dataclass(frozen=True)
@@ -206,7 +257,7 @@ def release_orphaned_claims(sup: Supervisor) -> list[str]:
         q.close()
 
 
-def context(root: MemoryRoot, session: str) -> dict:
+def context(root: MemoryRoot, session: str) -> HostContext:
     """Live sources, memory commit, pending evidence file and retrieve instructions."""
     check_session_id(session)
     with Supervisor(root) as sup:
@@ -232,11 +283,8 @@ def context(root: MemoryRoot, session: str) -> dict:
     atomic_write_text(pending_file, "\n".join(lines) + "\n")
     instructions = root.runtime / "assistant" / "retrieve-instructions.md"
     atomic_write_text(instructions, role_instructions(RETRIEVE_CONTRACT))
-    return {
-        "root": str(root.path), "memory_commit": head, "sources": sources, "imports": [],
-        "pending_evidence_file": str(pending_file), "pending_count": len(pending),
-        "instructions": str(instructions), "settled": {k: v for k, v in settled.items() if v},
-    }
+    return HostContext(str(root.path), head, sources, [], str(pending_file), len(pending), str(instructions),
+                       {k: v for k, v in settled.items() if v})
 
 
 def begin(root: MemoryRoot, *, retry: bool = False) -> Begun | UpdateIdle:
@@ -336,19 +384,18 @@ def _require_task(sup: Supervisor, task_id: str) -> Operation:
     return op
 
 
-def status(root: MemoryRoot, task_id: str | None = None) -> dict:
+def status(root: MemoryRoot, task_id: str | None = None) -> UpdateTask | NoTask:
+    """The Update task (the open one without ``task_id``), with its receipt once it ended."""
     with Supervisor(root) as sup:
         if task_id is None:
             live = [o for o in sup.store.list(kind=KIND) if not o.final]
             if not live:
-                return {"state": "idle"}
+                return NoTask()
             op = live[-1]
         else:
             op = _require_task(sup, task_id)
-        out = task_view(root, op).to_json()
-        if op.final:
-            out["receipt"] = sup.store.receipt(op.id).to_json()
-        return out
+        view = task_view(root, op)
+        return replace(view, receipt=sup.store.receipt(op.id)) if op.final else view
 
 
 def complete(root: MemoryRoot, task_id: str) -> Receipt:
@@ -620,19 +667,16 @@ def _complete_sync(root: MemoryRoot, record: dict, summary: str | None) -> TaskO
         return _done(root, record, TaskOutcome(task_id, "sync-reconciler", synced.to_json()))
 
 
-def task_status(root: MemoryRoot, task_id: str | None = None) -> dict:
+def task_status(root: MemoryRoot, task_id: str | None = None) -> OpenTasks | UpdateTask | CycleTask | NoTask:
     """One task (any role) with its outcome once finished, or every open task."""
     with Supervisor(root) as sup:
         if task_id is None:
-            tasks = [task_view(root, o).to_json() for o in sup.store.list(kind=KIND) if not o.final]
+            tasks: list[UpdateTask | CycleTask] = [task_view(root, o) for o in sup.store.list(kind=KIND) if not o.final]
             for role in hosted.HOSTED_ROLES:
-                tasks += [cycle_view(root, r, o).to_json() for r, o in _open_tasks(root, sup, role) if r is not None]
-            return {"state": "busy" if tasks else "idle", "tasks": tasks}
+                tasks += [cycle_view(root, r, o) for r, o in _open_tasks(root, sup, role) if r is not None]
+            return OpenTasks(tasks)
         op = sup.store.find(check_task_id(task_id))
         if op is not None and op.kind == KIND:
             return status(root, task_id)
         record, op = _find_cycle_task(root, sup, task_id)
-        out = cycle_view(root, record, op).to_json()
-        if record.get("outcome") is not None:
-            out["outcome"] = record["outcome"]
-        return out
+        return replace(cycle_view(root, record, op), outcome=record.get("outcome"))

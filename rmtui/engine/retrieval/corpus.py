@@ -14,6 +14,8 @@ status has not moved since it was last hashed, see :func:`current_fingerprint`).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import itertools
 import marshal
@@ -32,10 +34,10 @@ if TYPE_CHECKING:  # the parser is imported only when the corpus must be rebuilt
     from rmtui.engine.memory.graph import Graph, Item
     from rmtui.engine.memory.roots import MemoryRoot
 
-CACHE_VERSION = 5  # 5: bare grouping headings do not end a run of neighbours
+CACHE_VERSION = 6  # 6: the file digests first, so a stale cache is refused before its entries are read
 PASSAGE_CHARS = 1500
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-_EDGE_TAIL_RE = re.compile(r"\s*(?:→|->)\s*\[[^\]]*\]\s*$")
+_EDGE_TAIL_RE = re.compile(r"(?:→|->)\s*\[[^\]]*\]\s*$")  # an edge list ends a line: `→ [rel:x, dep:y]`
 _NODE_HEAD_RE = re.compile(r"^[ \t]*[-*+]\s+`([^`]*)`\s*")
 _SLUG_RE = re.compile(r"[-_.]+")
 _ANCHOR_RE = re.compile(r"\s*\{[A-Z]*#\s*[^\s{}]+\}.*$")
@@ -182,15 +184,29 @@ def slug_words(ident: str | None) -> str:
     return _SLUG_RE.sub(" ", ident or "").strip()
 
 
+def _before_edges(text: str) -> str:
+    """``text`` up to its edge list, if it ends with one. Only an arrow can start that tail, so
+    the pattern is tried at the arrows (leftmost first), not at every character of the line."""
+    best = -1
+    for arrow in ("→", "->"):
+        i = text.find(arrow)
+        while i >= 0 and (best < 0 or i < best):
+            if _EDGE_TAIL_RE.match(text, i):
+                best = i
+                break
+            i = text.find(arrow, i + 1)
+    return text if best < 0 else text[:best]
+
+
 def node_prose(line: str) -> str:
     """The words of a node line: no bullet, no backticks, no edge list."""
     m = _NODE_HEAD_RE.match(line)
     rest = line[m.end():] if m else line
-    return _EDGE_TAIL_RE.sub("", rest).strip()
+    return _before_edges(rest).strip()
 
 
 def heading_title(line: str) -> str:
-    return _EDGE_TAIL_RE.sub("", _ANCHOR_RE.sub("", line.lstrip("#"))).strip()
+    return _before_edges(_ANCHOR_RE.sub("", line.lstrip("#"))).strip()
 
 
 def _traversal(graph: Graph) -> list[Item]:
@@ -287,6 +303,26 @@ def build_corpus(root: Path, graph: Graph | None = None, *, imports: bool = True
     too, with qualified ids (``MF#<view>/<id>``) and the heading as their context.
     """
     root = Path(root)
+    with _collector_paused():
+        return _build(root, graph, imports)
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """The cyclic garbage collector off while a corpus is built: the parse and projection
+    allocate some hundred thousand objects that all stay alive (items point to their
+    parents), so the collections it would run meanwhile find nothing and at 10,000 nodes
+    cost tens of milliseconds. Back on (if it was) when the build ends, however it ends."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _build(root: Path, graph: Graph | None, imports: bool) -> Corpus:
     graph = graph if graph is not None else _parse_root(root)
     files = {name: d for name in graph.files if (d := _digest(root / name)) is not None}
     missing = sorted({i.backing_file for i in graph.ordered
@@ -380,7 +416,7 @@ class _Projection:
 
     def node_entry(self, item: Item, rank: int, anc: list[int], context: str) -> Entry:
         lines = self.texts.get(item.file, [])
-        own = [item.line + k for k in range(item.end_line - item.line + 1)]
+        own = list(range(item.line, item.end_line + 1))
         words = [node_prose(lines[item.line - 1])] + [lines[n - 1].strip() for n in own[1:]]
         text = " ".join(w for w in words if w)
         return Entry(self.key_for(item), item.id, "node", item.file, item.line, item.end_line, item.hash,
@@ -522,15 +558,32 @@ _MEMO: dict[str, Corpus] = {}
 
 
 def _read_cache(root: Path, path: Path) -> Corpus | None:
+    """The cached corpus if every file it was built from is unchanged, else None.
+
+    The file holds two marshalled values: a small head (version, file digests, missing
+    names) and the entries. The head is checked first, so after an edit the stale entries
+    are never unmarshalled (at 10,000 nodes that alone cost about 45 ms)."""
     try:
-        data = marshal.loads(path.read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
-        return None
-    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
-        return None
-    files: dict[str, str] = data["files"]
+        with path.open("rb") as fh:
+            head = marshal.load(fh)
+            if not isinstance(head, dict) or head.get("version") != CACHE_VERSION:
+                return None
+            texts = _unchanged_texts(root, head)
+            if texts is None:
+                return None
+            data = marshal.load(fh)
+        return Corpus(root, head["fingerprint"], EntryList(data["entries"]),
+                      [HeadingRef(*h) for h in data["headings"]], head["files"], list(head["missing"]),
+                      head["issues"], texts=texts)
+    except (OSError, EOFError, ValueError, TypeError, KeyError, AttributeError):
+        return None  # a damaged or foreign cache file: rebuilt
+
+
+def _unchanged_texts(root: Path, head: dict) -> dict[str, list[str]] | None:
+    """The lines of each file the head names, or None as soon as one differs from its digest
+    or a file that was missing exists now."""
     texts: dict[str, list[str]] = {}
-    for name, digest in files.items():
+    for name, digest in head["files"].items():
         try:
             raw = (root / name).read_bytes()
         except OSError:
@@ -544,28 +597,28 @@ def _read_cache(root: Path, path: Path) -> Corpus | None:
         if lines and lines[-1] == "":
             lines.pop()
         texts[name] = lines
-    for name in data["missing"]:
+    for name in head["missing"]:
         if os.path.lexists(root / name):
             return None
-    return Corpus(root, data["fingerprint"], EntryList(data["entries"]),
-                  [HeadingRef(*h) for h in data["headings"]], files, list(data["missing"]),
-                  data["issues"], texts=texts)
+    return texts
 
 
 def _write_cache(path: Path, corpus: Corpus) -> None:
     from rmtui.engine.fsutil import atomic_write_bytes
 
-    data = {
+    head = {
         "version": CACHE_VERSION,
         "fingerprint": corpus.fingerprint,
         "files": corpus.files,
         "missing": corpus.missing,
         "issues": corpus.issues,
+    }
+    body = {
         "entries": [e.to_tuple() for e in corpus.entries],
         "headings": [(h.id, h.file, h.line, h.title, h.hash) for h in corpus.headings],
     }
     try:
-        atomic_write_bytes(path, marshal.dumps(data))
+        atomic_write_bytes(path, marshal.dumps(head) + marshal.dumps(body))
     except OSError:
         pass  # a derived cache: failing to write it costs time, never correctness
 

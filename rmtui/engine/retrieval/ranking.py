@@ -312,7 +312,9 @@ class LexicalIndex:
             w = float(np.log1p(n / max(b - a, 1))) if weighted else 1.0
             total += w
             if b > a:
-                hits[np.unique(self.owner[self.indices[a:b]])] += w
+                # buffered fancy indexing adds w once per entry however many of its
+                # passages hold the word: np.unique's sort (and numpy.ma's import) not needed
+                hits[self.owner[self.indices[a:b]]] += w
         return hits / total if total else hits
 
     # persistence: one binary file, arrays as raw bytes, vocabulary as marshal

@@ -56,10 +56,9 @@ def parse_invitation_url(url: str) -> Invitation:
     return Invitation(f"{p.scheme}://{p.netloc}", token)
 
 
-def _text(data: dict, key: str, what: str, *, required: bool = True) -> str | None:
+def _text(data: dict, key: str, what: str) -> str:
+    """A string field the hub's answer must carry (non-empty, bounded)."""
     value = data.get(key)
-    if value is None and not required:
-        return None
     if not isinstance(value, str) or not value.strip() or len(value) > 2000:
         raise ProviderError(f"{what}: the hub's answer lacks a valid {key!r}")
     return value.strip()
@@ -83,13 +82,13 @@ class HubClient(ProviderClient):
         what = f"inviting to {view_id}"
         payload = {k: v for k, v in (("label", label), ("expires_at", expires_at)) if v}
         data = self._json("POST", f"/api/views/{quote(view_id, safe='')}/invitations", payload, what, ok=(200, 201))
-        parse_invitation_url(_text(data, "invitation_url", what) or "")
+        parse_invitation_url(_text(data, "invitation_url", what))
         return data
 
     def invitation_view(self, token: str) -> dict:
         what = "the invitation"
         data = self._json("GET", f"/api/invitations/{quote(token, safe='')}/view", None, what)
-        files.check_view_id(_text(data, "view_id", what) or "", "the invitation's view id")
+        files.check_view_id(_text(data, "view_id", what), "the invitation's view id")
         return data
 
     def accept(self, token: str, consumer_label: str | None = None) -> dict:
