@@ -110,7 +110,7 @@ def bench_queue(tmp: Path, evidence: int) -> dict:
     def run_driver(root) -> None:
         t0 = time.perf_counter()
         out = UpdateDriver(root, coordinator=GitQueue(root)).run_once()
-        if out["state"] != "idle":  # a batch turn (the scripted model answers at once)
+        if out.state != "idle":  # a batch turn (the scripted model answers at once)
             with lock:
                 turns.append(time.perf_counter() - t0)
 

@@ -59,13 +59,13 @@ def test_a_mixed_queue_batches_whole_ready_sessions_and_keeps_failed_ones_back(r
         t0 = time.time()
         provider.push(Turn(text="nothing durable"))
         out = UpdateDriver(root).run_once(now=t0)
-        assert out["state"] == "no_change", out
-        assert sorted(out["receipt"]["candidate_uids"]) == sorted(big)  # one whole session, no more
-        assert UpdateDriver(root).run_once(now=t0 + DEBOUNCE + 1)["state"] == "idle"  # `a` < target
+        assert out.state == "no_change", out
+        assert sorted(out.receipt.candidate_uids) == sorted(big)  # one whole session, no more
+        assert UpdateDriver(root).run_once(now=t0 + DEBOUNCE + 1).state == "idle"  # `a` < target
         provider.push(Turn(text="nothing durable"))
         out = UpdateDriver(root).run_once(now=t0 + DEBOUNCE + MAX_WAIT + 1)
-        assert out["receipt"]["candidate_uids"] == [a]
-        assert UpdateDriver(root).run_once(now=t0 + 10 * MAX_WAIT)["state"] == "idle"
+        assert out.receipt.candidate_uids == [a]
+        assert UpdateDriver(root).run_once(now=t0 + 10 * MAX_WAIT).state == "idle"
         with EvidenceQueue(root) as q:
             assert {q.get(old).state, q.get(new_failed).state} == {"queued"}
     finally:

@@ -144,7 +144,7 @@ def test_cli_update_lands_through_the_supervisor(standin, root, provider):
     node = "# Memory\n\n- `ruff-120` Ruff line length is 120 → []\n"
     standin.plan({"answer": "Changed ruff-120.", "write": {"MEMORY.md": node}, "commit": "update: ruff"})
     out = UpdateDriver(root).run_once(force=True)
-    assert out["state"] == "committed", out
+    assert out.state == "committed", out
     assert (root.path / "MEMORY.md").read_text() == node
     (c,) = standin.calls()
     assert c["cwd"].startswith(str(root.runtime / "worktrees"))  # it ran in the isolated worktree
@@ -161,7 +161,7 @@ def test_cli_forbidden_write_is_refused_by_the_supervisor(standin, root):
     before = (root.path / "rightmemory.toml").read_text()
     standin.plan({"answer": "done", "write": {"rightmemory.toml": "[update]\n"}, "commit": "update: config"})
     out = UpdateDriver(root).run_once(force=True)
-    assert out["state"] == "failed" and "forbidden-path" in out["error"]["message"]
+    assert out.state == "failed" and "forbidden-path" in out.failure.message
     assert (root.path / "rightmemory.toml").read_text() == before
     q = EvidenceQueue(root)
     assert q.get(uid).state == "queued"

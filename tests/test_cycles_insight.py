@@ -105,7 +105,7 @@ def test_three_landed_updates_trigger_exactly_one_run(provider, root):
                        new_text="## Tools {#tools}\n\n" + line),
                   call("git_add", paths=["MEMORY.md"]), call("git_commit", message="update: ruff"),
                   Turn(text="Changed: ruff."))
-    assert UpdateDriver(root).run_once(force=True)["state"] == "committed"
+    assert UpdateDriver(root).run_once(force=True).state == "committed"
     append_node(root, "b")
     assert insight_cycle(root) == {"state": "idle"}  # 2 of 3
     append_node(root, "c")

@@ -55,7 +55,7 @@ def honest(tmp_path, url, name, provider, *, first=False):
     return root
 
 
-def turn(root, *, force=False) -> dict:
+def turn(root, *, force=False):
     return UpdateDriver(root, coordinator=GitQueue(root)).run_once(force=force)
 
 
@@ -76,7 +76,7 @@ def test_two_honest_machines_outlast_a_hostile_one_over_git_daemon(served, provi
     mine += [submit(a, "The staging DB listens on 5433.\n", "a1"), submit(a, "Deploys need a ticket.\n", "a1")]
     with EvidenceQueue(a) as q:
         replay = dict(hp.candidate_file(q.get(u).candidate()) for u in mine)
-    assert turn(a)["state"] == "no_change"
+    assert turn(a).state == "no_change"
     hp.forge(url, tmp_path, replay, message="replay landed candidates")
 
     # 2. a malformed candidate: B's pull refuses it by name, untouched; B's next turn quarantines it
@@ -88,7 +88,7 @@ def test_two_honest_machines_outlast_a_hostile_one_over_git_daemon(served, provi
     assert res.status == "error" and bad_rel in res.message and "candidate-session_id" in res.message
     assert git(b.path, "rev-parse", "HEAD") == head_b
     mine += [submit(b, "The cache TTL is 300 s.\n", "b1"), submit(b, "Backups run at 02:00 UTC.\n", "b1")]
-    assert turn(b)["state"] == "no_change"  # healed, pulled, claimed and landed its own batch
+    assert turn(b).state == "no_change"  # healed, pulled, claimed and landed its own batch
     assert sync.pull(b).status == "synced"
 
     # 3. a forged lease centuries away over A's pending batch, and one naming B for a ghost batch
@@ -99,12 +99,12 @@ def test_two_honest_machines_outlast_a_hostile_one_over_git_daemon(served, provi
     assert len(fresh) == 2
     hp.forge(url, tmp_path, {"update_queue/lease.json": hp.lease(
         "e" * 32, fresh, records.batch_id(pending[u] for u in fresh), expires=datetime(2600, 1, 1, tzinfo=UTC))})
-    assert turn(b)["state"] == "no_change"  # B took the forged lease's batch over instead of waiting
+    assert turn(b).state == "no_change"  # B took the forged lease's batch over instead of waiting
     mine += [submit(b, "The VPN needs MFA.\n", "b2"), submit(b, "Tickets go to #ops.\n", "b2")]
     GitQueue(b).publish_pending()
     hp.forge(url, tmp_path, {"update_queue/lease.json": hp.lease(
         device_id(b), [uuid.uuid4().hex], "update-batch-" + "9" * 64)})
-    assert turn(b)["state"] == "no_change"  # the ghost lease was dropped; B landed its real batch
+    assert turn(b).state == "no_change"  # the ghost lease was dropped; B landed its real batch
 
     # 4. drain: whatever is left is claimed by someone; both machines end in sync
     for _ in range(6):

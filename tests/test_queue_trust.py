@@ -135,7 +135,7 @@ def test_an_update_record_must_be_valid_and_never_changes(two, upstream, tmp_pat
     use_model(a, provider)
     submit(a, "fact one\n"), submit(a, "fact two\n")
     provider.push(Turn(text="Nothing durable here."))
-    assert UpdateDriver(a, coordinator=GitQueue(a)).run_once()["state"] == "no_change"
+    assert UpdateDriver(a, coordinator=GitQueue(a)).run_once().state == "no_change"
     assert sync.pull(b).status == "synced"
     (rel,) = upstream_files(upstream, "update_records")
     data = json.loads(hp.show(upstream, "main", rel))
@@ -163,7 +163,7 @@ def test_replayed_candidates_are_dropped_never_claimed_even_on_a_fresh_clone(two
     with EvidenceQueue(a) as q:
         files = dict(hp.candidate_file(q.get(u).candidate()) for u in uids)
     provider.push(Turn(text="Nothing durable here."))
-    assert UpdateDriver(a, coordinator=GitQueue(a)).run_once()["state"] == "no_change"
+    assert UpdateDriver(a, coordinator=GitQueue(a)).run_once().state == "no_change"
     withdrawn = submit(a, "withdraw me\n", "s3")
     with EvidenceQueue(a) as q:
         files.update([hp.candidate_file(q.get(withdrawn).candidate())])
@@ -178,7 +178,7 @@ def test_replayed_candidates_are_dropped_never_claimed_even_on_a_fresh_clone(two
     for m in (c, b):
         use_model(m, provider)
         out = UpdateDriver(m, coordinator=GitQueue(m)).run_once(force=True)
-        assert out["state"] == "idle", out
+        assert out.state == "idle", out
         with EvidenceQueue(m) as q:
             assert q.list(state="queued") == [] and q.list(state="claimed") == []
     assert sorted(landed(upstream)) == sorted(uids)  # once each, never again

@@ -135,7 +135,7 @@ def test_evidence_leaves_retrieval_once_an_update_lands(cli, root):
                       call("git_commit", message="update: staging db port"),
                       Turn(text="Changed: staging-db-port (new). Skipped: none."))
         landed = UpdateDriver(root).run_once(force=True)
-        assert landed["state"] == "committed", landed
+        assert landed.state == "committed", landed
         with EvidenceQueue(root) as q:
             assert q.get(uid).state == "consumed"
         after = ask(cli, root, "staging db port", session="reader-after")

@@ -194,8 +194,8 @@ def test_driver_lands_a_batch_through_the_shared_queue(two, upstream, provider, 
                   call("git_commit", message="update: staging port"),
                   Turn(text="Changed: staging-port."))
     out = UpdateDriver(a, coordinator=GitQueue(a)).run_once(now=time.time() + 3601)  # both sessions ready
-    assert out["state"] == "committed", out
-    batch = out["batch_id"]
+    assert out.state == "committed", out
+    batch = out.batch_id
     log = git(upstream, "log", "--format=%s%n%b%x1e", "main").split("\x1e")
     finalize = next(e for e in log if e.strip().startswith(f"update queue: finalize {batch}"))
     assert f"RightMemory-Queue-Batch: {batch}" in finalize and "RightMemory-Queue-Token: " in finalize
@@ -323,7 +323,7 @@ def test_machine_killed_holding_the_lease_is_taken_over_after_expiry(two, upstre
     time.sleep(4.5)
     provider.push(Turn(text="Nothing durable here."))
     out = UpdateDriver(b, coordinator=GitQueue(b)).run_once()
-    assert out["state"] == "no_change", out  # B took the expired lease over and landed the batch
+    assert out.state == "no_change", out  # B took the expired lease over and landed the batch
     assert snapshot(upstream, "main").lease is None
     r = cli("--headless", "update", "run", "--root", str(a.path))  # A restarted
     assert r.code == 0, r.stderr

@@ -225,3 +225,33 @@ async def test_U_with_nothing_queued_says_so_and_how_evidence_gets_queued(tmp_pa
         (note,) = list(app._notifications)
         assert note.message == ("Nothing is queued for Update: evidence that agents submit and you approve "
                                 "is queued.")
+
+
+async def test_a_failed_update_says_which_batch_failed_and_what_it_waits_for(demo):
+    """U with a model that refuses every turn: the evidence goes back to the queue and the
+    notification names the batch, the model's error and the batch's state now."""
+    provider = FakeProvider()  # an empty script: every request is answered with an error
+    try:
+        set_config_value(demo.path, "update.model.model_id", "openai:fake-model")
+        set_config_value(demo.path, "update.model.api_base", provider.base("openai"))
+        set_config_value(demo.path, "update.model.kwargs", {"max_retries": 0})
+        repo = git.Repo(demo.path)
+        repo.index.add(["rightmemory.toml"])
+        repo.index.commit("config: update model")
+        queued = [u for u, (s, _) in evidence_states(demo).items() if s == "queued"]
+        assert queued
+        app = RmtuiApp(demo)
+        async with app.run_test(size=SIZE) as pilot:
+            await evidence_pane(app, pilot)
+            await wait_for(pilot, lambda: app.screen.query_one(EvidencePane).can_run_update, timeout=10,
+                           what="U to be able to run Update")
+            app.clear_notifications()
+            await pilot.press("U")
+            await wait_for(pilot, lambda: any(n.message.startswith("update: batch ") for n in app._notifications),
+                           timeout=30, what="the failure's notification")
+            (note,) = [n for n in app._notifications if n.message.startswith("update: batch ")]
+            assert "failed: " in note.message and "fake provider: the script has no more turns" in note.message
+            assert note.message.endswith("(it is now waiting_retry)") and note.severity == "error"
+            assert all(state(demo, u) == "queued" for u in queued)  # the evidence is back, nothing lost
+    finally:
+        provider.close()

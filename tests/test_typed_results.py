@@ -25,6 +25,7 @@ from rmtui.engine.host.assistant import (
     UpdateTask,
 )
 from rmtui.engine.pursuit import PursuitCheckpoint, PursuitEdit, PursuitState
+from rmtui.engine.roles.update_driver import BatchFailed, BatchLanded, DriverIdle
 from rmtui.engine.sync.pull import SyncResult
 from rmtui.engine.sync.queue_git import Cancelled
 from rmtui.engine.writes.operations import Receipt
@@ -195,3 +196,34 @@ def test_assistant_status_and_context_json():
     same(ctx, {"root": "/r", "memory_commit": "h" * 40, "sources": ["/r/MEMORY.md"], "imports": [],
                "pending_evidence_file": "/p.md", "pending_count": 0, "instructions": "/i.md",
                "settled": {"released": ["u1"]}})
+
+
+def test_update_driver_pass_json():
+    """Every shape ``UpdateDriver.run_once`` / ``retry`` answered as a dict, local and shared."""
+    counts = {"inbox": 0, "queued": 2, "claimed": 0, "consumed": 1}
+    same(DriverIdle(counts, held_batches=1), {"state": "idle", "evidence": counts, "held_batches": 1})
+    lease = {"holder": "dev-a", "ours": False, "batch_id": "update-batch-1", "expires_at": 9.0}
+    same(DriverIdle(counts, shared=True, lease=lease), {"state": "idle", "evidence": counts, "lease": lease})
+    same(DriverIdle(counts, shared=True, lease=None, retried=["update-batch-1"]),
+         {"state": "idle", "evidence": counts, "lease": None, "retried": ["update-batch-1"]})
+    same(DriverIdle(message="no batch waits for a retry"), {"state": "idle", "message": "no batch waits for a retry"})
+    assert DriverIdle(counts).exit_code == 0
+
+    r = receipt("update-20260101T000000Z-0123abcd", "no_change")
+    landed = BatchLanded("update-batch-1", 2, r)
+    same(landed, {"state": "no_change", "batch_id": "update-batch-1", "attempts": 2, "receipt": r.to_json()})
+    same(replace(landed, retried=["update-batch-1"]),
+         {"state": "no_change", "batch_id": "update-batch-1", "attempts": 2, "receipt": r.to_json(),
+          "retried": ["update-batch-1"]})
+    assert landed.state == "no_change" and landed.exit_code == 0
+
+    exc = OperationFailed("the update role wrote a forbidden path: rightmemory.toml")
+    f = Failure(exc.to_json(), exc.message, exc.exit_code, r.operation_id, receipt(r.operation_id, "failed"))
+    local = BatchFailed("update-batch-1", 3, "needs_manual_recovery", f, next_attempt_at=None)
+    same(local, {"state": "failed", "batch_id": "update-batch-1", "attempts": 3, "batch_state": "needs_manual_recovery",
+                 "next_attempt_at": None, "error": exc.to_json(), "exit_code": 1, "operation_id": r.operation_id})
+    recovery = {"batch_id": "update-batch-1", "attempts": 1, "manual_recovery": False}
+    shared = BatchFailed("update-batch-1", 1, "waiting_retry", f, recovery=recovery, retried=["update-batch-1"])
+    same(shared, {"state": "failed", "batch_id": "update-batch-1", "error": exc.to_json(), "recovery": recovery,
+                  "attempts": 1, "exit_code": 1, "batch_state": "waiting_retry", "retried": ["update-batch-1"]})
+    assert local.state == shared.state == "failed" and local.exit_code == 1

@@ -75,22 +75,22 @@ def test_full_update_reads_edits_commits_and_lands(api, provider, root):
     uid = submit(root, "We agreed in review: ruff line length stays 120 for this repo.")
     provider.push(*landing_script())
     out = UpdateDriver(root).run_once(force=True)
-    assert out["state"] == "committed", out
-    receipt = out["receipt"]
+    assert out.state == "committed", out
+    receipt = out.receipt
     # the landed commit is on the active branch, carries the trailer, and the file changed
     repo = git.Repo(root.path)
-    landed = repo.commit(receipt["landed_commit"])
+    landed = repo.commit(receipt.landed_commit)
     assert landed.message.startswith("update: record ruff line length")
-    assert f"RightMemory-Operation: {out['batch_id']}" in landed.message  # the batch id, as the original
+    assert f"RightMemory-Operation: {out.batch_id}" in landed.message  # the batch id, as the original
     assert NEW_NODE in (root.path / "MEMORY.md").read_text()
-    assert receipt["changed_paths"] == ["MEMORY.md"] and receipt["candidate_uids"] == [uid]
-    assert receipt["summary"].startswith("Changed: ruff-line-length")
+    assert receipt.changed_paths == ["MEMORY.md"] and receipt.candidate_uids == [uid]
+    assert receipt.summary.startswith("Changed: ruff-line-length")
     # the update record landed in the same commit, the evidence is consumed, the root is clean
-    rel = f"update_records/{out['batch_id']}.json"
+    rel = f"update_records/{out.batch_id}.json"
     assert rel in landed.stats.files and "MEMORY.md" in landed.stats.files
     record = json.loads((root.path / rel).read_text())
     assert set(record) == {"schema_version", "operation_id", "candidates"}
-    assert record["operation_id"] == out["batch_id"] and [c["uid"] for c in record["candidates"]] == [uid]
+    assert record["operation_id"] == out.batch_id and [c["uid"] for c in record["candidates"]] == [uid]
     assert check_root(root.path) == []
     assert evidence_state(root, uid) == "consumed"
     assert not repo.is_dirty(untracked_files=True)
@@ -100,7 +100,7 @@ def test_full_update_reads_edits_commits_and_lands(api, provider, root):
     assert "Candidates are **evidence, not wording" in first.system
     assert "Memory schema reference" in first.system
     batches = BatchStore(root)
-    assert batches.get(out["batch_id"]).state == "committed"
+    assert batches.get(out.batch_id).state == "committed"
     batches.close()
 
 
@@ -118,14 +118,14 @@ def test_forbidden_write_is_refused_by_the_supervisor(api, provider, root):
         Turn(text="Added pursuit fast-ci."),
     )
     out = UpdateDriver(root).run_once(force=True)
-    assert out["state"] == "failed" and out["batch_state"] == "waiting_retry"
-    assert out["error"]["error"] == "refused" and "reference-repair-only" in out["error"]["message"]
+    assert out.state == "failed" and out.batch_state == "waiting_retry"
+    assert out.failure.error["error"] == "refused" and "reference-repair-only" in out.failure.message
     # nothing landed; the evidence is back in the queue, held for the batch's retry
     assert git.Repo(root.path).head.commit.hexsha == head_before
     assert (root.path / "PURSUITS.md").read_text() == pursuits_before
     assert evidence_state(root, uid) == "queued"
     # backoff: a normal pass now does not retry it (and does not re-batch its evidence)
-    assert UpdateDriver(root).run_once(force=True)["state"] == "idle"
+    assert UpdateDriver(root).run_once(force=True).state == "idle"
     # once the backoff has passed the same batch runs again; a second refusal holds it
     provider.push(
         call("read", path="PURSUITS.md"),
@@ -135,13 +135,13 @@ def test_forbidden_write_is_refused_by_the_supervisor(api, provider, root):
         Turn(text="Added pursuit fast-ci."),
     )
     again = UpdateDriver(root).run_once(now=time.time() + 3600)
-    assert again["batch_id"] == out["batch_id"] and again["attempts"] == 2
-    assert again["batch_state"] == "needs_manual_recovery"
+    assert again.batch_id == out.batch_id and again.attempts == 2
+    assert again.batch_state == "needs_manual_recovery"
     assert evidence_state(root, uid) == "queued"
     # `update retry` runs it again; this time the model makes a Memory edit that lands
     provider.push(*landing_script())
-    final = UpdateDriver(root).retry(out["batch_id"])
-    assert final["state"] == "committed" and final["batch_id"] == out["batch_id"]
+    final = UpdateDriver(root).retry(out.batch_id)
+    assert final.state == "committed" and final.batch_id == out.batch_id
     assert evidence_state(root, uid) == "consumed"
 
 
@@ -152,14 +152,14 @@ def test_update_that_chooses_no_change(api, provider, root):
     head_before = git.Repo(root.path).head.commit.hexsha
     provider.push(call("outline"), Turn(text="Skipped the only candidate: routine progress."))
     out = UpdateDriver(root).run_once(force=True)
-    assert out["state"] == "no_change"
-    assert out["receipt"]["changed_paths"] == []
+    assert out.state == "no_change"
+    assert out.receipt.changed_paths == []
     assert (root.path / "MEMORY.md").read_text() == "# Memory\n\n"
     repo = git.Repo(root.path)
     # a record-only commit lands, as the original's no-change batches do
     (landed,) = list(repo.iter_commits(f"{head_before}..HEAD"))
-    assert landed.hexsha == out["receipt"]["landed_commit"]
-    assert list(landed.stats.files) == [f"update_records/{out['batch_id']}.json"]
+    assert landed.hexsha == out.receipt.landed_commit
+    assert list(landed.stats.files) == [f"update_records/{out.batch_id}.json"]
     assert check_root(root.path) == []
     assert evidence_state(root, uid) == "consumed"
 
@@ -170,7 +170,7 @@ def test_uncommitted_edit_gets_one_reminder(provider, root):
     script = landing_script()
     provider.push(*script[:4], Turn(text="done"), *script[4:])
     out = UpdateDriver(root).run_once(force=True)
-    assert out["state"] == "committed"
+    assert out.state == "committed"
     assert "uncommitted changes" in provider.seen[5].user_texts()[-1]
 
 
@@ -178,13 +178,13 @@ def test_readiness_rules_and_idle(provider, root):
     configure(root, "openai", provider, **{"update.async.target_batch_candidates": 2,
                                            "update.async.debounce_seconds": 3600})
     submit(root, "one finding")
-    assert UpdateDriver(root).run_once()["state"] == "idle"  # 1 < target, debounce not passed
+    assert UpdateDriver(root).run_once().state == "idle"  # 1 < target, debounce not passed
     submit(root, "another finding", session="s2")
     # two sessions of one candidate each: neither is ready before its debounce (the original's rule)
-    assert UpdateDriver(root).run_once()["state"] == "idle"
+    assert UpdateDriver(root).run_once().state == "idle"
     provider.push(Turn(text="nothing durable"))
     out = UpdateDriver(root).run_once(now=time.time() + 3601)
-    assert out["state"] == "no_change" and len(out["receipt"]["candidate_uids"]) == 2
+    assert out.state == "no_change" and len(out.receipt.candidate_uids) == 2
 
 
 def test_no_model_configured_is_unavailable(root, cli):

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from rmtui.commands import Result
 from rmtui.commands.core import root_of
+
+if TYPE_CHECKING:
+    from rmtui.engine.roles.update_driver import DriverPass
 
 
 def register(sub, common) -> None:
@@ -25,27 +29,26 @@ def register(sub, common) -> None:
     p.set_defaults(handler=cmd_daemon)
 
 
-def _outcome(out: dict) -> Result:
-    state = out["state"]
-    if state == "idle":
-        counts = out.get("evidence", {})
-        held = out.get("held_batches", 0)
-        text = out.get("message") or (f"idle: nothing ready ({counts.get('queued', 0)} queued"
-                                      + (f"; {held} batch(es) wait for a retry, see `update status`" if held else "")
-                                      + ")")
-        return Result(out, text)
-    if state in ("committed", "no_change"):
-        r = out["receipt"]
-        landed = (r["landed_commit"] or "")[:12]
-        head = f"{state} {out['batch_id']}" + (f" as {landed}" if landed else "")
-        paths = ", ".join(r["changed_paths"]) or "no memory change"
-        return Result(out, f"{head}\noperation: {r['operation_id']}\nchanged: {paths}\n\n{r['summary']}".rstrip())
-    err = out["error"]
-    text = (f"batch {out['batch_id']} failed (attempt {out['attempts']}): {err['message']}\n"
-            f"batch is now {out['batch_state']}")
-    if out["batch_state"] == "needs_manual_recovery":
-        text += "; run `rmtui --headless update retry` after fixing the cause"
-    return Result(out, text, exit_code=out.get("exit_code", 1))
+def _outcome(out: DriverPass) -> Result:
+    from rmtui.engine.roles.update_driver import BatchFailed, BatchLanded
+
+    if isinstance(out, BatchLanded):
+        r = out.receipt
+        landed = (r.landed_commit or "")[:12]
+        head = f"{out.state} {out.batch_id}" + (f" as {landed}" if landed else "")
+        paths = ", ".join(r.changed_paths) or "no memory change"
+        text = f"{head}\noperation: {r.operation_id}\nchanged: {paths}\n\n{r.summary}".rstrip()
+    elif isinstance(out, BatchFailed):
+        text = (f"batch {out.batch_id} failed (attempt {out.attempts}): {out.failure.message}\n"
+                f"batch is now {out.batch_state}")
+        if out.batch_state == "needs_manual_recovery":
+            text += "; run `rmtui --headless update retry` after fixing the cause"
+    else:
+        counts = out.evidence or {}
+        text = out.message or (f"idle: nothing ready ({counts.get('queued', 0)} queued"
+                               + (f"; {out.held_batches} batch(es) wait for a retry, see `update status`"
+                                  if out.held_batches else "") + ")")
+    return Result(out.to_json(), text, exit_code=out.exit_code)
 
 
 def cmd_run(args) -> Result:

@@ -9,17 +9,14 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rmtui.engine.errors import ConflictError, EngineError, OperationFailed
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.locks import file_lock, try_lock
 from rmtui.engine.memory.roots import MemoryRoot
-
-if TYPE_CHECKING:
-    from rmtui.engine.writes.operations import Receipt
+from rmtui.engine.writes.operations import Failure
 
 CYCLES_DIR = "cycles"
 #: Failures in a row after which the daemon stops running a cycle until a manual run succeeds.
@@ -142,25 +139,6 @@ def backing_off(root: MemoryRoot, name: str, now: float | None = None) -> str | 
     if isinstance(nxt, (int, float)) and nxt > now:
         return f"backing off after {state.get('failures')} failure(s) until {time.strftime('%H:%M:%S', time.localtime(nxt))}"
     return None
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Why a cycle run failed: the engine error (its JSON, message and exit code) and, when the
-    run's operation had begun, its id and the receipt it ended with."""
-
-    error: dict[str, Any]
-    message: str
-    exit_code: int
-    operation_id: str | None = None
-    receipt: Receipt | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"state": "failed", "error": self.error, "message": self.message,
-                               "exit_code": self.exit_code}
-        if self.operation_id is not None:
-            out.update(operation_id=self.operation_id, receipt=self.receipt.to_json() if self.receipt else None)
-        return out
 
 
 def error_outcome(exc: EngineError) -> Failure:

@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rmtui.engine import progress, store
@@ -28,6 +28,7 @@ from rmtui.engine.errors import ConflictError, EngineError, OperationFailed, Una
 from rmtui.engine.evidence.queue import Evidence, EvidenceQueue
 from rmtui.engine.locks import try_lock
 from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.writes.operations import Failure, Receipt
 
 ROLE = "update"
 KIND = "update"
@@ -36,6 +37,100 @@ DRIVER_LOCK = "update-driver.lock"
 DAEMON_LOCK = "daemon.lock"
 BATCH_STATES = ("running", "waiting_retry", "needs_manual_recovery", "committed", "no_change", "superseded")
 
+
+# -- what a pass answers (``to_json`` is the JSON the fronts print, in its key order) -----------
+
+@dataclass(frozen=True)
+class DriverIdle:
+    """A pass that ran no batch: nothing was ready (``evidence`` counts; with the shared queue
+    the live ``lease``, else how many ``held_batches`` wait), or ``message`` says why a retry
+    found nothing to retry."""
+
+    evidence: dict[str, int] | None = None
+    held_batches: int = 0
+    shared: bool = False
+    lease: dict[str, Any] | None = None
+    message: str | None = None
+    #: the batches a shared-queue retry reset before this pass
+    retried: list[str] | None = None
+
+    state = "idle"
+    exit_code = 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"state": "idle"}
+        if self.message is not None:
+            out["message"] = self.message
+        elif self.shared:
+            out.update(evidence=self.evidence, lease=self.lease)
+        else:
+            out.update(evidence=self.evidence, held_batches=self.held_batches)
+        if self.retried is not None:
+            out["retried"] = self.retried
+        return out
+
+
+@dataclass(frozen=True)
+class BatchLanded:
+    """A batch the supervisor published: its receipt's phase (``committed`` or ``no_change``)
+    is the pass's state."""
+
+    batch_id: str
+    attempts: int
+    receipt: Receipt
+    retried: list[str] | None = None
+
+    exit_code = 0
+
+    @property
+    def state(self) -> str:
+        return self.receipt.phase
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"state": self.state, "batch_id": self.batch_id, "attempts": self.attempts,
+                               "receipt": self.receipt.to_json()}
+        if self.retried is not None:
+            out["retried"] = self.retried
+        return out
+
+
+@dataclass(frozen=True)
+class BatchFailed:
+    """A batch whose Update failed: its evidence is back in the queue and the batch waits
+    (``batch_state``) for its next attempt (``next_attempt_at``) or a manual retry. With the
+    shared queue, ``recovery`` is the batch's recovery record upstream (None for a local batch)."""
+
+    batch_id: str
+    attempts: int
+    batch_state: str
+    failure: Failure
+    next_attempt_at: float | None = None
+    recovery: dict[str, Any] | None = None
+    retried: list[str] | None = None
+
+    state = "failed"
+
+    @property
+    def exit_code(self) -> int:
+        return self.failure.exit_code
+
+    def to_json(self) -> dict[str, Any]:
+        f = self.failure
+        out: dict[str, Any]
+        if self.recovery is not None:
+            out = {"state": "failed", "batch_id": self.batch_id, "error": f.error, "recovery": self.recovery,
+                   "attempts": self.attempts, "exit_code": f.exit_code, "batch_state": self.batch_state}
+        else:
+            out = {"state": "failed", "batch_id": self.batch_id, "attempts": self.attempts,
+                   "batch_state": self.batch_state, "next_attempt_at": self.next_attempt_at, "error": f.error,
+                   "exit_code": f.exit_code, "operation_id": f.operation_id}
+        if self.retried is not None:
+            out["retried"] = self.retried
+        return out
+
+
+#: What one pass of the driver answers.
+DriverPass = DriverIdle | BatchLanded | BatchFailed
 
 
 @dataclass
@@ -139,8 +234,8 @@ class UpdateDriver:
 
     # -- public --------------------------------------------------------------------------
 
-    def run_once(self, *, force: bool = False, now: float | None = None) -> dict:
-        """One pass; answers ``{"state": "idle"|"committed"|"no_change"|"failed"|..., ...}``."""
+    def run_once(self, *, force: bool = False, now: float | None = None) -> DriverPass:
+        """One pass: idle (nothing ready), a batch landed, or a batch failed."""
         fd = try_lock(self.root.runtime / DRIVER_LOCK)
         if fd is None:
             raise ConflictError("another Update driver is running on this root")
@@ -151,16 +246,14 @@ class UpdateDriver:
         finally:
             os.close(fd)
 
-    def retry(self, batch_id: str | None = None) -> dict:
+    def retry(self, batch_id: str | None = None) -> DriverPass:
         """Reset a batch held for manual recovery (or waiting) and run it now; with the
         shared queue, its recovery records are reset for every machine."""
         if self.coordinator is not None:
             retried = self.coordinator.retry(batch_id)
             if not retried:
-                return {"state": "idle", "message": "no batch in the shared queue waits for a retry"}
-            out = self.run_once(force=True)
-            out.setdefault("retried", retried)
-            return out
+                return DriverIdle(message="no batch in the shared queue waits for a retry")
+            return replace(self.run_once(force=True), retried=retried)
         batches = BatchStore(self.root)
         try:
             held = batches.list("needs_manual_recovery", "waiting_retry")
@@ -172,7 +265,7 @@ class UpdateDriver:
                         raise UsageError(f"unknown batch {batch_id!r}")
                     raise ConflictError(f"batch {batch_id} is {known.state}; only a held batch can be retried")
             if not held:
-                return {"state": "idle", "message": "no batch waits for a retry"}
+                return DriverIdle(message="no batch waits for a retry")
             for b in held:
                 batches.update(b.batch_id, state="waiting_retry", attempts=0, next_attempt_at=0.0)
         finally:
@@ -190,7 +283,7 @@ class UpdateDriver:
 
     # -- one pass ------------------------------------------------------------------------
 
-    def _run_once(self, *, force: bool, now: float | None) -> dict:
+    def _run_once(self, *, force: bool, now: float | None) -> DriverPass:
         from rmtui.engine.evidence.batching import held_sessions, select_batch
         from rmtui.engine.evidence.original_pending import refuse_if_original_pending
         from rmtui.engine.writes.supervisor import Supervisor
@@ -210,8 +303,8 @@ class UpdateDriver:
                 if record is None:
                     batch = select_batch(q.list(state="queued"), cfg, now=now, force=force, held_sessions=held)
                     if batch is None:
-                        return {"state": "idle", "evidence": q.counts(),
-                                "held_batches": len(batches.list("waiting_retry", "needs_manual_recovery"))}
+                        return DriverIdle(q.counts(),
+                                          held_batches=len(batches.list("waiting_retry", "needs_manual_recovery")))
                     record = batches.upsert(batch.id, batch.uids, batch.sessions, batch.reason)
                 q.claim(record.uids, record.batch_id)
                 evidence = [q.get(u) for u in record.uids]
@@ -231,13 +324,12 @@ class UpdateDriver:
                     wrapped = OperationFailed(f"{type(exc).__name__}: {exc}")
                     return self._failed(sup, batches, cfg, record.batch_id, op, attempts, wrapped)
                 batches.update(record.batch_id, state=receipt.phase, last_error=None, receipt=receipt.to_json())
-                return {"state": receipt.phase, "batch_id": record.batch_id, "attempts": attempts,
-                        "receipt": receipt.to_json()}
+                return BatchLanded(record.batch_id, attempts, receipt)
             finally:
                 batches.close()
                 q.close()
 
-    def _run_shared(self, coord, *, force: bool, now: float | None) -> dict:
+    def _run_shared(self, coord, *, force: bool, now: float | None) -> DriverPass:
         """One pass over the shared queue: claim a batch with the upstream lease (or resume
         ours), run the role at the adopted head, land through the queue's finalizer; a
         failure writes the batch's recovery record upstream and drops the lease."""
@@ -256,7 +348,7 @@ class UpdateDriver:
                 queued = q.list(state="queued")
                 lease = coord.claim(lambda eligible: pick_among(queued, eligible, cfg, now=now, force=force))
                 if lease is None:
-                    return {"state": "idle", "evidence": q.counts(), "lease": coord.describe_lease()}
+                    return DriverIdle(q.counts(), shared=True, lease=coord.describe_lease())
                 coord.reconcile_local()
                 uids = list(lease.candidate_uids)
                 q.release(uids, None)  # a claim left by an earlier turn of this lease
@@ -270,13 +362,14 @@ class UpdateDriver:
                 receipt = sup.finish(op, summary=summary,
                                      finalizer=lambda o: coord.finalize(lease, o.base_commit, o.candidate_commit))
             except EngineError as exc:
-                sup.fail(sup.store.get(op.id), f"{exc.kind}: {exc.message}")
+                failed = sup.fail(sup.store.get(op.id), f"{exc.kind}: {exc.message}")
                 recovery = coord.release(lease, "stale_base" if (exc.details or {}).get("stale") else "update_failed")
                 recovery = recovery or {}
-                return {"state": "failed", "batch_id": lease.batch_id, "error": exc.to_json(), "recovery": recovery,
-                        "attempts": recovery.get("attempts", 1), "exit_code": exc.exit_code,
-                        "batch_state": "needs_manual_recovery" if recovery.get("manual_recovery") else "waiting_retry"}
-            return {"state": receipt.phase, "batch_id": lease.batch_id, "attempts": 1, "receipt": receipt.to_json()}
+                return BatchFailed(lease.batch_id, recovery.get("attempts", 1),
+                                   "needs_manual_recovery" if recovery.get("manual_recovery") else "waiting_retry",
+                                   Failure(exc.to_json(), exc.message, exc.exit_code, op.id, failed),
+                                   recovery=recovery)
+            return BatchLanded(lease.batch_id, 1, receipt)
 
     def _executor(self, cfg):
         if self.executor_factory is not None:
@@ -329,18 +422,19 @@ class UpdateDriver:
             conv.close()
         return result.text.strip()
 
-    def _failed(self, sup, batches: BatchStore, cfg, batch_id: str, op, attempts: int, exc: EngineError) -> dict:
+    def _failed(self, sup, batches: BatchStore, cfg, batch_id: str, op, attempts: int,
+                exc: EngineError) -> BatchFailed:
         sup.fail(op, f"{exc.kind}: {exc.message}")  # releases the evidence back to the queue
         max_attempts = cfg.get("update.max_attempts")
         if attempts >= max_attempts:
             state, next_at = "needs_manual_recovery", None
         else:
             state, next_at = "waiting_retry", time.time() + _backoff(cfg, attempts)
+        receipt = sup.store.receipt(op.id)
         batches.update(batch_id, state=state, next_attempt_at=next_at, last_error=f"{exc.kind}: {exc.message}",
-                       receipt=sup.store.receipt(op.id).to_json())
-        return {"state": "failed", "batch_id": batch_id, "attempts": attempts, "batch_state": state,
-                "next_attempt_at": next_at, "error": exc.to_json(), "exit_code": exc.exit_code,
-                "operation_id": op.id}
+                       receipt=receipt.to_json())
+        return BatchFailed(batch_id, attempts, state, Failure(exc.to_json(), exc.message, exc.exit_code, op.id, receipt),
+                           next_attempt_at=next_at)
 
 
 # -- the daemon ----------------------------------------------------------------------------
@@ -370,7 +464,7 @@ def run_daemon(root: MemoryRoot, *, poll_seconds: float = 5.0, max_passes: int |
             passes += 1
             try:
                 coordinator = coordinator_factory(root) if coordinator_factory else None
-                out = UpdateDriver(root, coordinator=coordinator).run_once()
+                out = UpdateDriver(root, coordinator=coordinator).run_once().to_json()
             except UnavailableError as exc:
                 out = {"state": "unavailable", "error": exc.message}
             except ConflictError as exc:

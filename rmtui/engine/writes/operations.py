@@ -15,6 +15,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from rmtui.engine import store
 from rmtui.engine.errors import UsageError
@@ -148,6 +149,25 @@ class Receipt:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a run failed (a cycle's, an Update batch's): the engine error (its JSON, message and
+    exit code) and, when the run's operation had begun, its id and the receipt it ended with."""
+
+    error: dict[str, Any]
+    message: str
+    exit_code: int
+    operation_id: str | None = None
+    receipt: Receipt | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"state": "failed", "error": self.error, "message": self.message,
+                               "exit_code": self.exit_code}
+        if self.operation_id is not None:
+            out.update(operation_id=self.operation_id, receipt=self.receipt.to_json() if self.receipt else None)
+        return out
 
 
 class OperationStore(store.StoreHandle):

@@ -298,7 +298,7 @@ class EvidencePane(Vertical):
     @work(thread=True, exclusive=True, group="main-update", exit_on_error=False)
     def _run_update(self, move: str) -> None:
         from rmtui.engine import progress
-        from rmtui.engine.roles.update_driver import UpdateDriver
+        from rmtui.engine.roles.update_driver import BatchFailed, BatchLanded, UpdateDriver
 
         def report(step: progress.Progress) -> None:
             self.post_message(EngineProgress("update", step))
@@ -310,17 +310,16 @@ class EvidencePane(Vertical):
         except EngineError as exc:
             self.post_message(EngineFailed("update", error_text(exc)[0]))
             return
-        if out["state"] == "failed":
-            self.post_message(EngineFailed("update", f"batch {out['batch_id'][:12]} failed: {out['error']['message']}"
-                                                     f" (it is now {out['batch_state']})"))
-        elif out["state"] == "idle":
-            self.post_message(EngineDone("Update: nothing to run", reload=("queue", "operations")))
-        else:
-            r = out.get("receipt") or {}
-            landed = (r.get("landed_commit") or "")[:10]
-            changed = ", ".join(r.get("changed_paths") or []) or "no memory change"
-            self.post_message(EngineDone(f"Update {out['state']}" + (f" as {landed}" if landed else "")
+        if isinstance(out, BatchFailed):
+            self.post_message(EngineFailed("update", f"batch {out.batch_id[:12]} failed: {out.failure.message}"
+                                                     f" (it is now {out.batch_state})"))
+        elif isinstance(out, BatchLanded):
+            landed = (out.receipt.landed_commit or "")[:10]
+            changed = ", ".join(out.receipt.changed_paths) or "no memory change"
+            self.post_message(EngineDone(f"Update {out.state}" + (f" as {landed}" if landed else "")
                                          + f": {changed}", reload=("queue", "operations")))
+        else:
+            self.post_message(EngineDone("Update: nothing to run", reload=("queue", "operations")))
 
     def on_engine_progress(self, message: EngineProgress) -> None:
         self.screen.query_one(ProgressLine).show(message.progress)
