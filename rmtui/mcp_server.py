@@ -122,9 +122,23 @@ class _WarmRetriever:
         if self.backend is None:
             self.backend = InProcessBackend.from_config(cfg)
             # embed what the vector cache lacks in the background, with the same warm model,
-            # so later calls only embed the need
-            threading.Thread(target=_index_quietly, args=(root, self.backend), daemon=True).start()
+            # so later calls only embed the need. It takes the indexer lock before this call
+            # reads the corpus (which then leaves the rest to it) and starts its work once this
+            # call has answered: sharing the interpreter, it would only delay the answer
+            locked, answered = threading.Event(), threading.Event()
+            threading.Thread(target=_index_quietly, args=(root, self.backend, locked, answered), daemon=True).start()
+            locked.wait(LOCK_WAIT_SECONDS)
+            try:
+                return retrieve(root, session_id, need, backend=self.backend, include_pending=include_pending)
+            finally:
+                answered.set()
         return retrieve(root, session_id, need, backend=self.backend, include_pending=include_pending)
+
+
+#: How long the background indexer waits for the first retrieve to answer before it starts,
+#: and how long that retrieve waits for the indexer to hold its lock (or find it taken).
+FIRST_ANSWER_WAIT_SECONDS = 60.0
+LOCK_WAIT_SECONDS = 2.0
 
 
 def _memory_tools(server, root: MemoryRoot) -> None:
@@ -189,13 +203,19 @@ def _status_tool(server, root: MemoryRoot) -> None:
 TOOL_GROUPS = (_memory_tools, _history_tool, _status_tool)
 
 
-def _index_quietly(root: MemoryRoot, backend) -> None:
+def _index_quietly(root: MemoryRoot, backend, locked: threading.Event, answered: threading.Event) -> None:
     from rmtui.engine.retrieval.retrieve import index_root
 
+    def hold() -> None:
+        locked.set()
+        answered.wait(FIRST_ANSWER_WAIT_SECONDS)
+
     try:
-        index_root(root, backend)
+        index_root(root, backend, once_locked=hold)
     except Exception as exc:  # noqa: BLE001 - indexing is an optimisation; retrieval works (lexically) without it
         sys.stderr.write(f"rmtui mcp: background indexing stopped: {printable(str(exc))}\n")
+    finally:
+        locked.set()  # another indexer held the lock, or this one failed: the first call waits no longer
 
 
 def _result(*texts: str) -> CallToolResult:

@@ -657,13 +657,20 @@ def spawn_indexer(root: MemoryRoot) -> bool:
     return True
 
 
-def index_root(root: MemoryRoot, backend=None, *, params: RankParams | None = None) -> dict:
-    """Embed every passage of the current corpus that the cache lacks (one indexer at a time)."""
+def index_root(root: MemoryRoot, backend=None, *, params: RankParams | None = None,
+               once_locked: Callable[[], object] | None = None) -> dict:
+    """Embed every passage of the current corpus that the cache lacks (one indexer at a time).
+
+    ``once_locked`` runs when this indexer holds the indexer lock, before it reads anything:
+    a long-lived front waits there for its first answer, so the indexer's work does not take
+    the interpreter from it (retrieve sees the lock and leaves the rest to the indexer)."""
     lock = root.runtime / "cache" / "indexer.lock"
     fd = try_lock(lock)
     if fd is None:
         return {"indexed": 0, "state": "busy"}
     try:
+        if once_locked is not None:
+            once_locked()
         cfg = root.config()
         params = params or params_from_config(cfg)
         with file_lock(root.lock_path, shared=True):
