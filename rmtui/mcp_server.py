@@ -146,7 +146,8 @@ def _memory_tools(server, root: MemoryRoot) -> None:
     retrieve = _WarmRetriever(root)
 
     @server.tool(name="rightmemory_retrieve", description=RETRIEVE_DESCRIPTION, structured_output=False)
-    def rightmemory_retrieve(session_id: SessionId, need: Need, include_pending: IncludePending = True) -> CallToolResult:
+    def rightmemory_retrieve(session_id: SessionId, need: Need,
+                             include_pending: IncludePending = True) -> CallToolResult:
         def run() -> CallToolResult:
             result = retrieve(_session(session_id), _text_arg(need, "retrieval need"), include_pending)
             return _result(result.text, *result.warnings)
@@ -192,7 +193,8 @@ def _history_tool(server, root: MemoryRoot) -> None:
 def _status_tool(server, root: MemoryRoot) -> None:
     """rmtui's read-only status."""
 
-    @server.tool(name="rmtui_status", description="Read-only status: root, head commit, item counts, evidence by state.")
+    @server.tool(name="rmtui_status",
+                 description="Read-only status: root, head commit, item counts, evidence by state.")
     def rmtui_status() -> str:
         from rmtui.engine.host.status import root_status
 

@@ -65,8 +65,6 @@ def test_features_one_row_per_candidate(root, plain_backend):
     ids = [corpus.entries[i].id for i in cand.tolist()]
     assert col["coverage"][ids.index("q1")] == pytest.approx(1.0)  # holds every word of the need
     assert col["coverage"][ids.index("x2")] == 0.0
-    assert col["node_cover"][ids.index("q1")] == pytest.approx(1.0)  # the same, read from the node's words
-    assert col["node_cover"][ids.index("x2")] == 0.0
     assert col["first"][0] == pytest.approx(1.0, abs=1e-5)  # the best candidate's vector, unit length
     assert col["length"][ids.index("a1")] > col["length"][ids.index("x3")]
     assert not col["lead"].any()  # no name of a lead ("Ana", "Bo") in the need

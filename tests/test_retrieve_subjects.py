@@ -83,7 +83,7 @@ def test_bare_grouping_headings_keep_a_run_of_neighbours(root):
     assert by["s1"].next == ids.index("s2")
 
 
-def test_node_cover_counts_a_word_wherever_the_note_puts_it(root, plain_backend):
+def test_context_cover_counts_the_need_words_a_nodes_headings_hold(root, plain_backend):
     corpus = _corpus(root)
     ids = [e.id for e in corpus.entries]
     params = params_from_config(root.config())
@@ -91,8 +91,6 @@ def test_node_cover_counts_a_word_wherever_the_note_puts_it(root, plain_backend)
     assert first.signals is not None
     cand = np.asarray([ids.index(i) for i in ("s1", "s2", "l1")])
     x = stage2.features(corpus, first.signals, fuse(corpus, first.lexical, first.dense, params), cand)
-    cover = x[:, stage2.FEATURES.index("node_cover")].tolist()
     heading = x[:, stage2.FEATURES.index("context_cover")].tolist()
-    # s1: "port" in its text, "staging" in its heading; s2 only under the heading; l1 neither
-    assert cover[0] == 1.0 and 0.0 < cover[1] < 1.0 and cover[2] == 0.0
-    assert heading[0] == heading[1] == cover[1]
+    # s1 and s2 sit under "Staging DB" (one of the need's two words, whatever their own text says); l1 does not
+    assert 0.0 < heading[0] == heading[1] < 1.0 and heading[2] == 0.0

@@ -27,8 +27,6 @@ Features beyond scores (each measured on the development sets, see below):
   others.
 - ``context_cover``: the IDF-weighted share of the need's words in the node's ancestor heading
   titles -- what a group of notes is about, whichever way each note is written.
-- ``node_cover``: the same share in the node's text, heading titles and subject together: a
-  word of the need counts wherever the note puts it.
 - ``maxsim``: late interaction -- each token state of the need matched to its closest token
   state of the entry's best passage, averaged (ColBERT's MaxSim over the embedding model's own
   token states, kept as int8 in ``tokens.TokenStore``). It sees which word matches which,
@@ -41,8 +39,9 @@ data only: the LoCoMo development conversations rendered in four layouts of the 
 first, inside the sentence, last, only in a heading) and two notes-shaped projects
 (``bench/notes/``), the conversations weighing two thirds and the notes one third; the
 held-out conversations and the held-out notes project are only scored. Features were chosen
-by cross-validation on the development sets alone (``bench/fit_stage2.py --cv``). The stage needs dense scores
-(several features are vector ones); without them the first-stage order stands.
+by cross-validation on the development sets alone (``bench/fit_stage2.py --cv``). The stage
+needs dense scores (several features are vector ones); without them the first-stage order
+stands.
 """
 
 from __future__ import annotations
@@ -65,7 +64,7 @@ FEATURES = (
     "fused", "heading_fused", "heading_dense", "coverage", "length", "own_top", "need_words",
     "fused_prev", "fused_next", "rank_fused", "rank_dense", "rank_lexical", "centroid", "first",
     "own_raw", "lexical_prev", "lexical_next", "coherence_prev", "coherence_next", "lead", "subject",
-    "context_cover", "node_cover",
+    "context_cover",
 )
 #: Features that need token states (the model used when every candidate has them).
 TOKEN_FEATURES = ("maxsim",)
@@ -106,14 +105,10 @@ def candidates(fused: np.ndarray, pool: int = POOL) -> np.ndarray:
     return np.asarray(sorted(top.tolist(), key=lambda i: (-float(fused[i]), i)), dtype=np.int64)
 
 
-def _hits(query_tokens: list[str], token_lists: list[list[str]]) -> np.ndarray:
-    """1 for each list of words that holds a word of the need, else 0."""
-    need = set(query_tokens)
-    return np.asarray([float(bool(need.intersection(words))) for words in token_lists], dtype=np.float32)
-
-
 def _label_hits(labels: list[str], query_tokens: list[str], stem: bool) -> np.ndarray:
-    return _hits(query_tokens, tokenize_many(labels, stem=stem))
+    need = set(query_tokens)
+    return np.asarray([float(bool(need.intersection(words))) for words in tokenize_many(labels, stem=stem)],
+                      dtype=np.float32)
 
 
 def lead_hits(corpus: Corpus, query_tokens: list[str], cand: np.ndarray, *, stem: bool = True) -> np.ndarray:
@@ -127,46 +122,22 @@ def subject_hits(corpus: Corpus, query_tokens: list[str], cand: np.ndarray, *, s
     return _label_hits([subject_label(corpus, corpus.entries[int(i)]) for i in cand.tolist()], query_tokens, stem)
 
 
-def _need_idf(sig: Signals) -> dict[str, float]:
-    """The IDF of each distinct word of the need (over the lexical index's passages)."""
+def context_cover(corpus: Corpus, sig: Signals, cand: np.ndarray) -> np.ndarray:
+    """IDF-weighted share of the need's words in each candidate's ancestor heading titles: the
+    headings say what a group of notes is about, whichever way each note is written."""
+    words = list(dict.fromkeys(sig.query_tokens))
     index = sig.index
     n = max(len(index.owner), 1)
     idf = {}
-    for tok in dict.fromkeys(sig.query_tokens):
+    for tok in words:
         t = index.vocab.get(tok)
         df = int(index.indptr[t + 1]) - int(index.indptr[t]) if t is not None else 0
         idf[tok] = float(np.log1p(n / max(df, 1)))
-    return idf
-
-
-def _cover(idf: dict[str, float], token_lists: list[list[str]]) -> np.ndarray:
-    """IDF-weighted share of the need's words in each list of words."""
     total = sum(idf.values())
     if not total:
-        return np.zeros(len(token_lists), dtype=np.float32)
-    return np.asarray([sum(idf[w] for w in set(t).intersection(idf)) / total for t in token_lists], dtype=np.float32)
-
-
-def _text_columns(corpus: Corpus, sig: Signals, cand: np.ndarray) -> dict[str, np.ndarray]:
-    """The features read from the candidates' words, each text tokenized once:
-
-    - ``lead`` / ``subject``: a word of the need in the lead label / the subject
-      (``subjects.subject_label``);
-    - ``context_cover``: IDF-weighted share of the need's words in the ancestor heading titles;
-    - ``node_cover``: the same share in everything that says what the node is -- its text, its
-      heading titles and its subject together, so a word counts wherever the note puts it.
-    """
-    entries = [corpus.entries[int(i)] for i in cand.tolist()]
-    memo: dict[str, list[str]] = {}
-    lead, subject, context, text = (tokenize_many(texts, stem=sig.stem, memo=memo) for texts in (
-        [lead_label(e) for e in entries], [subject_label(corpus, e) for e in entries],
-        [e.context for e in entries], [e.text for e in entries]))
-    idf = _need_idf(sig)
-    return {
-        "lead": _hits(sig.query_tokens, lead), "subject": _hits(sig.query_tokens, subject),
-        "context_cover": _cover(idf, context),
-        "node_cover": _cover(idf, [a + b + c for a, b, c in zip(text, context, subject, strict=True)]),
-    }
+        return np.zeros(len(cand), dtype=np.float32)
+    toks = tokenize_many([corpus.entries[int(i)].context for i in cand.tolist()], stem=sig.stem)
+    return np.asarray([sum(idf[w] for w in set(t).intersection(idf)) / total for t in toks], dtype=np.float32)
 
 
 def maxsim(need_states: np.ndarray, states: list[np.ndarray]) -> np.ndarray:
@@ -230,7 +201,10 @@ def features(corpus: Corpus, sig: Signals, fused: np.ndarray, cand: np.ndarray,
         "rank_lexical": _log_rank(sig.lexical, cand),
         "centroid": vec @ centre, "first": vec @ vec[0], "own_raw": sig.own[cand],
         "lexical_prev": gate_p * pad(lex)[p], "lexical_next": gate_n * pad(lex)[n],
-        "coherence_prev": coh_p, "coherence_next": coh_n, **_text_columns(corpus, sig, cand),
+        "coherence_prev": coh_p, "coherence_next": coh_n,
+        "lead": lead_hits(corpus, sig.query_tokens, cand, stem=sig.stem),
+        "subject": subject_hits(corpus, sig.query_tokens, cand, stem=sig.stem),
+        "context_cover": context_cover(corpus, sig, cand),
     }
     names: tuple[str, ...] = FEATURES
     if states is not None and sig.need_states is not None:

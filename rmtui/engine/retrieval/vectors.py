@@ -1,9 +1,10 @@
 """The vector cache: embeddings keyed by (model identity, SHA-256 of the embedded text).
 
 One binary file per model identity under ``.runtime/cache/vectors/``: a small header, the
-32-byte text digests (sorted, so lookups are one vectorised binary search), then the vectors as float32 rows (a 10,000-entry corpus of 384-dim
-vectors is 15 MB, read once per process and copied once more only when its rows are not
-aligned in the file, so that scoring multiplies it with BLAS and no per-call conversion). Keys are content hashes, so a one-node edit
+32-byte text digests (sorted, so lookups are one vectorised binary search), then the vectors
+as float32 rows (a 10,000-entry corpus of 384-dim vectors is 15 MB, read once per process and
+copied once more only when its rows are not aligned in the file, so that scoring multiplies
+it with BLAS and no per-call conversion). Keys are content hashes, so a one-node edit
 changes one key: one new embedding, nothing else recomputed. Writers hold a file lock and
 replace the file atomically; readers never see a partial file. Rows no longer used are
 dropped when they outnumber the live ones.
@@ -243,7 +244,8 @@ class VectorCache:
     def _write(self, keys: np.ndarray, matrix: np.ndarray, dim: int) -> None:
         ident = self.identity.encode()
         blob = b"".join([_HEAD.pack(MAGIC, len(keys), dim), len(ident).to_bytes(4, "little"), ident,
-                         np.ascontiguousarray(keys).tobytes(), np.ascontiguousarray(matrix, dtype=np.float32).tobytes()])
+                         np.ascontiguousarray(keys).tobytes(),
+                         np.ascontiguousarray(matrix, dtype=np.float32).tobytes()])
         atomic_write_bytes(self.path, blob)
         self.keys, self.dim = np.ascontiguousarray(keys), dim
         self.matrix = np.asarray(matrix, dtype=np.float32)
