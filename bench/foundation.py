@@ -37,7 +37,8 @@ def build_root(path: Path, *, files: int = 500, nodes_per_file: int = 20, seed: 
             mem += [f"## Group {d}.{g} {{#grp{d}-{g}}} → [rel:dom{(d + 1) % domains}]", ""]
             for k in range(10):
                 f = d * per_domain + g * 10 + k
-                mem += [f"### Topic {f} {{F#topic{f:03d}}}", "", f"Summary of topic {f}: {' '.join(rng.sample(WORDS, 6))}.", ""]
+                mem += [f"### Topic {f} {{F#topic{f:03d}}}", "",
+                        f"Summary of topic {f}: {' '.join(rng.sample(WORDS, 6))}.", ""]
                 lines = [f"Details of topic {f}.", ""]
                 for n in range(nodes_per_file):
                     ident = f"n{f:03d}-{n:02d}"
@@ -82,7 +83,8 @@ def bench_validate(root: Path, runs: int) -> tuple[float, float, dict]:
 def bench_submit(root_path: Path, count: int) -> float:
     root = init_root(root_path)
     queue = EvidenceQueue(root)
-    texts = [f"Evidence {i}: {' '.join(WORDS[i % len(WORDS):] + WORDS[:i % len(WORDS)])}\n".encode() for i in range(count)]
+    texts = [f"Evidence {i}: {' '.join(WORDS[i % len(WORDS):] + WORDS[:i % len(WORDS)])}\n".encode()
+             for i in range(count)]
     t0 = time.perf_counter()
     for i, data in enumerate(texts):
         out = queue.submit("bench-session", data, request=f"req-{i}")

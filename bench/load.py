@@ -122,7 +122,8 @@ async def _mcp_agent(n: int, root: Path, env: dict, stats: Stats, stop: threadin
 
     rng = random.Random(n)
     session = f"agent-{n}"
-    params = StdioServerParameters(command=sys.executable, args=["-m", "rmtui", "--headless", "mcp", "--root", str(root)],
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "rmtui", "--headless", "mcp", "--root", str(root)],
                                    env=env, cwd=str(REPO))
     async with Client(params, read_timeout_seconds=600) as client:
         first = await client.call_tool("rightmemory_retrieve", {"session_id": session, "need": "warm up"})
@@ -142,7 +143,8 @@ async def _mcp_agent(n: int, root: Path, env: dict, stats: Stats, stop: threadin
             t0 = time.monotonic()
             try:
                 res = await client.call_tool("rightmemory_submit_update", {
-                    "session_id": session, "evidence": f"Agent {n} observed {need_text(rng)} during load run ({marker})."})
+                    "session_id": session,
+                    "evidence": f"Agent {n} observed {need_text(rng)} during load run ({marker})."})
                 ok, err = not res.is_error, str(res.content)[:200]
             except Exception as exc:  # noqa: BLE001
                 ok, err = False, repr(exc)
@@ -234,7 +236,8 @@ def report(stats: Stats, minutes: float, outcomes: dict, driver_errors: list, du
     kinds = sorted({c[0] for c in stats.calls})
     served = len(stats.calls)
     failed = sum(1 for c in stats.calls if not c[3])
-    print(f"\nrequests served: {served} ({', '.join(f'{k} {sum(1 for c in stats.calls if c[0] == k)}' for k in kinds)})")
+    by_kind = ", ".join(f"{k} {sum(1 for c in stats.calls if c[0] == k)}" for k in kinds)
+    print(f"\nrequests served: {served} ({by_kind})")
     print(f"errors: {failed}" + (" (target 0)" if failed else ""))
     for e in stats.errors[:10]:
         print(f"  {e}")

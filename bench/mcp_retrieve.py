@@ -101,7 +101,8 @@ async def first_answer(root: Path) -> tuple[float, float]:
     t0 = time.perf_counter()
     async with Client(params, read_timeout_seconds=600) as client:
         ready = time.perf_counter() - t0
-        res = await client.call_tool("rightmemory_retrieve", {"session_id": "bench-start", "need": "cache invalidation"})
+        res = await client.call_tool("rightmemory_retrieve",
+                                     {"session_id": "bench-start", "need": "cache invalidation"})
         total = time.perf_counter() - t0
         assert not res.is_error, res
     return ready, total

@@ -179,7 +179,8 @@ def compare_paths(root: Path, env: dict, calls: int) -> None:
                                                 "top": None, "include_returned": False})
         out["service"].append(time.perf_counter() - t0)
         for path, flag in (("full", "0"), ("thin", "1")):
-            dt, data, err = cli(root, f"{path}-{i}", need, {**env, "RMTUI_THIN_CLIENT": flag, "RMTUI_CLIENT_TRACE": "1"})
+            dt, data, err = cli(root, f"{path}-{i}", need,
+                                {**env, "RMTUI_THIN_CLIENT": flag, "RMTUI_CLIENT_TRACE": "1"})
             if (path == "thin") != ("thin client answered" in err):
                 raise SystemExit(f"the {path} call took the other path: {err}")
             out[path].append(dt)

@@ -57,8 +57,8 @@ def build_root(path: Path, nodes: int, *, per_file: int = 20, evidence: int = 60
             lines.append(f"- `{ident}` {prose}. → [{', '.join(f'{t}:{x}' for t, x in edges)}]")
         (path / f"MEMORY_topic{f:04d}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (path / "MEMORY.md").write_text("\n".join(mem) + "\n", encoding="utf-8")
-    (path / "PURSUITS.md").write_text("# Pursuits\n\n## Focus\n\n- `ship`\n\n## Ship the release {#ship} → [rel:area0]\n",
-                                      encoding="utf-8")
+    (path / "PURSUITS.md").write_text("# Pursuits\n\n## Focus\n\n- `ship`\n\n"
+                                      "## Ship the release {#ship} → [rel:area0]\n", encoding="utf-8")
     set_config_value(path, "update.approval", "required")
     repo = git.Repo(path)
     repo.git.add("-A")
@@ -238,13 +238,16 @@ def main() -> None:
     summary = {
         "nodes": runs[0]["graph_items"],
         "build_root_s": round(build_s, 2),
-        "cold_start_to_interactive_s": {"median": round(statistics.median(c["process_to_interactive_s"] for c in colds), 3),
+        "cold_start_to_interactive_s": {"median": round(statistics.median(c["process_to_interactive_s"]
+                                                                          for c in colds), 3),
                                         "best": round(best["process_to_interactive_s"], 3),
                                         "imports_s": round(best["imports_s"], 3),
                                         "first_screen_s": round(best["first_screen_s"], 3)},
         "app_start_to_loaded_s": round(statistics.median(r["app_start_to_loaded_s"] for r in runs), 3),
-        "filter_keystroke_ms": {"typed": args.keys, "applied_worst": max(max(r["filter_keystroke_applied_ms"]) for r in runs),
-                                "shown_median": statistics.median(x for r in runs for x in r["filter_keystroke_with_full_repaint_ms"]),
+        "filter_keystroke_ms": {"typed": args.keys,
+                                "applied_worst": max(max(r["filter_keystroke_applied_ms"]) for r in runs),
+                                "shown_median": statistics.median(x for r in runs
+                                                                  for x in r["filter_keystroke_with_full_repaint_ms"]),
                                 "shown_worst": max(per_key), "per_key_worst": per_key,
                                 "matches": runs[0]["filter_matches"]},
         "insight_log_shown_after_s": round(max(r["insight_log_shown_after_s"] for r in runs), 3),
@@ -262,7 +265,8 @@ def main() -> None:
           f"   target < 1.5 s")
     print(f"  app start to loaded (in process): {summary['app_start_to_loaded_s']:.3f} s")
     print(f"  filter keystroke ({f['typed']!r}, matches {f['matches']}): key to painted screen median"
-          f" {f['shown_median']:.1f} ms, worst {f['shown_worst']:.1f} ms (filter applied worst {f['applied_worst']:.1f} ms)"
+          f" {f['shown_median']:.1f} ms, worst {f['shown_worst']:.1f} ms"
+          f" (filter applied worst {f['applied_worst']:.1f} ms)"
           f"   target < 100 ms")
     print(f"  new Insight log shown after {summary['insight_log_shown_after_s']:.3f} s   target < 1 s")
     print(f"  landed change visible after {summary['landed_change_visible_after_s']:.3f} s; longest UI loop stall"

@@ -122,9 +122,23 @@ class _WarmRetriever:
         if self.backend is None:
             self.backend = InProcessBackend.from_config(cfg)
             # embed what the vector cache lacks in the background, with the same warm model,
-            # so later calls only embed the need
-            threading.Thread(target=_index_quietly, args=(root, self.backend), daemon=True).start()
+            # so later calls only embed the need. It takes the indexer lock before this call
+            # reads the corpus (which then leaves the rest to it) and starts its work once this
+            # call has answered: sharing the interpreter, it would only delay the answer
+            locked, answered = threading.Event(), threading.Event()
+            threading.Thread(target=_index_quietly, args=(root, self.backend, locked, answered), daemon=True).start()
+            locked.wait(LOCK_WAIT_SECONDS)
+            try:
+                return retrieve(root, session_id, need, backend=self.backend, include_pending=include_pending)
+            finally:
+                answered.set()
         return retrieve(root, session_id, need, backend=self.backend, include_pending=include_pending)
+
+
+#: How long the background indexer waits for the first retrieve to answer before it starts,
+#: and how long that retrieve waits for the indexer to hold its lock (or find it taken).
+FIRST_ANSWER_WAIT_SECONDS = 60.0
+LOCK_WAIT_SECONDS = 2.0
 
 
 def _memory_tools(server, root: MemoryRoot) -> None:
@@ -132,7 +146,8 @@ def _memory_tools(server, root: MemoryRoot) -> None:
     retrieve = _WarmRetriever(root)
 
     @server.tool(name="rightmemory_retrieve", description=RETRIEVE_DESCRIPTION, structured_output=False)
-    def rightmemory_retrieve(session_id: SessionId, need: Need, include_pending: IncludePending = True) -> CallToolResult:
+    def rightmemory_retrieve(session_id: SessionId, need: Need,
+                             include_pending: IncludePending = True) -> CallToolResult:
         def run() -> CallToolResult:
             result = retrieve(_session(session_id), _text_arg(need, "retrieval need"), include_pending)
             return _result(result.text, *result.warnings)
@@ -178,7 +193,8 @@ def _history_tool(server, root: MemoryRoot) -> None:
 def _status_tool(server, root: MemoryRoot) -> None:
     """rmtui's read-only status."""
 
-    @server.tool(name="rmtui_status", description="Read-only status: root, head commit, item counts, evidence by state.")
+    @server.tool(name="rmtui_status",
+                 description="Read-only status: root, head commit, item counts, evidence by state.")
     def rmtui_status() -> str:
         from rmtui.engine.host.status import root_status
 
@@ -189,13 +205,19 @@ def _status_tool(server, root: MemoryRoot) -> None:
 TOOL_GROUPS = (_memory_tools, _history_tool, _status_tool)
 
 
-def _index_quietly(root: MemoryRoot, backend) -> None:
+def _index_quietly(root: MemoryRoot, backend, locked: threading.Event, answered: threading.Event) -> None:
     from rmtui.engine.retrieval.retrieve import index_root
 
+    def hold() -> None:
+        locked.set()
+        answered.wait(FIRST_ANSWER_WAIT_SECONDS)
+
     try:
-        index_root(root, backend)
+        index_root(root, backend, once_locked=hold)
     except Exception as exc:  # noqa: BLE001 - indexing is an optimisation; retrieval works (lexically) without it
         sys.stderr.write(f"rmtui mcp: background indexing stopped: {printable(str(exc))}\n")
+    finally:
+        locked.set()  # another indexer held the lock, or this one failed: the first call waits no longer
 
 
 def _result(*texts: str) -> CallToolResult:

@@ -38,7 +38,8 @@ def recompute_batch_id(candidates: list[dict]) -> str:
         sessions.setdefault(c["session_id"], []).append(c)
     body = [{"session_id": s, "jobs": [{"id": c["display_id"], "candidate_uid": c["uid"], "message": c["message"],
                                          "submitted_at": c["submitted_at"]}
-                                        for c in sorted(cs, key=lambda c: (c["display_id"], c["submitted_at"], c["uid"]))]}
+                                        for c in sorted(cs,
+                                                        key=lambda c: (c["display_id"], c["submitted_at"], c["uid"]))]}
             for s, cs in sorted(sessions.items())]
     text = json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return "update-batch-" + hashlib.sha256(text.encode()).hexdigest()
@@ -255,7 +256,8 @@ def check_root(root: Path) -> list[str]:
         if value.startswith("update-batch-"):
             want = f"update_records/{value}.json"
             if want not in added:
-                problems.append(f"commit {commit[:10]}: Update batch {value} lands without its record in the same commit")
+                problems.append(f"commit {commit[:10]}: Update batch {value} lands without its record "
+                                "in the same commit")
         for rec in records:
             m = RECORD_NAME.match(rec)
             if m and m.group(1) != value:

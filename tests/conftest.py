@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-#: The retrieval fixtures (models, backends, a warm service) are shared by several files.
-pytest_plugins = ["tests.retrieve_kit"]
-
 from bench._git import GitDaemon, serve_upstream
 from rmtui.engine.memory.roots import MemoryRoot, init_root
+
+#: The retrieval fixtures (models, backends, a warm service) are shared by several files.
+pytest_plugins = ["tests.retrieve_kit"]
 
 
 @pytest.fixture(autouse=True)

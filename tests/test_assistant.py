@@ -113,7 +113,8 @@ def test_stale_base_keeps_worktree_for_correction(host, cli):
     # the child brings its edits onto the current memory, and completes again
     wt = task["worktree"]
     _git(wt, "reset", "-q", "--hard", git.Repo(root.path).head.commit.hexsha)
-    _commit_edit(wt, "MEMORY.md", "# Memory\n\nManual note.\n\n## Tooling {#tooling}\n\n- `use-pytest` pytest -q → []\n")
+    _commit_edit(wt, "MEMORY.md",
+                 "# Memory\n\nManual note.\n\n## Tooling {#tooling}\n\n- `use-pytest` pytest -q → []\n")
     receipt = host("assistant", "update", "complete", "--task", task["task_id"])
     assert receipt["phase"] == "committed"
     text = (root.path / "MEMORY.md").read_text()

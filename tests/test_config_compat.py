@@ -231,7 +231,8 @@ def test_headless_status_submit_and_retrieve_on_an_original_config(root, service
     assert "ignored by rmtui" in plain.stdout and "review.sources" in plain.stdout
     assert "warning: rightmemory.toml holds an API key" in plain.stdout and "tracked" in plain.stdout
 
-    sub = cli("--headless", "submit", "--json", "--root", rp, "--session", "s1", input="Bob moved to the payments team\n")
+    sub = cli("--headless", "submit", "--json", "--root", rp, "--session", "s1",
+              input="Bob moved to the payments team\n")
     assert sub.code == 0, sub.stderr
     assert sub.json()["queue_state"] == "queued"
 
@@ -331,7 +332,8 @@ def test_init_and_set_write_only_original_keys(tmp_path, cli):
     rp = str(target)
     for key, value in [("update.approval", '"required"'), ("retrieve.top_k", "5"), ("embedding.rerank_top", "12"),
                        ("update.model.max_requests", "9"), ("update.model.api_key_env", '"MY_KEY"'),
-                       ("retrieve.backend", '"agent"'), ("embedding.idle_timeout_seconds", "60"), ("assistant.lease_seconds", "60"),
+                       ("retrieve.backend", '"agent"'), ("embedding.idle_timeout_seconds", "60"),
+                       ("assistant.lease_seconds", "60"),
                        ("update.async.debounce_seconds", "10"), ("update-correction.model.model_id", '"openai:x"'),
                        ("update.model.model_id", '"openai:gpt-5"'), ("pruner.generation_commits", "80"),
                        ("update.async.target_batch_candidates", "4")]:
@@ -344,7 +346,8 @@ def test_init_and_set_write_only_original_keys(tmp_path, cli):
     # the original needs backend = "embedding" with [retrieve.embedding]: set together
     assert cli("--headless", "config", "set", "retrieve.embedding.url", "http://127.0.0.1:8766", "--root", rp).code == 0
     data = tomlkit.parse((target / CONFIG_FILE).read_text(encoding="utf-8")).unwrap()
-    assert data["retrieve"]["backend"] == "embedding" and data["retrieve"]["embedding"]["url"] == "http://127.0.0.1:8766"
+    assert data["retrieve"]["backend"] == "embedding"
+    assert data["retrieve"]["embedding"]["url"] == "http://127.0.0.1:8766"
     assert only_original_keys(target / CONFIG_FILE) == set()
     repo = git.Repo(target)
     assert repo.ignored(LOCAL_FILE) == [LOCAL_FILE]
@@ -428,7 +431,8 @@ def test_an_older_root_is_migrated_on_first_load(root, cli):
         "update.async.target_batch_candidates")}
     assert values == {
         "update.approval": "required", "update.max_evidence_bytes": 4096, "update.async.debounce_seconds": 120,
-        "update.model.api_key_env": "MY_OPENAI", "update.model.max_requests": 12, "update.model.model_id": "openai:gpt-5",
+        "update.model.api_key_env": "MY_OPENAI", "update.model.max_requests": 12,
+        "update.model.model_id": "openai:gpt-5",
         "retrieve.top_k": 4, "retrieve.max_output_chars": 50000, "embedding.dense_budget_seconds": 3,
         "assistant.lease_seconds": 600, "insight.watch.trigger_points": 120,
         "update.async.target_batch_candidates": 7}

@@ -44,7 +44,8 @@ def test_ask_reads_ledgers_and_old_versions_and_writes_nothing(provider, root):
     before = head(root)
     provider.push(*history_script(seeded))
     out = ask(root, "What did memory say about the build tool before it was pruned?")
-    assert out.to_json() == {"label": "historical", "question": "What did memory say about the build tool before it was pruned?",
+    assert out.to_json() == {"label": "historical",
+                             "question": "What did memory say about the build tool before it was pruned?",
                              "answer": ANSWER, "head": before, "prune_commits": 1}
     first = provider.seen[0]
     assert {"git_log", "git_show", "read", "outline"} <= set(first.tool_names)

@@ -169,7 +169,8 @@ def test_agent_cli_table_and_conflicts(root):
     set_config_value(root.path, "update.agent_cli.provider", "codex")
     set_config_value(root.path, "update.agent_cli.model", "gpt-5-codex")
     r = resolve_role_executor(load_config(root.path), "sync-reconciler")
-    assert (r.kind, r.settings.provider, r.settings.model, r.source_role) == ("agent_cli", "codex", "gpt-5-codex", "update")
+    assert (r.kind, r.settings.provider, r.settings.model, r.source_role) == ("agent_cli", "codex",
+                                                                              "gpt-5-codex", "update")
     with pytest.raises(UsageError, match="both set"):  # refused as written: the original refuses it at load
         set_config_value(root.path, "update.model.model_id", "openai:gpt-5")
     assert load_config(root.path).table("update.agent_cli")["provider"] == "codex"  # the file is unchanged

@@ -159,7 +159,8 @@ ANSI = "\x1b[2J\x1b[31mred\x1b]0;pwned\x07 \x9b1m C1 \u202eevil\u202c tail\rover
 
 
 def test_evidence_list_and_show_escape_terminal_controls(cli, root):
-    r = cli("--headless", "submit", "--json", "--session", "ansi", "--root", str(root.path), input=ANSI + "\nsecond line\n")
+    r = cli("--headless", "submit", "--json", "--session", "ansi", "--root", str(root.path),
+            input=ANSI + "\nsecond line\n")
     assert r.code == 0, r.stderr
     uid = r.json()["uid"]
     for argv in (("evidence", "list"), ("evidence", "show", uid)):

@@ -45,7 +45,8 @@ def hub(tmp_path):
             break
         except OSError:
             time.sleep(0.05)
-    minted = run_cli("--headless", "--json", "shared-view", "hub-token", "--provider", "alice", "--root", str(prov.path))
+    minted = run_cli("--headless", "--json", "shared-view", "hub-token", "--provider", "alice", "--root",
+                     str(prov.path))
     assert minted.code == 0, minted.stderr
     token = minted.json()["token"]
     yield prov, url, token

@@ -144,7 +144,8 @@ How this project builds and tests.
 """
 
 FILES = {
-    "MEMORY_billing.md": "# Billing service\n\n- `billing-owner` Bob owns the billing database migrations → [rel:use-pytest]\n",
+    "MEMORY_billing.md": ("# Billing service\n\n"
+                          "- `billing-owner` Bob owns the billing database migrations → [rel:use-pytest]\n"),
     "MEMORY_runbooks.md": "Free-form runbook notes: restart the worker with `make restart`.\n",
     "MEMORY_SKILL_deploy.md": "# Deploy\n\nRun `make deploy` from main only.\n",
     "PURSUITS.md": "# Pursuits\n\n## Ship billing v2 {#billing-v2}\n\n**State:** schema drafted\n\n"
@@ -245,7 +246,8 @@ def test_rmtui_root_passes_the_original_format_checker(cli, root, tmp_path):
     task = run("assistant", "update", "begin").json()
     wt = Path(task["worktree"])
     (wt / "MEMORY.md").write_text((wt / "MEMORY.md").read_text().rstrip("\n")
-                                  + "\n\n## Staging {#staging}\n\n- `staging-db-port` the staging DB listens on 5433 → []\n")
+                                  + "\n\n## Staging {#staging}\n\n"
+                                  "- `staging-db-port` the staging DB listens on 5433 → []\n")
     git(wt, "add", "-A")
     git(wt, "-c", "user.name=host", "-c", "user.email=host@local", "commit", "-qm", "update: staging port")
     receipt = run("assistant", "update", "complete", "--task", task["task_id"]).json()

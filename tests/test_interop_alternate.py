@@ -244,7 +244,8 @@ def test_an_update_refuses_while_the_original_holds_pending_evidence(root):
         root.path, "orig-session", [{"id": 1, "message": "the original's evidence", "submitted_at": "2026-01-01"}])
     with pytest.raises(ConflictError) as info:
         UpdateDriver(root).run_once(force=True)
-    assert "session orig-session: 1 evidence job(s)" in info.value.message and "rightmemory update" in info.value.message
+    assert "session orig-session: 1 evidence job(s)" in info.value.message
+    assert "rightmemory update" in info.value.message
     with EvidenceQueue(root) as q:  # nothing was taken over or lost
         assert [e.state for e in q.list()] == ["queued"]
     assert json.loads(state.read_text())["pending"][0]["message"] == "the original's evidence"

@@ -15,7 +15,8 @@ from rmtui.engine.evidence.queue import EvidenceQueue
 
 def _params(root) -> StdioServerParameters:
     env = {k: v for k, v in os.environ.items() if k.startswith(("HOME", "GIT_", "PATH", "RMTUI", "HF_"))}
-    return StdioServerParameters(command=sys.executable, args=["-m", "rmtui", "--headless", "mcp", "--root", str(root.path)],
+    return StdioServerParameters(command=sys.executable,
+                                 args=["-m", "rmtui", "--headless", "mcp", "--root", str(root.path)],
                                  env=env)
 
 
@@ -69,7 +70,8 @@ async def test_mcp_tools_over_stdio(memory_root):
             refused = await client.call_tool("rightmemory_submit_update", args)
             assert refused.is_error, args
 
-        text = _text(await client.call_tool("rightmemory_retrieve", {"session_id": "mcp-1", "need": "how are tests run"}))
+        text = _text(await client.call_tool("rightmemory_retrieve",
+                                            {"session_id": "mcp-1", "need": "how are tests run"}))
         assert "`pytest-quiet` the project runs its tests with pytest -q" in text
 
         guided = await client.call_tool(

@@ -57,7 +57,8 @@ def test_installed_wheel_resolves_its_data_inside_the_install(wheel, tmp_path, r
 
     code = (
         "import json, rmtui, rmtui.resources as r\n"
-        "print(json.dumps({'pkg': rmtui.__file__, **{n: str(r.data_dir(n)) for n in ('prompts', 'skills', 'themes')}}))\n"
+        "print(json.dumps({'pkg': rmtui.__file__,"
+        " **{n: str(r.data_dir(n)) for n in ('prompts', 'skills', 'themes')}}))\n"
     )
     env = {"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,

@@ -255,7 +255,8 @@ def test_lease_honouring_rules():
 
     def problem(expires, *, spent=None, batch_id=batch, holder="e" * 32, issued=()):
         lease = Lease(holder, "f" * 32, "0" * 40, batch_id, tuple(u), expires.isoformat())
-        return lease_problem(lease, snap, spent or Spent(), now=now, lease_seconds=3600, device="d" * 32, issued=set(issued))
+        return lease_problem(lease, snap, spent or Spent(), now=now, lease_seconds=3600, device="d" * 32,
+                             issued=set(issued))
 
     assert problem(now + timedelta(seconds=3600) + MAX_CLOCK_SKEW) is None
     assert problem(now + timedelta(seconds=3601) + MAX_CLOCK_SKEW)[0] == "lease-expires_at"

@@ -23,7 +23,8 @@ def small(root, service):
 
 
 def ask(cli, root, session, need, *extra):
-    return cli("--headless", "retrieve", "--json", "--root", str(root.path), "--session", session, *extra, need, env=ENV)
+    return cli("--headless", "retrieve", "--json", "--root", str(root.path), "--session", session, *extra,
+               need, env=ENV)
 
 
 def test_retrieve_returns_exact_source_text_and_ranked_results(cli, small):

@@ -39,19 +39,24 @@ def test_a_one_file_change_rebuilds_what_a_cold_build_gives(root):
     _same(load_corpus(root.path), rebuilt)
 
 
+def _head(raw: bytes) -> tuple[dict, int]:
+    """The cache file's head and where the entries start."""
+    size = int.from_bytes(raw[:4], "little")
+    return marshal.loads(raw[4:4 + size]), 4 + size
+
+
 def test_a_stale_cache_is_refused_by_its_head_before_the_entries_are_read(root, monkeypatch):
     write_small_root(root)
     load_corpus(root.path)
-    raw = _cache(root).read_bytes()
-    head = marshal.loads(raw)
+    head, _ = _head(_cache(root).read_bytes())
     assert set(head) == {"version", "fingerprint", "files", "missing", "issues"}  # no entries in the head
     (root.path / "MEMORY.md").write_text((root.path / "MEMORY.md").read_text() + "\n- `late` A late note. → []\n")
     reads = []
-    real_load = marshal.load
-    monkeypatch.setattr(corpus_mod.marshal, "load", lambda fh: reads.append(1) or real_load(fh))
+    real_loads = marshal.loads
+    monkeypatch.setattr(corpus_mod.marshal, "loads", lambda raw: reads.append(len(raw)) or real_loads(raw))
     corpus_mod._MEMO.clear()
     assert corpus_mod._read_cache(root.path, _cache(root)) is None
-    assert reads == [1]  # the head only
+    assert len(reads) == 1 and reads[0] == len(marshal.dumps(head))  # the head only
     assert "late" in load_corpus(root.path).by_id()
 
 
@@ -60,10 +65,13 @@ def test_a_damaged_or_old_cache_file_is_rebuilt(root):
     cold = build_corpus(root.path)
     load_corpus(root.path)
     good = _cache(root).read_bytes()
-    head_len = len(marshal.dumps(marshal.loads(good)))
-    for bad in (good[:head_len], good[:head_len + 7], b"\x00garbage", marshal.dumps({"version": 5}),
-                marshal.dumps({"version": corpus_mod.CACHE_VERSION}) + marshal.dumps([1, 2]),
-                marshal.dumps([1]) + good[head_len:]):
+    head, body_at = _head(good)
+    old_head = marshal.dumps({**head, "version": 6})
+    for bad in (good[:body_at], good[:body_at + 7], good[:3], b"\x00garbage", b"",
+                len(old_head).to_bytes(4, "little") + old_head + good[body_at:],  # an older layout's version
+                good[:body_at] + marshal.dumps([1, 2]),  # entries of the wrong shape
+                (10**9).to_bytes(4, "little") + good[4:],  # a head length past the end
+                marshal.dumps(head) + good[body_at:]):  # the head without its length
         _cache(root).write_bytes(bad)
         corpus_mod._MEMO.clear()
         assert corpus_mod._read_cache(root.path, _cache(root)) is None

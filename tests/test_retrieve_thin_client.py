@@ -179,8 +179,9 @@ def test_post_local_hands_answers_it_does_not_read_to_the_full_path(answer):
         post_local(url, "tok-1", "/rmtui/retrieve", {"need": "x"})
 
 
-@pytest.mark.parametrize("url,token", [("https://127.0.0.1:9", "t"), ("http://10.0.0.1:80", "t"), ("http://localhost:9", "t"),
-                                       ("http://127.0.0.1:9/x", "t"), ("http://127.0.0.1:9", "a\r\nX: y")])
+@pytest.mark.parametrize("url,token", [("https://127.0.0.1:9", "t"), ("http://10.0.0.1:80", "t"),
+                                       ("http://localhost:9", "t"), ("http://127.0.0.1:9/x", "t"),
+                                       ("http://127.0.0.1:9", "a\r\nX: y")])
 def test_post_local_refuses_other_hosts_and_header_breaking_tokens(url, token):
     from rmtui.thin_client import post_local
 

@@ -141,7 +141,8 @@ def test_root_resolution_order(isolated_home, tmp_path, cli):
     env = {"RIGHTMEMORY_ROOT": str(roots["env"])}
 
     # each source wins over every later one
-    assert _status_root(cli, "--root", str(roots["flag"]), "--profile", "p-flag", cwd=nested, env=env) == str(roots["flag"])
+    flag = _status_root(cli, "--root", str(roots["flag"]), "--profile", "p-flag", cwd=nested, env=env)
+    assert flag == str(roots["flag"])
     assert _status_root(cli, "--profile", "p-flag", cwd=nested, env=env) == str(roots["prof"])
     assert _status_root(cli, cwd=nested, env=env) == str(roots["dotfile"])  # found upward from cwd
     assert _status_root(cli, cwd=tmp_path, env=env) == str(roots["env"])

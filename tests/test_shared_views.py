@@ -409,7 +409,8 @@ def test_qualified_selection_ids(tmp_path, prov, shares):
     consumer.connect_git(cons, f"{shares}#share=platform")
     corpus = load_corpus(cons.path)
     outline = imported_outline(corpus)  # what agent retrieval is told (its tools cannot read .runtime)
-    assert "- `MF#platform/deploy-k8s` [Shared Views / Platform Files / Memory / Platform] We deploy with Helm" in outline
+    assert ("- `MF#platform/deploy-k8s` [Shared Views / Platform Files / Memory / Platform] "
+            "We deploy with Helm") in outline
     sel = {"ids": ["MF#platform/deploy-k8s"], "sources": [{"source_id": "MF#platform/M#rb-notes",
                                                             "ranges": [{"start": 2, "end": 2}]}],
            "recent_candidates": []}

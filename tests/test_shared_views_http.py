@@ -104,14 +104,16 @@ def test_tokens_gate_every_route(served):
     for token in (None, "", "wrong", question_token, file_token + "x"):
         status, body = request(url, "GET", "/api/views/platform/package", token=token)
         assert status == 401 and b"PK" not in body and b"deploy" not in body
-    assert request(url, "GET", "/api/views/platform/package", headers={"Authorization": f"Basic {file_token}"})[0] == 401
+    assert request(url, "GET", "/api/views/platform/package",
+                   headers={"Authorization": f"Basic {file_token}"})[0] == 401
     assert request(url, "GET", "/api/views/unknown/package", token=file_token)[0] == 401  # no probing for names
     assert request(url, "GET", "/api/share/questions/ask-platform/ready", token=file_token)[0] == 401
     ask = json.dumps({"question": "how do we deploy?"}).encode()
     hdr = {"Content-Type": "application/json"}
     status, body = request(url, "POST", "/api/share/questions/ask-platform/ask", body=ask, headers=hdr)
     assert status == 401 and b"Helm" not in body
-    status, body = request(url, "POST", "/api/share/questions/ask-platform/ask", token=file_token, body=ask, headers=hdr)
+    status, body = request(url, "POST", "/api/share/questions/ask-platform/ask", token=file_token,
+                           body=ask, headers=hdr)
     assert status == 401 and b"Helm" not in body
 
 

@@ -228,7 +228,8 @@ def test_worktree_locks_of_a_dead_lander_are_cleared_by_recover(sup, cli):
     rp = sup.root.path
     r = cli("--headless", "maintain", "begin", "--root", str(rp), "--json")
     op_id, wt = r.json()["operation_id"], Path(r.json()["worktree"])
-    admin = next(d for d in (rp / ".git" / "worktrees").iterdir() if Path((d / "gitdir").read_text().strip()).parent == wt)
+    admin = next(d for d in (rp / ".git" / "worktrees").iterdir()
+                 if Path((d / "gitdir").read_text().strip()).parent == wt)
     (admin / "index.lock").write_text("")  # `git commit` of a killed `maintain land`
     (rp / ".git" / "refs" / "heads" / "rmtui" / "op" / f"{op_id}.lock").write_text("")
     (sup.root.runtime / "oplocks").mkdir(exist_ok=True)
@@ -288,7 +289,8 @@ def test_maintenance_lands_a_valid_config_change(sup, cli):
     (wt / "rightmemory.toml").write_text(text.replace("target_batch_candidates =", "target_batch_candidates = 4 #", 1))
     r = cli("--headless", "maintain", "land", "--root", str(rp))
     assert r.code == 0, r.stderr
-    assert cli("--headless", "config", "get", "update.async.target_batch_candidates", "--root", str(rp)).stdout.strip() == "4"
+    assert cli("--headless", "config", "get", "update.async.target_batch_candidates", "--root",
+               str(rp)).stdout.strip() == "4"
 
 
 def test_config_set_of_a_tracked_file_lands_through_the_supervisor(sup, cli):
@@ -299,7 +301,8 @@ def test_config_set_of_a_tracked_file_lands_through_the_supervisor(sup, cli):
     out = r.json()
     assert out["file"] == "rightmemory.toml" and out["landed_commit"] == git(rp, "rev-parse", "HEAD")
     assert git(rp, "rev-parse", "HEAD~1") == head
-    assert git(rp, "show", "--format=%s", "--name-only", "HEAD").split("\n") == ["config: set update.async.target_batch_candidates", "",
+    assert git(rp, "show", "--format=%s", "--name-only",
+               "HEAD").split("\n") == ["config: set update.async.target_batch_candidates", "",
                                                                                 "rightmemory.toml"]
     assert git(rp, "log", "-1", "--format=%(trailers:key=RightMemory-Operation,valueonly)").startswith("config-")
     assert porcelain(rp) == "" and "target_batch_candidates = 7" in (rp / "rightmemory.toml").read_text()
@@ -331,10 +334,12 @@ def test_config_set_of_an_untracked_file_edits_it_in_place(sup, cli):
     head = git(rp, "rev-parse", "HEAD")
     r = cli("--headless", "config", "set", "update.async.target_batch_candidates", "5", "--root", str(rp), "--json")
     assert r.code == 0 and r.json()["landed_commit"] is None
-    assert git(rp, "rev-parse", "HEAD") == head and "target_batch_candidates = 5" in (rp / "rightmemory.toml").read_text()
+    assert git(rp, "rev-parse",
+               "HEAD") == head and "target_batch_candidates = 5" in (rp / "rightmemory.toml").read_text()
 
 
-@pytest.mark.parametrize("content", [b"\xff\xfe\x00", b"[update.async]\ntarget_batch_candidates = 'many'\n", b"[nope]\n"])
+@pytest.mark.parametrize("content",
+                         [b"\xff\xfe\x00", b"[update.async]\ntarget_batch_candidates = 'many'\n", b"[nope]\n"])
 def test_validate_checks_the_config_too(root, cli, content):
     (root.path / "rightmemory.toml").write_bytes(content)
     r = cli("--headless", "validate", "--root", str(root.path), "--json")

@@ -33,7 +33,8 @@ def sup(root):
 
 def insight_op(sup: Supervisor, name: str):
     op = sup.begin("insight", "insight")
-    commit(op.worktree, {f"insight_logs/{name}.md": f"# Insight {name}\n\nNot graph: `x` → [nowhere]\n"}, f"insight: {name}")
+    commit(op.worktree, {f"insight_logs/{name}.md": f"# Insight {name}\n\nNot graph: `x` → [nowhere]\n"},
+           f"insight: {name}")
     return op
 
 
@@ -41,7 +42,8 @@ def test_non_semantic_move_is_rebased_and_the_operation_lands_with_trailer_recei
     root = sup.root.path
     upd = sup.begin("update", "update")
     commit(upd.worktree, {"MEMORY.md": add_memory_node(MEMORY, "first")}, "update: add first")
-    commit(upd.worktree, {"MEMORY.md": add_memory_node(add_memory_node(MEMORY, "first"), "second")}, "update: add second")
+    commit(upd.worktree, {"MEMORY.md": add_memory_node(add_memory_node(MEMORY, "first"), "second")},
+           "update: add second")
     # meanwhile an insight log lands through its own supervised operation
     ins = insight_op(sup, "2026-01-01-000000")
     ins_receipt = sup.finish(ins)

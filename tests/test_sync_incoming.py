@@ -21,7 +21,7 @@ Entry = tuple[str, bytes]  # (mode, content; a symlink's content is its target)
 def root_bytes(root) -> dict[str, bytes]:
     """Everything a user could notice in the root: its files (not .git, not .runtime), HEAD, status."""
     files = {str(p.relative_to(root.path)): p.read_bytes() for p in root.path.rglob("*")
-             if p.is_file() and not p.relative_to(root.path).parts[0] in (".git", ".runtime")}
+             if p.is_file() and p.relative_to(root.path).parts[0] not in (".git", ".runtime")}
     return files | {"HEAD": git(root.path, "rev-parse", "HEAD").encode(),
                     "status": git(root.path, "status", "--porcelain").encode()}
 

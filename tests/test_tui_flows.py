@@ -330,7 +330,8 @@ async def test_land_a_maintenance_edit_and_see_a_refused_landing(demo, tmp_path,
         files = maint.query_one("#maint-files")
         await tab_to(pilot, files)
         await option_to(pilot, files, "MEMORY_ingestion.md")
-        monkeypatch.setenv("EDITOR", editor(tmp_path, "good", "- `ing-retry` Retries use jittered backoff. → [dep:ing-poll]"))
+        monkeypatch.setenv("EDITOR",
+                           editor(tmp_path, "good", "- `ing-retry` Retries use jittered backoff. → [dep:ing-poll]"))
         await pilot.press("e")
         await wait_for(pilot, lambda: maint.status["dirty"] == ["MEMORY_ingestion.md"] and maint.status["valid"],
                        what="the edit to show as a valid change")

@@ -111,7 +111,8 @@ def test_historian_answer_and_host_idle_json():
 
 def pursuit_fields() -> dict:
     """The old ``_state`` dict, in its order."""
-    return {"revision": "r" * 64, "head": "h" * 40, "base_head": "h" * 40, "cursor": 1, "actions": ["pursuit: create a"],
+    return {"revision": "r" * 64, "head": "h" * 40, "base_head": "h" * 40, "cursor": 1,
+            "actions": ["pursuit: create a"],
             "pending_edits": 1, "changed_files": ["PURSUITS.md"], "can_undo": True, "can_redo": False,
             "owner": "o" * 64, "owner_session": "s1", "conflicts": [], "focus": ["a"],
             "pursuits": [{"id": "a", "title": "A", "parent_id": None}], "last_description": "pursuit: create a"}

@@ -261,10 +261,12 @@ CASES = [
 
 EMITTED_RULES = {
     "missing-file", "symlink", "not-regular", "encoding", "heading-depth", "heading-anchor", "heading-edges",
-    "heading-kind", "kind-domain", "id-format", "duplicate-id", "node-edges", "edge-malformed", "edge-empty", "edge-type",
+    "heading-kind", "kind-domain", "id-format", "duplicate-id", "node-edges", "edge-malformed",
+    "edge-empty", "edge-type",
     "edge-duplicate", "edge-self", "edge-dangling", "edge-rel-ancestor", "h4-typed", "h4-parent", "h4-children",
     "backing-children", "backing-missing", "backing-duplicate", "backing-cycle", "focus-entry",
-    "focus-duplicate", "focus-unknown", "reserved-id", "terminal-bullet", "body-fence", "corrections-format", "corrections-capacity",
+    "focus-duplicate", "focus-unknown", "reserved-id", "terminal-bullet", "body-fence", "corrections-format",
+    "corrections-capacity",
     "collection-line-length", "collection-entry-length", "collection-capacity",
 }
 
@@ -410,7 +412,8 @@ def test_anchor_in_inline_code_or_escaped_is_text(tmp_path):
 
 
 def test_windows_line_endings_parse_like_unix_ones(tmp_path):
-    text = "# Memory {#m}\n\n## Api {F#api} -> [dep:m]\n\n## Facts\n\n```\n- `x` fenced\n```\n\n- `a` fact → [rel:b]\n- `b` fact → []\n"
+    text = ("# Memory {#m}\n\n## Api {F#api} -> [dep:m]\n\n## Facts\n\n```\n- `x` fenced\n```\n\n"
+            "- `a` fact → [rel:b]\n- `b` fact → []\n")
     root = write_root(tmp_path, {"MEMORY.md": text.replace("\n", "\r\n").encode(),
                                  "MEMORY_api.md": b"- `e` endpoint \xe2\x86\x92 []\r\n",
                                  "PURSUITS.md": PUR.replace("\n", "\r\n") + "\r\n- `p`\r\n\r\n## P {#p}\r\n"})
@@ -552,7 +555,8 @@ def test_cli_validate_path_checks_a_worktree_folder(tmp_path, root, cli):
 # -- properties --------------------------------------------------------------
 
 _ids = st.from_regex(r"[a-z][a-z0-9_.-]{0,8}", fullmatch=True)
-_words = st.text(alphabet=st.sampled_from("abcdefghij klmnop,.:;()"), min_size=1, max_size=30).map(str.strip).filter(bool)
+_words = st.text(alphabet=st.sampled_from("abcdefghij klmnop,.:;()"), min_size=1,
+                 max_size=30).map(str.strip).filter(bool)
 
 
 @st.composite

@@ -48,3 +48,19 @@ def test_another_identity_never_shares(tmp_path):
     vectors._SHARED.clear()
     VectorCache.open(tmp_path, "model@1").add({text_key("x"): _vec(1)})
     assert VectorCache.open(tmp_path, "model@2").dim == 0  # its own (absent) file
+
+
+@pytest.mark.parametrize("name_len", range(16))
+def test_a_reopened_matrix_is_aligned_read_only_and_exact_whatever_the_model_name(tmp_path, name_len):
+    vectors._SHARED.clear()
+    identity = "m" * (name_len + 1)  # where the matrix starts in the file moves with the name's length
+    VectorCache.open(tmp_path, identity).add({text_key(f"t{i}"): _vec(i) for i in range(7)})
+    vectors._SHARED.clear()  # as a new process: the file is read again
+    cache = VectorCache.open(tmp_path, identity)
+    assert cache.matrix.flags.aligned and cache.matrix.ctypes.data % 16 == 0
+    assert cache.matrix.base is not None  # a view of the file's buffer, not a copy made to align it
+    assert not cache.matrix.flags.writeable and not cache.keys.flags.writeable
+    got, missing = cache.lookup(as_keys([text_key(f"t{i}") for i in range(7)]))
+    assert missing == [] and np.array_equal(got, np.stack([_vec(i) for i in range(7)]))
+    with pytest.raises(ValueError):
+        cache.matrix[0, 0] = 1.0

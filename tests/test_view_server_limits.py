@@ -102,7 +102,8 @@ def test_a_stalled_body_is_closed_at_the_body_deadline(serve):
 
 
 def test_one_clients_pile_gives_way_and_busy_connections_are_never_dropped(serve):
-    url, token, question_token = serve(Limits(max_connections=6, max_connections_per_client=3, header_timeout_seconds=30))
+    url, token, question_token = serve(Limits(max_connections=6, max_connections_per_client=3,
+                                              header_timeout_seconds=30))
     first = [_connect(url) for _ in range(3)]
     time.sleep(0.2)
     newer = [_connect(url) for _ in range(3)]  # each takes the place of the oldest idle one

@@ -204,7 +204,8 @@ def _pursuit_text(st: PursuitState, head: str = "") -> str:
         mark = f" [focus {focus.index(p['id']) + 1}]" if p["id"] in focus else ""
         kind = "" if p["kind"] == "#" else f" ({p['kind']})"
         lines.append(f"{'  ' * depth}- {p['title']} `{p['id']}`{kind}{mark}")
-    lines.append(f"pending edits: {st.pending_edits}" + (f" ({', '.join(st.changed_files)})" if st.changed_files else "")
+    lines.append(f"pending edits: {st.pending_edits}"
+                 + (f" ({', '.join(st.changed_files)})" if st.changed_files else "")
                  + (" · undo" if st.can_undo else "") + (" · redo" if st.can_redo else ""))
     if st.conflicts:
         lines.append("conflict: memory changed under the pending edits: " + ", ".join(st.conflicts))

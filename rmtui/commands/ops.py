@@ -28,7 +28,8 @@ def register(sub, common) -> None:
     q.add_argument("id")
     q.set_defaults(handler=cmd_receipts_show)
 
-    p = sub.add_parser("diff", parents=[common], help="diff of an operation or receipt (a running one: its worktree so far)")
+    p = sub.add_parser("diff", parents=[common],
+                       help="diff of an operation or receipt (a running one: its worktree so far)")
     p.add_argument("id")
     p.set_defaults(handler=cmd_diff)
 

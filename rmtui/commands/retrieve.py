@@ -18,7 +18,8 @@ from rmtui.engine.display import printable
 def register(sub, common) -> None:
     p = sub.add_parser("retrieve", parents=[common], help="the memory that matters for a need, as source text")
     p.add_argument("--session", required=True, help="stable conversation id (delivery history is per session)")
-    p.add_argument("--top", type=int, help="how many results (default: [retrieve.embedding] result_count if set, else retrieve.top_k)")
+    p.add_argument("--top", type=int,
+                   help="how many results (default: [retrieve.embedding] result_count if set, else retrieve.top_k)")
     p.add_argument("--include-returned", action="store_true",
                    help="send again items already delivered unchanged in this session")
     p.add_argument("--no-pending", dest="include_pending", action="store_false",

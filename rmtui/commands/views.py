@@ -85,7 +85,8 @@ def register(sub, common) -> None:
     q.add_argument("--allow-remote", action="store_true", help="listen on a non-loopback address")
     q.add_argument("--max-answers", type=int, default=2, help="questions answered at once")
     q.add_argument("--hub-root", metavar="DIR", help="the hub root to serve (default: .runtime/hub of this root)")
-    q.add_argument("--public-url", metavar="URL", help="base of invitation URLs (default: hub.toml's, else this server)")
+    q.add_argument("--public-url", metavar="URL",
+                   help="base of invitation URLs (default: hub.toml's, else this server)")
     q.set_defaults(handler=cmd_serve)
 
     q = s.add_parser("connect", parents=[common], help="connect a view: REPO_URL#share=VIEW, or an HTTP URL")

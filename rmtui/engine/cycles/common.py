@@ -137,7 +137,8 @@ def backing_off(root: MemoryRoot, name: str, now: float | None = None) -> str | 
         return f"stopped after {state.get('failures')} failures in a row; run it by hand once the cause is fixed"
     nxt = state.get("next_attempt_at")
     if isinstance(nxt, (int, float)) and nxt > now:
-        return f"backing off after {state.get('failures')} failure(s) until {time.strftime('%H:%M:%S', time.localtime(nxt))}"
+        until = time.strftime("%H:%M:%S", time.localtime(nxt))
+        return f"backing off after {state.get('failures')} failure(s) until {until}"
     return None
 
 

@@ -251,7 +251,8 @@ class EvidenceQueue(store.StoreHandle):
                              + ("" if session or not ref.isdigit() else " or --session"))
         return rows[0]["uid"]
 
-    def list(self, *, state: str | None = None, session: str | None = None, limit: int | None = None) -> builtins.list[Evidence]:
+    def list(self, *, state: str | None = None, session: str | None = None,
+             limit: int | None = None) -> builtins.list[Evidence]:
         if state is not None and state not in STATES:
             raise UsageError(f"unknown state {state!r} (one of {', '.join(STATES)})")
         sql, args = "SELECT * FROM evidence WHERE 1=1", builtins.list[object]()
@@ -293,7 +294,8 @@ class EvidenceQueue(store.StoreHandle):
             out[row["state"]] = row["n"]
         return out
 
-    def _transition(self, uids: builtins.list[str], allowed: tuple[str, ...], new: str, reason: str | None = None) -> builtins.list[Evidence]:
+    def _transition(self, uids: builtins.list[str], allowed: tuple[str, ...], new: str,
+                    reason: str | None = None) -> builtins.list[Evidence]:
         if not uids:
             raise UsageError("no evidence uid given")
         now = time.time()

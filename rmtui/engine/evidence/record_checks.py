@@ -91,7 +91,8 @@ def _fields(data: dict, keys: frozenset[str], path: str, kind: str) -> None:
     if missing:
         raise RecordRefused(path, f"{kind}-fields", f"missing field(s): {', '.join(missing)}")
     if unknown:
-        raise RecordRefused(path, f"{kind}-fields", "unsupported field(s): " + ", ".join(repr(k)[:40] for k in unknown[:5]))
+        raise RecordRefused(path, f"{kind}-fields",
+                            "unsupported field(s): " + ", ".join(repr(k)[:40] for k in unknown[:5]))
     version = data["schema_version"]
     if type(version) is not int or version != records.SCHEMA_VERSION:
         raise RecordRefused(path, f"{kind}-schema_version", f"must be {records.SCHEMA_VERSION}")

@@ -162,7 +162,8 @@ class Begun:
         return self.task.task_id
 
     def to_json(self) -> dict[str, Any]:
-        return {"claimed": self.claimed, **self.task.to_json(), **({"set_aside": self.set_aside} if self.set_aside else {})}
+        return {"claimed": self.claimed, **self.task.to_json(),
+                **({"set_aside": self.set_aside} if self.set_aside else {})}
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ Polling, queueing and de-duplication of gauge readings.
 ### Incident runbook {M#runbook}
 
 ### Release checklist {S#release}
-"""
+"""  # noqa: E501 - the demo memory is Markdown data: a node is one line, however long
 
 MEMORY_INGESTION_MD = """\
 How readings get from a gauge into the forecast store.
@@ -57,7 +57,7 @@ How readings get from a gauge into the forecast store.
 - `ing-poll` Gauges are polled every 5 minutes; the poller backs off exponentially after three timeouts. → [dep:ing-queue]
 - `ing-queue` Readings pass through the Redis stream `gauge:raw` before validation. → [cfg:tw-config]
 - `ing-dedupe` Duplicate readings are dropped by `(gauge_id, observed_at)`. → [dep:ing-queue]
-"""
+"""  # noqa: E501 - the demo memory is Markdown data: a node is one line, however long
 
 MEMORY_RUNBOOK_MD = """\
 # Incident runbook

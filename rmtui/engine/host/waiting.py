@@ -67,7 +67,8 @@ def _claimed_reason(root: MemoryRoot, claimed: list, ops: list, now: float) -> t
     n = len([e for e in claimed if e.batch_id == batch])
     what = f"{n} claimed by batch {(batch or '?')[:12]}"
     if op is None:
-        return f"{what}, which no live operation holds (recovery gives it back)", "run_now", "rmtui --headless update run"
+        return (f"{what}, which no live operation holds (recovery gives it back)", "run_now",
+                "rmtui --headless update run")
     if op.kind == "assistant":
         until = (op.lease or {}).get("until")
         if until is not None and until < now:

@@ -4,8 +4,9 @@ A burst of file events (a publish rewrites several files, moves a ref and append
 state database) arrives as one :class:`ChangeSet`, so a front repaints once per burst.
 Events are classified into *kinds* so a front reloads only what changed: the graph, Insight
 logs, the queue, runtime state (evidence, operations, receipts), maintenance worktrees, the
-Pursuit editor's journal, the cycles' points and outcomes or the branch head. Noise the fronts cause themselves (Git object writes, index refreshes,
-SQLite shared memory, lock files) is dropped here, which keeps a reader from triggering
+Pursuit editor's journal, the cycles' points and outcomes or the branch head. Noise the
+fronts cause themselves (Git object writes, index refreshes, SQLite shared memory, lock
+files) is dropped here, which keeps a reader from triggering
 itself in a loop. SQLite touches its WAL file even when a connection only reads, so a
 state event counts only when the database's ``data_version`` moved: a commit happened.
 """

@@ -428,7 +428,8 @@ def _original_rules(data: dict[str, Any], label: str) -> None:
                              details={"key": "retrieve.embedding.url"})
         candidates = emb.get("candidate_count", 40)
         if emb.get("result_count", 10) > candidates:
-            raise UsageError(f"{label}: 'retrieve.embedding.result_count' must not exceed candidate_count ({candidates})")
+            raise UsageError(f"{label}: 'retrieve.embedding.result_count' must not exceed "
+                             f"candidate_count ({candidates})")
 
 
 def validate_doc(doc: Any, file: str, label: str) -> dict[str, Any]:

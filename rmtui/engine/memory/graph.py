@@ -385,10 +385,12 @@ class _Parser:
         self.claims[key] = heading
         data = _read_file(self.graph.root, name, self.issues, heading.line, ref=heading.file)
         if data is None:
-            self.err(heading.file, heading.line, "backing-missing", f"backing file {name} of `{heading.id}` does not exist")
+            self.err(heading.file, heading.line, "backing-missing",
+                     f"backing file {name} of `{heading.id}` does not exist")
             return
         if kind == "F#":
-            self.parse_graph_file(name, heading.domain, _decode(name, data, self.issues), parent=heading, visiting=visiting + (name,))
+            self.parse_graph_file(name, heading.domain, _decode(name, data, self.issues), parent=heading,
+                                  visiting=visiting + (name,))
         else:
             text = _decode(name, data, self.issues)
             self.graph.files[name] = GraphFile(name, heading.domain, False, text.split("\n"),

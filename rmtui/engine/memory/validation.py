@@ -87,7 +87,8 @@ def check_corrections(root: Path, *, enforce_capacity: bool = True) -> list[Issu
                 continue
             entries[-1][2].append((idx, line[4:].strip(), []))
         elif line.startswith("#") and not line.startswith("# "):
-            issues.append(Issue(CORRECTIONS_FILE, idx, "corrections-format", "only ## entries and ### sections are allowed"))
+            issues.append(Issue(CORRECTIONS_FILE, idx, "corrections-format",
+                                "only ## entries and ### sections are allowed"))
         elif entries and entries[-1][2]:
             entries[-1][2][-1][2].append(line)
     for lineno, title, sections in entries:
@@ -96,7 +97,8 @@ def check_corrections(root: Path, *, enforce_capacity: bool = True) -> list[Issu
         names = [s[1] for s in sections]
         if names != list(CORRECTION_SECTIONS):
             issues.append(Issue(CORRECTIONS_FILE, lineno, "corrections-format",
-                                f"entry {title!r} needs ### Candidate, ### Proposed edit, ### Accepted edit in that order, found {names}"))
+                                f"entry {title!r} needs ### Candidate, ### Proposed edit, ### Accepted edit "
+                                f"in that order, found {names}"))
             continue
         for sl, sname, body in sections:
             if not any(b.strip() for b in body):

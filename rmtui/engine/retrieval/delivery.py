@@ -116,7 +116,8 @@ _LOCKS: dict[tuple[int, str], threading.Lock] = {}
 _OPEN: dict[tuple[int, str], tuple[sqlite3.Connection, int | None]] = {}
 
 
-def filter_delivered(units: list, delivered: dict[str, Delivered], include_returned: bool) -> tuple[list, list[str], dict[str, str]]:
+def filter_delivered(units: list, delivered: dict[str, Delivered],
+                     include_returned: bool) -> tuple[list, list[str], dict[str, str]]:
     """One rule for every retrieval path: unchanged delivered items are skipped (unless
     ``include_returned``), changed ones come again with a notice. Returns (kept, skipped keys,
     status by key: new | returned | changed)."""

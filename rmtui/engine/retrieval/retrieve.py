@@ -9,9 +9,10 @@ Model hosts: a configured embedding service (``[retrieve.embedding]`` in rightme
 RightMemory has it, or rmtui's ``embedding.service_url``), else the local warm service started
 on demand (the CLI never imports torch), or an in-process backend handed in by a
 long-lived front (MCP server, TUI). With ``[retrieve.embedding]`` the service's reranker
-reorders the top ``candidate_count`` candidates and ``result_count`` of them are returned. When none can be reached, retrieval degrades to BM25
-alone with a warning (``embedding.fallback_lexical = false`` makes it an error instead);
-agent retrieval as a fallback plugs in through :data:`AGENT_FALLBACK`.
+reorders the top ``candidate_count`` candidates and ``result_count`` of them are returned.
+When none can be reached, retrieval degrades to BM25 alone with a warning
+(``embedding.fallback_lexical = false`` makes it an error instead); agent retrieval as a
+fallback plugs in through :data:`AGENT_FALLBACK`.
 
 Evidence not yet reconciled into memory (pending: inbox, queued, claimed) is scored too, as
 a small corpus of its own, and returned apart from memory (``RetrieveResult.pending``, a
@@ -121,7 +122,8 @@ def counts_from_config(cfg) -> tuple[int, int, bool]:
     svc = embedding_service(cfg)
     if svc is not None and svc.original:
         return svc.result_count, svc.candidate_count, True
-    return int(cfg.get("retrieve.top_k")), int(cfg.get("embedding.rerank_top")), bool(cfg.get("embedding.reranker_path"))
+    return (int(cfg.get("retrieve.top_k")), int(cfg.get("embedding.rerank_top")),
+            bool(cfg.get("embedding.reranker_path")))
 
 
 def params_from_config(cfg) -> RankParams:
@@ -391,7 +393,8 @@ def search(root: MemoryRoot, need: str, *, top: int, corpus: Corpus, backend, cf
     ranked = rank(corpus, lexical, dense, params, limit, second)
     stages.lap("fusion and second stage")
     min_sim = float(cfg.get("retrieve.min_similarity"))
-    matched = bool(corpus.entries) and (bool((lexical > 0).any()) or (dense is not None and bool((dense >= min_sim).any())))
+    matched = bool(corpus.entries) and (bool((lexical > 0).any())
+                                        or (dense is not None and bool((dense >= min_sim).any())))
     if backend is not None and ranked and rerank and not params.lexical_only:
         ranked = _rerank(corpus, need, ranked, backend, params, window,
                          strict=svc is not None and svc.original)
@@ -657,13 +660,20 @@ def spawn_indexer(root: MemoryRoot) -> bool:
     return True
 
 
-def index_root(root: MemoryRoot, backend=None, *, params: RankParams | None = None) -> dict:
-    """Embed every passage of the current corpus that the cache lacks (one indexer at a time)."""
+def index_root(root: MemoryRoot, backend=None, *, params: RankParams | None = None,
+               once_locked: Callable[[], object] | None = None) -> dict:
+    """Embed every passage of the current corpus that the cache lacks (one indexer at a time).
+
+    ``once_locked`` runs when this indexer holds the indexer lock, before it reads anything:
+    a long-lived front waits there for its first answer, so the indexer's work does not take
+    the interpreter from it (retrieve sees the lock and leaves the rest to the indexer)."""
     lock = root.runtime / "cache" / "indexer.lock"
     fd = try_lock(lock)
     if fd is None:
         return {"indexed": 0, "state": "busy"}
     try:
+        if once_locked is not None:
+            once_locked()
         cfg = root.config()
         params = params or params_from_config(cfg)
         with file_lock(root.lock_path, shared=True):

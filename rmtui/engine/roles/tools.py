@@ -36,7 +36,8 @@ def _sha(data: bytes) -> str:
 def _cap(text: str) -> str:
     if len(text) <= MAX_OUTPUT_CHARS:
         return text
-    return text[:MAX_OUTPUT_CHARS] + f"\n[output cut at {MAX_OUTPUT_CHARS} of {len(text)} characters; narrow the request]"
+    return (text[:MAX_OUTPUT_CHARS]
+            + f"\n[output cut at {MAX_OUTPUT_CHARS} of {len(text)} characters; narrow the request]")
 
 
 def _obj(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -127,7 +128,8 @@ class RoleTools:
         limit = min(MAX_READ_LINES, max(1, int(args.get("limit") or MAX_READ_LINES)))
         chunk = lines[offset - 1: offset - 1 + limit]
         body = "\n".join(f"{offset + i:6}\t{line}" for i, line in enumerate(chunk))
-        more = "" if offset - 1 + limit >= len(lines) else f"\n[{len(lines) - (offset - 1 + limit)} more lines; read on with offset]"
+        left = len(lines) - (offset - 1 + limit)
+        more = "" if left <= 0 else f"\n[{left} more lines; read on with offset]"
         return _cap(f"{rel} ({len(lines)} lines)\n{body}{more}")
 
     def glob(self, args: dict[str, Any]) -> str:
@@ -171,7 +173,8 @@ class RoleTools:
             depth = len(item.ancestors())
             edges = ", ".join(f"{e.type}:{e.target}" for e in item.edges)
             if item.kind == "heading":
-                anchor = f" {{{item.heading_kind or '#'}{item.id}}}" if item.id else ""  # {F#id}: no space after the kind
+                # {F#id}: no space after the kind
+                anchor = f" {{{item.heading_kind or '#'}{item.id}}}" if item.id else ""
                 label = f"{'#' * item.level} {item.title}{anchor}"
             else:
                 label = f"- `{item.id}` {item.title}"

@@ -20,7 +20,8 @@ SYNCED = (
 )
 EXCLUDED = ("PURSUIT_RULES.md",)
 _HEX64 = "[0-9a-f]{64}"
-_QUEUE = re.compile(rf"^update_queue/(lease\.json|candidates/[0-9a-f]{{32}}\.json|recovery/update-batch-{_HEX64}\.json)$")
+_QUEUE = re.compile(rf"^update_queue/(lease\.json|candidates/[0-9a-f]{{32}}\.json"
+                    rf"|recovery/update-batch-{_HEX64}\.json)$")
 _RECORD = re.compile(rf"^update_records/update-batch-{_HEX64}\.json$")
 
 

@@ -557,7 +557,8 @@ class GitQueue:
             uid = self._resolve(ref, snap, session)
             if snap.lease is not None and uid in snap.lease.candidate_uids:
                 raise ConflictError(f"candidate {uid} is in batch {snap.lease.batch_id}, leased by "
-                                    f"{snap.lease.holder[:8]} until {snap.lease.expires_at}; it cannot be cancelled now")
+                                    f"{snap.lease.holder[:8]} until {snap.lease.expires_at}; "
+                                    "it cannot be cancelled now")
             supersede: list[str] = []
             for old_id, rec in sorted(snap.recoveries.items()):
                 if uid not in rec.get("candidate_uids", []):

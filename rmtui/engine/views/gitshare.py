@@ -91,7 +91,8 @@ def _clone(root: MemoryRoot, repo_url: str, branch: str | None, timeout: float) 
             proc = _git(path.parent, "clone", "--quiet", "--", url, str(tmp), timeout=timeout, check=False)
         if proc.returncode != 0:
             err = proc.stderr.decode("utf-8", "replace").strip()
-            raise GitShareError(f"could not clone {url}: {remote_text(err.splitlines()[-1]) if err else proc.returncode}")
+            why = remote_text(err.splitlines()[-1]) if err else proc.returncode
+            raise GitShareError(f"could not clone {url}: {why}")
         os.replace(tmp, path)
     finally:
         if tmp.exists():

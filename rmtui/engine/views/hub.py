@@ -172,7 +172,8 @@ def accept(root: MemoryRoot, url: str, *, as_id: str | None = None, title: str |
                             accepted_from=inv.base_url, target=target)
     # the provider's words sit inside our sentence, on one line: they can never start a heading or a node
     body = (f"Read-only shared file view `{view_id}` from the hub {inv.base_url}"
-            + (f": {remote_text(description, 1000)}" if description else "") + ". Its items are imported, not edited here.")
+            + (f": {remote_text(description, 1000)}" if description else "")
+            + ". Its items are imported, not edited here.")
     heading = title or (remote_text(info["title"], 200) if isinstance(info.get("title"), str) else view_id)
     landed = consumer.record(root, conn, heading, body)
     out = {"connection": conn.to_json(), "landed": landed, "connection_id": accepted.get("connection_id")}

@@ -228,7 +228,8 @@ class HubStore:
 
     @staticmethod
     def _migrate(db: sqlite3.Connection) -> None:
-        db.execute("CREATE TABLE IF NOT EXISTS schema_migrations(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+        db.execute("CREATE TABLE IF NOT EXISTS schema_migrations("
+                   "version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
         applied = {row["version"] for row in db.execute("SELECT version FROM schema_migrations")}
         for version, statements in ((1, _SCHEMA), (2, _SCHEMA_2)):
             if version not in applied:

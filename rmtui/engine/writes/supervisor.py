@@ -309,7 +309,8 @@ class Supervisor:
         return "committed" if op.changed_paths else "no_change"
 
     def _check_active_clean(self, op: Operation) -> None:
-        protected = [p for p in dirty_paths(self.repo) if is_semantic(p) or p in op.changed_paths or p.startswith("update_records/")]
+        protected = [p for p in dirty_paths(self.repo)
+                     if is_semantic(p) or p in op.changed_paths or p.startswith("update_records/")]
         if protected:
             raise DirtyActiveRoot(
                 f"the active root has uncommitted changes to protected paths: {', '.join(protected[:5])}",

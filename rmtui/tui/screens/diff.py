@@ -77,7 +77,8 @@ class DiffScreen(WorkbenchScreen):
         self.loaded = True
 
     def worker_failed(self, worker) -> None:
-        self.query_one("#diff-header", Static).update("cannot show the diff: an unexpected error (see the error dialog)")
+        self.query_one("#diff-header", Static).update(
+            "cannot show the diff: an unexpected error (see the error dialog)")
         self.loaded = True
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -140,7 +140,8 @@ class MaintenanceScreen(LiveScreen):
         if action in ("land", "abort", "new_file"):
             return True if active else None
         if action == "edit":
-            return True if active and self.query_one("#maint-files", OptionList).highlighted_option is not None else None
+            return (True if active and self.query_one("#maint-files", OptionList).highlighted_option is not None
+                    else None)
         return True
 
     def worker_failed(self, worker) -> None:

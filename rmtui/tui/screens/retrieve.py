@@ -163,6 +163,6 @@ class RetrieveScreen(WorkbenchScreen):
         table.border_subtitle = order_note(message.results) if message.results else ""
         for i, r in enumerate(message.results, 1):
             lines = f"{r.get('file')}:{r.get('start_line')}-{r.get('end_line')}"
-            table.add_row(str(i), score_text(float(r.get("score") or 0)), r.get("id") or r.get("key"), r.get("kind", ""),
-                          lines, r.get("status", ""), key=r.get("key") or str(i))
+            table.add_row(str(i), score_text(float(r.get("score") or 0)), r.get("id") or r.get("key"),
+                          r.get("kind", ""), lines, r.get("status", ""), key=r.get("key") or str(i))
         self.query_one("#agent-text", Static).update(Text(message.text))

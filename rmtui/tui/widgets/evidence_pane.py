@@ -103,7 +103,8 @@ class EvidencePane(Vertical):
 
     def refresh_ages(self) -> None:
         self.query_one(EvidenceTable).refresh_ages()
-        if self.waiting is not None and self.waiting.until is not None and workbench(self).clock() >= self.waiting.until:
+        until = self.waiting.until if self.waiting is not None else None
+        if until is not None and workbench(self).clock() >= until:
             self.post_message(self.Reload(("queue",)))  # the wait it named is over: say what it waits for now
 
     def show_header(self) -> None:

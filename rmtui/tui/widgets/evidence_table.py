@@ -128,7 +128,8 @@ class EvidenceTable(KeyedTable):
             machine = (Text(clip(printable(self.machines.get(e.uid, "")), MACHINE_WIDTH)),) \
                 if self.machine_column else ()
             rows.append((e.uid, e, ("•" if e.uid in self.marked else " ", state, *machine, age(now - e.created_at),
-                                    Text(clip(printable(first), self.text_width)), Text(clip(e.session, 22)), e.uid[:8])))
+                                    Text(clip(printable(first), self.text_width)),
+                                    Text(clip(e.session, 22)), e.uid[:8])))
         self.replace_rows(rows)
         self._place_cursor()
 

@@ -289,7 +289,8 @@ class MemoryTree(LabelledTree[Entry]):
                     found.expand()
                 parent = found
         if len(matches) > FILTER_LIMIT:
-            self.root.add_leaf("more", data=Entry("notice", text=f"… {len(matches) - FILTER_LIMIT} more matches; type more to narrow"))
+            more = f"… {len(matches) - FILTER_LIMIT} more matches; type more to narrow"
+            self.root.add_leaf("more", data=Entry("notice", text=more))
         if not matches:
             self.root.add_leaf("none", data=Entry("notice", text=f"nothing matches {text!r}"))
         first = self._by_key.get(item_key(matches[0])) if matches else None

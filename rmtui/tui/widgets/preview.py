@@ -101,7 +101,8 @@ class ItemPreview(Vertical):
         item = entry.item
         self._render_meta(item)
         lines = item.text.split("\n")
-        body = "\n".join(lines[:PREVIEW_LINES]) + (f"\n… {len(lines) - PREVIEW_LINES} more lines" if len(lines) > PREVIEW_LINES else "")
+        more = f"\n… {len(lines) - PREVIEW_LINES} more lines" if len(lines) > PREVIEW_LINES else ""
+        body = "\n".join(lines[:PREVIEW_LINES]) + more
         text.update(Text(body))
         options: list[Option] = []
         for edge in item.edges:

@@ -222,7 +222,8 @@ class ApiConversation(Conversation):
                 raise
             self.trace.event("model_reply", request=requests, seconds=round(time.monotonic() - started, 3),
                              text=reply.text, stop_reason=reply.stop_reason,
-                             tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls])
+                             tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments}
+                                         for c in reply.tool_calls])
             self.transcript.append({"role": "assistant", "text": reply.text, "tool_calls": reply.tool_calls})
             if not reply.tool_calls:
                 self.trace.event("finish", text=reply.text, requests=requests)

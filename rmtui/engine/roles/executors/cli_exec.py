@@ -195,7 +195,8 @@ class CliConversation(Conversation):
             except (ToolError, UsageError) as exc:
                 self.trace.event("tool_output", name=self.terminal.name, is_error=True, output=exc.message)
                 if requests > s.tool_retries:
-                    raise OperationFailed(f"{s.role}: no valid answer after {requests} attempts: {exc.message}") from None
+                    raise OperationFailed(f"{s.role}: no valid answer after {requests} attempts: "
+                                          f"{exc.message}") from None
                 text = (f"Your answer was refused: {exc.message}\nAnswer again with only the corrected JSON "
                         f"object for {self.terminal.name}.")
                 prompt = self._prompt(text)
