@@ -433,8 +433,8 @@ class UpdateDriver:
         receipt = sup.store.receipt(op.id)
         batches.update(batch_id, state=state, next_attempt_at=next_at, last_error=f"{exc.kind}: {exc.message}",
                        receipt=receipt.to_json())
-        return BatchFailed(batch_id, attempts, state, Failure(exc.to_json(), exc.message, exc.exit_code, op.id, receipt),
-                           next_attempt_at=next_at)
+        failure = Failure(exc.to_json(), exc.message, exc.exit_code, op.id, receipt)
+        return BatchFailed(batch_id, attempts, state, failure, next_attempt_at=next_at)
 
 
 # -- the daemon ----------------------------------------------------------------------------
