@@ -39,7 +39,7 @@ def test_views_rmtui_writes_the_original_reads(tmp_path, shared):
     assert meta["file"]["view_id"] == "platform" and meta["file"]["title"] == "Platform Files"
 
     cons = make_consumer(tmp_path)
-    assert consumer.connect_git(cons, pub["join_url"])["pull"]["status"] == "pulled"
+    assert consumer.connect_git(cons, pub["join_url"]).pull.status == "pulled"
     registry = (cons.path / "shared_views.toml").read_text()
     assert original.check_shared_views_registry(registry) == []
     assert 'git_url = "' + repo + '"' in registry and 'git_share_id = "platform"' in registry

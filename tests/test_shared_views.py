@@ -168,7 +168,7 @@ def test_git_share_end_to_end_with_retrieval(tmp_path, prov, shares, cli):
 
     cons = make_consumer(tmp_path)
     out = consumer.connect_git(cons, pub["join_url"])
-    assert out["pull"]["status"] == "pulled"
+    assert out.pull.status == "pulled"
     memory = (cons.path / "MEMORY.md").read_text()
     assert "### Platform Files {MF#platform}" in memory and "# Shared Views" in memory
     conns = files.load_connections(cons.path)
@@ -220,7 +220,7 @@ def test_connect_refuses_an_id_the_graph_already_uses(tmp_path, prov, shares):
     with pytest.raises(ConflictError, match="already used in the graph"):
         consumer.connect_git(cons, f"{shares}#share=platform")
     out = consumer.connect_git(cons, f"{shares}#share=platform", as_id="their-platform")
-    assert out["pull"]["status"] == "pulled"
+    assert out.pull.status == "pulled"
     res = retrieve(cons, "s", "deploy with helm")
     assert res.results[0]["id"] == "MF#their-platform/deploy-k8s"
 
@@ -294,7 +294,7 @@ def test_a_first_refused_pull_is_unavailable(tmp_path, prov, shares):
     _bad_commit(tmp_path / "shares.git", "platform", GIT_BAD["version"])
     cons = make_consumer(tmp_path)
     out = consumer.connect_git(cons, f"{shares}#share=platform")
-    assert out["pull"]["status"] == "unavailable"
+    assert out.pull.status == "unavailable"
     assert consumer.list_connections(cons)[0]["status"] == "unavailable"
     assert not (cons.path / ".runtime/shared_views/imports/platform").exists()
 

@@ -64,7 +64,7 @@ def test_http_end_to_end(tmp_path, served, cli):
     prov, url, token, _ = served
     cons = make_consumer(tmp_path)
     out = consumer.connect_http(cons, f"{url}/api/views/platform", token)
-    assert out["pull"]["status"] == "pulled"
+    assert out.pull.status == "pulled"
     conn = files.load_connections(cons.path)["platform"]
     assert conn.kind == "http-file" and conn.target["base_url"] == url and conn.target["credential_id"] == "platform"
     assert token not in (cons.path / "shared_views.toml").read_text()  # the token stays under .runtime/
@@ -144,7 +144,7 @@ def test_question_view_answered_by_provider_retrieval(tmp_path, served, cli):
     prov, url, _, qt = served
     cons = make_consumer(tmp_path)
     out = consumer.connect_http(cons, f"{url}/api/share/questions/ask-platform", qt)
-    assert "pull" not in out
+    assert out.pull is None and "pull" not in out.to_json()
     assert "{MQ#ask-platform}" in (cons.path / "MEMORY.md").read_text()
     before = (cons.path / "MEMORY.md").read_bytes()
     answer = consumer.ask(cons, "ask-platform", "how do we deploy with helm")
@@ -236,7 +236,7 @@ def test_every_refused_package_keeps_the_last_import(tmp_path):
     try:
         stub.data = valid
         cons = make_consumer(tmp_path)
-        assert consumer.connect_http(cons, f"{stub.url}/api/views/platform", "any")["pull"]["status"] == "pulled"
+        assert consumer.connect_http(cons, f"{stub.url}/api/views/platform", "any").pull.status == "pulled"
         imported = cons.path / ".runtime/shared_views/imports/platform"
         before = tree_bytes(imported)
         for case, (spec, rule) in sorted(ZIP_BAD.items()):

@@ -28,6 +28,8 @@ from rmtui.engine.pursuit import PursuitCheckpoint, PursuitEdit, PursuitState
 from rmtui.engine.roles.update_driver import BatchFailed, BatchLanded, DriverIdle
 from rmtui.engine.sync.pull import SyncResult
 from rmtui.engine.sync.queue_git import Cancelled
+from rmtui.engine.views.consumer import InvitationAccepted, PullResult, ViewConnected
+from rmtui.engine.views.files import Connection
 from rmtui.engine.writes.operations import Receipt
 
 
@@ -228,3 +230,24 @@ def test_update_driver_pass_json():
     same(shared, {"state": "failed", "batch_id": "update-batch-1", "error": exc.to_json(), "recovery": recovery,
                   "attempts": 1, "exit_code": 1, "batch_state": "waiting_retry", "retried": ["update-batch-1"]})
     assert local.state == shared.state == "failed" and local.exit_code == 1
+
+
+def test_shared_view_connect_json():
+    """``consumer.connect_git`` / ``connect_http`` and ``hub.accept`` answered these dicts."""
+    conn = Connection("platform", "file", "rightmemory://mf/platform", "human", maintainer="ops",
+                      accepted_from="http://hub.test",
+                      target={"kind": "http-file", "view_id": "platform", "base_url": "http://hub.test",
+                              "credential_id": "http-platform", "accepted_from_url": "http://hub.test"})
+    landed = {"operation_id": "shared-views-20260101T000000Z-0123abcd", "phase": "committed",
+              "landed_commit": "c" * 40}
+    pulled = PullResult("platform", "pulled", None, "d" * 64, 3, True)
+    assert json.dumps(pulled.to_json()) == json.dumps(
+        {"view_id": "platform", "status": "pulled", "reason": None, "version": "d" * 64, "items": 3, "changed": True})
+    same(ViewConnected(conn, landed, pulled), {"connection": conn.to_json(), "landed": landed,
+                                               "pull": pulled.to_json()})
+    same(ViewConnected(conn, landed), {"connection": conn.to_json(), "landed": landed})
+    stale = PullResult("platform", "stale", "HTTP 503 from the provider")
+    same(InvitationAccepted(conn, landed, stale, connection_id="conn-1"),
+         {"connection": conn.to_json(), "landed": landed, "connection_id": "conn-1", "pull": stale.to_json()})
+    same(InvitationAccepted(conn, landed, connection_id=None),
+         {"connection": conn.to_json(), "landed": landed, "connection_id": None})

@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from rmtui.commands import Result
 from rmtui.commands.core import root_of
 from rmtui.engine.errors import UsageError
+
+if TYPE_CHECKING:
+    from rmtui.engine.views.consumer import PullResult, ViewConnected
 
 #: Pull outcomes that mean the command did not do its job (scripts test the exit code).
 FAILED = ("stale", "unavailable")
@@ -292,17 +296,17 @@ def cmd_connect(args) -> Result:
             raise UsageError(f"${args.token_env} is empty or unset")
         data = consumer.connect_http(root, args.url, token, as_id=args.as_id, relationship=args.relationship,
                                      title=args.title, pull_now=not args.no_pull)
-    conn = data["connection"]
-    return _joined(data, f"connected {conn['id']} ({conn['type']} view via {conn['target']['kind']})")
+    conn = data.connection
+    return _joined(data, f"connected {conn.id} ({conn.type} view via {conn.kind})")
 
 
-def _joined(data: dict, line: str) -> Result:
+def _joined(data: ViewConnected, line: str) -> Result:
     """A new connection's result: its line, and the first pull's (exit 4 when that pull failed)."""
     text, code = [line], 0
-    if "pull" in data:
-        text.append(_pull_line(data["pull"]))
-        code = 4 if data["pull"]["status"] in FAILED else 0
-    return Result(data, "\n".join(text), code)
+    if data.pull is not None:
+        text.append(_pull_line(data.pull))
+        code = 4 if data.pull.status in FAILED else 0
+    return Result(data.to_json(), "\n".join(text), code)
 
 
 def cmd_accept(args) -> Result:
@@ -310,8 +314,8 @@ def cmd_accept(args) -> Result:
 
     data = hub.accept(root_of(args), args.url, as_id=args.as_id, title=args.title, relationship=args.relationship,
                       consumer_label=args.consumer_label, pull_now=not args.no_pull)
-    conn = data["connection"]
-    return _joined(data, f"accepted {conn['id']} (file view via {conn['target']['base_url']})")
+    conn = data.connection
+    return _joined(data, f"accepted {conn.id} (file view via {conn.target['base_url']})")
 
 
 def cmd_note(args) -> Result:
@@ -322,19 +326,20 @@ def cmd_note(args) -> Result:
     return Result(rec, f"note for {args.view}: {rec['status']}")
 
 
-def _pull_line(r: dict) -> str:
-    if r["status"] in FAILED:
-        return f"{r['view_id']}: {r['status']}: {r['reason']}"
-    what = "new version" if r.get("changed") else "unchanged"
-    return f"{r['view_id']}: {r['status']}, {what} ({r['items']} item(s), version {str(r['version'])[:12]})"
+def _pull_line(r: PullResult) -> str:
+    if r.status in FAILED:
+        return f"{r.view_id}: {r.status}: {r.reason}"
+    what = "new version" if r.changed else "unchanged"
+    return f"{r.view_id}: {r.status}, {what} ({r.items} item(s), version {str(r.version)[:12]})"
 
 
 def cmd_pull(args) -> Result:
     from rmtui.engine.views import consumer
 
-    results = [r.to_json() for r in consumer.pull(root_of(args), args.view, timeout=args.timeout)]
-    code = 4 if any(r["status"] in FAILED for r in results) else 0
-    return Result(results, "\n".join(_pull_line(r) for r in results) or "no file views are connected", code)
+    results = consumer.pull(root_of(args), args.view, timeout=args.timeout)
+    code = 4 if any(r.status in FAILED for r in results) else 0
+    return Result([r.to_json() for r in results],
+                  "\n".join(_pull_line(r) for r in results) or "no file views are connected", code)
 
 
 def cmd_list(args) -> Result:

@@ -19,6 +19,7 @@ import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from rmtui.engine.errors import ConflictError, EngineError, UnavailableError, UsageError
 from rmtui.engine.locks import file_lock, try_lock
@@ -43,7 +44,7 @@ REFRESH_EVERY = 300.0
 REFRESH_BUDGET = 3.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class PullResult:
     view_id: str
     status: str  # pulled | stale | unavailable (docs/formats.md, "Shared views")
@@ -54,6 +55,37 @@ class PullResult:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class ViewConnected:
+    """A new connection: what ``shared_views.toml`` records, the supervised commit that recorded it
+    (``landed``: operation id, phase, landed commit) and, unless asked not to, the first pull.
+    ``to_json`` is the JSON the fronts print, in its key order."""
+
+    connection: files.Connection
+    landed: dict[str, Any]
+    pull: PullResult | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"connection": self.connection.to_json(), "landed": self.landed}
+        if self.pull is not None:
+            out["pull"] = self.pull.to_json()
+        return out
+
+
+@dataclass(frozen=True)
+class InvitationAccepted(ViewConnected):
+    """A connection made by accepting a hub invitation; ``connection_id`` is the hub's id for it."""
+
+    connection_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"connection": self.connection.to_json(), "landed": self.landed,
+                               "connection_id": self.connection_id}
+        if self.pull is not None:
+            out["pull"] = self.pull.to_json()
+        return out
 
 
 # -- connect ------------------------------------------------------------------------------------
@@ -88,7 +120,7 @@ def check_free_id(root: MemoryRoot, cid: str, kind: str) -> bool:
                         "connect under another name with --as")
 
 
-def record(root: MemoryRoot, conn: files.Connection, title: str, body: str) -> dict:
+def record(root: MemoryRoot, conn: files.Connection, title: str, body: str) -> dict[str, Any]:
     kind = "MF#" if conn.type == "file" else "MQ#"
     present = check_free_id(root, conn.id, kind)
 
@@ -106,7 +138,7 @@ def record(root: MemoryRoot, conn: files.Connection, title: str, body: str) -> d
 
 
 def connect_git(root: MemoryRoot, url: str, *, as_id: str | None = None, relationship: str = "human",
-                pull_now: bool = True) -> dict:
+                pull_now: bool = True) -> ViewConnected:
     """Connect a Git share (``<repo>#share=<id>[&branch=<b>]``): its file view, by its view id."""
     from rmtui.engine.views import gitshare
 
@@ -126,14 +158,11 @@ def connect_git(root: MemoryRoot, url: str, *, as_id: str | None = None, relatio
     body = (f"Read-only shared view `{view_id}` from the Git share {ref.url}"
             + (f" ({desc})" if desc else "") + ". Its items are imported, not edited here.")
     landed = record(root, conn, title, body)
-    out = {"connection": conn.to_json(), "landed": landed}
-    if pull_now:
-        out["pull"] = pull_one(root, conn).to_json()
-    return out
+    return ViewConnected(conn, landed, pull_one(root, conn) if pull_now else None)
 
 
 def connect_http(root: MemoryRoot, url: str, token: str, *, as_id: str | None = None,
-                 relationship: str = "human", title: str | None = None, pull_now: bool = True) -> dict:
+                 relationship: str = "human", title: str | None = None, pull_now: bool = True) -> ViewConnected:
     """Connect a view served over HTTP; the token is checked against the provider first."""
     from rmtui.engine.views.client import ProviderClient, parse_provider_url
 
@@ -157,10 +186,7 @@ def connect_http(root: MemoryRoot, url: str, token: str, *, as_id: str | None = 
     what = "file view" if ctype == "file" else "question view (ask it with `shared-view ask`)"
     body = f"Shared {what} `{where.view_id}` served by {where.base_url}; read-only, not edited here."
     landed = record(root, conn, title or where.view_id, body)
-    out = {"connection": conn.to_json(), "landed": landed}
-    if pull_now and ctype == "file":
-        out["pull"] = pull_one(root, conn).to_json()
-    return out
+    return ViewConnected(conn, landed, pull_one(root, conn) if pull_now and ctype == "file" else None)
 
 
 # -- pull ---------------------------------------------------------------------------------------

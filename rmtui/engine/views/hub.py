@@ -18,6 +18,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
 from rmtui.engine.display import remote_text
@@ -27,6 +28,9 @@ from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.views import files
 from rmtui.engine.views.client import ProviderClient, ProviderError
+
+if TYPE_CHECKING:
+    from rmtui.engine.views import consumer
 
 MAX_NOTE_CHARS = 4000
 #: A bearer token a hub hands out: visible ASCII, no blanks (it goes into a header as it is).
@@ -139,7 +143,8 @@ def inbox(hub_url: str, token: str, provider_id: str) -> list[dict]:
 # -- consumer -----------------------------------------------------------------------------------
 
 def accept(root: MemoryRoot, url: str, *, as_id: str | None = None, title: str | None = None,
-           relationship: str = "human", consumer_label: str | None = None, pull_now: bool = True) -> dict:
+           relationship: str = "human", consumer_label: str | None = None,
+           pull_now: bool = True) -> consumer.InvitationAccepted:
     """Accept an invitation: the connection, its credential, the ``MF#`` heading, then a pull."""
     from rmtui.engine.views import consumer
 
@@ -176,10 +181,8 @@ def accept(root: MemoryRoot, url: str, *, as_id: str | None = None, title: str |
             + ". Its items are imported, not edited here.")
     heading = title or (remote_text(info["title"], 200) if isinstance(info.get("title"), str) else view_id)
     landed = consumer.record(root, conn, heading, body)
-    out = {"connection": conn.to_json(), "landed": landed, "connection_id": accepted.get("connection_id")}
-    if pull_now:
-        out["pull"] = consumer.pull_one(root, conn).to_json()
-    return out
+    return consumer.InvitationAccepted(conn, landed, consumer.pull_one(root, conn) if pull_now else None,
+                                       connection_id=accepted.get("connection_id"))
 
 
 def _notes_path(root: MemoryRoot, cid: str):
