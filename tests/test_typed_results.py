@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 from rmtui.engine.cycles.common import Failure, error_outcome
 from rmtui.engine.cycles.corrections import CorrectionRound
@@ -30,6 +31,9 @@ from rmtui.engine.sync.pull import SyncResult
 from rmtui.engine.sync.queue_git import Cancelled
 from rmtui.engine.views.consumer import InvitationAccepted, PullResult, ViewConnected
 from rmtui.engine.views.files import Connection
+from rmtui.engine.views.hub import Invited
+from rmtui.engine.views.package import PackageInfo
+from rmtui.engine.views.provider import BuildResult
 from rmtui.engine.writes.operations import Receipt
 
 
@@ -251,3 +255,15 @@ def test_shared_view_connect_json():
          {"connection": conn.to_json(), "landed": landed, "connection_id": "conn-1", "pull": stale.to_json()})
     same(InvitationAccepted(conn, landed, connection_id=None),
          {"connection": conn.to_json(), "landed": landed, "connection_id": None})
+
+
+def test_shared_view_invite_json():
+    """``hub.invite`` answered the build, then the hub's publish and invitation answers."""
+    info = PackageInfo("platform", "Platform", "How we deploy", 3, ["dist/MEMORY.md"], "d" * 64, ["w1"])
+    build = BuildResult("platform", Path("/tmp/builds/platform"), info, ["w0"])
+    hub = {"view_id": "platform", "version_id": "v1", "package_hash": "d" * 64}
+    invitation = {"invitation_id": "inv-1", "invitation_url": "http://hub.test/i/tok"}
+    same(Invited(build, hub, invitation), {"build": build.to_json(), "hub": hub, "invitation": invitation})
+    assert json.dumps(build.to_json()) == json.dumps(
+        {"view_id": "platform", "package": "/tmp/builds/platform", "title": "Platform", "description": "How we deploy",
+         "items": 3, "files": ["dist/MEMORY.md"], "version": "d" * 64, "warnings": ["w0", "w1"]})

@@ -205,9 +205,9 @@ def cmd_invite(args) -> Result:
 
     data = hub.invite(root_of(args), args.view, args.hub, _token(args.token_env, "invite"), label=args.label,
                       expires_at=args.expires_at)
-    inv = data["invitation"]
-    return Result(data, f"{inv['invitation_url']}\n(invitation {inv.get('invitation_id')} to {args.view}; "
-                        f"version {data['hub']['version_id']})")
+    inv = data.invitation
+    return Result(data.to_json(), f"{inv['invitation_url']}\n(invitation {inv.get('invitation_id')} to {args.view}; "
+                                  f"version {data.hub['version_id']})")
 
 
 def cmd_inbox(args) -> Result:

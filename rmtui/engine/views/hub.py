@@ -18,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from rmtui.engine.display import remote_text
@@ -30,7 +30,7 @@ from rmtui.engine.views import files
 from rmtui.engine.views.client import ProviderClient, ProviderError
 
 if TYPE_CHECKING:
-    from rmtui.engine.views import consumer
+    from rmtui.engine.views import consumer, provider
 
 MAX_NOTE_CHARS = 4000
 #: A bearer token a hub hands out: visible ASCII, no blanks (it goes into a header as it is).
@@ -125,15 +125,29 @@ def publish_package(folder: Path, view_id: str, hub_url: str, token: str) -> dic
     return HubClient(hub_url, token).publish(view_id, zip_package(folder))
 
 
+@dataclass(frozen=True)
+class Invited:
+    """A view built, published and invited to: the build, the hub's answers to the publish
+    (``version_id``, ``package_hash``, ...) and to the invitation (``invitation_url``, ...), as
+    the hub client checked them. ``to_json`` is the JSON the fronts print, in its key order."""
+
+    build: provider.BuildResult
+    hub: dict[str, Any]
+    invitation: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"build": self.build.to_json(), "hub": self.hub, "invitation": self.invitation}
+
+
 def invite(root: MemoryRoot, view_id: str, hub_url: str, token: str, *, label: str | None = None,
-           expires_at: str | None = None) -> dict:
+           expires_at: str | None = None) -> Invited:
     """Build and publish ``view_id`` (as the original does before inviting), then make one invitation."""
     from rmtui.engine.views import provider
 
     res = provider.build(root, view_id)
-    out = {"build": res.to_json(), "hub": publish_package(res.package, view_id, hub_url, token)}
-    out["invitation"] = HubClient(hub_url, token).create_invitation(view_id, label=label, expires_at=expires_at)
-    return out
+    published = publish_package(res.package, view_id, hub_url, token)
+    return Invited(res, published,
+                   HubClient(hub_url, token).create_invitation(view_id, label=label, expires_at=expires_at))
 
 
 def inbox(hub_url: str, token: str, provider_id: str) -> list[dict]:
