@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the engine modules load with the workers that use them, not
     from rmtui.engine.host.waiting import QueueWaiting
     from rmtui.engine.progress import Progress
     from rmtui.engine.sync.overview import SyncOverview
+    from rmtui.engine.views.consumer import PullResult
 
 
 @dataclass
@@ -195,9 +196,9 @@ class SharedViewsLoaded(Message, bubble=False):
 
 @dataclass
 class SharedViewsPulled(Message, bubble=False):
-    """Pull outcomes, one per view (``PullResult.to_json()``)."""
+    """Pull outcomes, one per view."""
 
-    results: list[dict]
+    results: list[PullResult]
 
 
 @dataclass

@@ -325,22 +325,22 @@ class SharingScreen(LiveScreen):
         from rmtui.engine.views import consumer
 
         try:
-            results = [r.to_json() for r in consumer.pull(workbench(self).root, view_id)]
+            results = consumer.pull(workbench(self).root, view_id)
         except EngineError as exc:
-            results = [{"view_id": view_id or "views", "status": "unavailable", "reason": error_text(exc)[0]}]
+            results = [consumer.PullResult(view_id or "views", "unavailable", error_text(exc)[0])]
         self.post_message(SharedViewsPulled(results))
 
     def on_shared_views_pulled(self, message: SharedViewsPulled) -> None:
         self.query_one(SharedViewsTable).set_busy("pull", False)
-        failed = [r for r in message.results if r["status"] != "pulled"]
+        failed = [r for r in message.results if r.status != "pulled"]
         if not message.results:
             self.notify("no file views are connected")
         for r in failed:
-            self.notify(printable(f"{r['view_id']}: {r['status']}: {r.get('reason') or ''}"), severity="warning",
+            self.notify(printable(f"{r.view_id}: {r.status}: {r.reason or ''}"), severity="warning",
                         timeout=8, markup=False)
-        done = [r for r in message.results if r["status"] == "pulled"]
+        done = [r for r in message.results if r.status == "pulled"]
         if done:
-            changed = [r["view_id"] for r in done if r.get("changed")]
+            changed = [r.view_id for r in done if r.changed]
             self.notify(f"pulled {count(len(done), 'view')}" + (f": new version of {', '.join(changed)}" if changed
                                                                 else ", unchanged"))
         self.load_views()
