@@ -148,8 +148,8 @@ def test_question_view_answered_by_provider_retrieval(tmp_path, served, cli):
     assert "{MQ#ask-platform}" in (cons.path / "MEMORY.md").read_text()
     before = (cons.path / "MEMORY.md").read_bytes()
     answer = consumer.ask(cons, "ask-platform", "how do we deploy with helm")
-    assert answer["status"] == "answered" and "deploy with Helm" in answer["answer"]
-    assert answer["text"].startswith("Shared question: ask-platform\nStatus: answered\nAnswer:\n")
+    assert answer.status == "answered" and "deploy with Helm" in answer.answer
+    assert answer.text.startswith("Shared question: ask-platform\nStatus: answered\nAnswer:\n")
     assert (cons.path / "MEMORY.md").read_bytes() == before  # shown, never written to memory
     r = cli("--headless", "shared-view", "ask", "ask-platform", "which", "helm", "version", "--root", str(cons.path))
     assert r.code == 0 and "Status: answered" in r.stdout and "Helm 3.14" in r.stdout
@@ -170,9 +170,10 @@ def test_question_view_answered_by_the_retrieve_model(tmp_path, served):
         cons = make_consumer(tmp_path)
         consumer.connect_http(cons, f"{url}#question=ask-platform", qt)
         answer = consumer.ask(cons, "ask-platform", "which helm version?")
-        assert answer == {"view_id": "ask-platform", "status": "answered", "answer": "Helm 3.14, to the prod cluster.",
-                          "text": "Shared question: ask-platform\nStatus: answered\nAnswer:\n"
-                                  "Helm 3.14, to the prod cluster.\n"}
+        assert answer.to_json() == {"view_id": "ask-platform", "status": "answered",
+                                    "answer": "Helm 3.14, to the prod cluster.",
+                                    "text": "Shared question: ask-platform\nStatus: answered\nAnswer:\n"
+                                            "Helm 3.14, to the prod cluster.\n"}
         first = fake.seen[0]
         assert "Answer from the platform memory only." in first.system  # the private retriever.md
         assert "submit_answer" in first.tool_names and "edit" not in first.tool_names
@@ -190,8 +191,8 @@ def test_unreachable_provider_answers_unavailable(tmp_path, served):
     conns["ask-platform"].target["base_url"] = "http://127.0.0.1:9"
     (cons.path / "shared_views.toml").write_text(files.render_connections(conns))
     out = consumer.ask(cons, "ask-platform", "anything?")
-    assert out["status"] == "unavailable" and out["text"].splitlines()[1] == "Status: unavailable"
-    assert out["text"].splitlines()[2].startswith("Reason: ")
+    assert out.status == "unavailable" and out.text.splitlines()[1] == "Status: unavailable"
+    assert out.text.splitlines()[2].startswith("Reason: ")
 
 
 # -- a hostile provider -------------------------------------------------------------------------------

@@ -204,7 +204,7 @@ async def test_views_show_fresh_p_pulls_a_new_version_and_a_asks(views):
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, AnswerScreen), timeout=60, what="the answer")
         answer = app.screen
-        assert answer.result["status"] == "answered", answer.result
+        assert answer.result.status == "answered", answer.result
         assert "deploy with Helm" in shown(answer, "#answer-text")
         assert "how do we deploy with helm" in shown(answer, "#answer-question")
         await pilot.press("escape")

@@ -28,6 +28,7 @@ from rmtui.engine.evidence import records
 from rmtui.engine.sync import state as sync_state
 from rmtui.engine.views import consumer, files, provider
 from rmtui.engine.views.client import ProviderClient
+from rmtui.engine.views.questions import QuestionAnswer
 from rmtui.tui.app import RmtuiApp
 from rmtui.tui.screens.sharing import AnswerScreen, SharingScreen
 
@@ -154,8 +155,8 @@ def test_views_panel_without_sync(snap_compare, viewer):
 
 def test_question_answer_dialog(snap_compare, viewer):
     app = RmtuiApp(viewer, clock=lambda: FROZEN_TS, live=False)
-    result = {"view_id": "ask-platform", "status": "answered",
-              "answer": "We deploy with Helm to the prod cluster; Helm 3.14 is pinned."}
+    result = QuestionAnswer("ask-platform", "answered",
+                            answer="We deploy with Helm to the prod cluster; Helm 3.14 is pinned.")
 
     async def run_before(pilot) -> None:
         await sharing(app, pilot)

@@ -34,6 +34,7 @@ from rmtui.engine.views.files import Connection
 from rmtui.engine.views.hub import Invited
 from rmtui.engine.views.package import PackageInfo
 from rmtui.engine.views.provider import BuildResult
+from rmtui.engine.views.questions import QuestionAnswer
 from rmtui.engine.writes.operations import Receipt
 
 
@@ -267,3 +268,17 @@ def test_shared_view_invite_json():
     assert json.dumps(build.to_json()) == json.dumps(
         {"view_id": "platform", "package": "/tmp/builds/platform", "title": "Platform", "description": "How we deploy",
          "items": 3, "files": ["dist/MEMORY.md"], "version": "d" * 64, "warnings": ["w0", "w1"]})
+
+
+def test_question_answer_json():
+    """``questions.answer`` (served over HTTP) and ``consumer.ask`` answered these dicts."""
+    same(QuestionAnswer("ask-platform", "answered", answer="Helm 3.14.  \n"),
+         {"view_id": "ask-platform", "status": "answered",
+          "text": "Shared question: ask-platform\nStatus: answered\nAnswer:\nHelm 3.14.\n", "answer": "Helm 3.14.  \n"})
+    same(QuestionAnswer("ask-platform", "unavailable", reason="the question is empty"),
+         {"view_id": "ask-platform", "status": "unavailable",
+          "text": "Shared question: ask-platform\nStatus: unavailable\nReason: the question is empty\n",
+          "reason": "the question is empty"})
+    same(QuestionAnswer("ask-platform", "unavailable"),
+         {"view_id": "ask-platform", "status": "unavailable",
+          "text": "Shared question: ask-platform\nStatus: unavailable\nReason: unknown\n"})

@@ -370,4 +370,4 @@ def cmd_ask(args) -> Result:
     from rmtui.engine.views import consumer
 
     data = consumer.ask(root_of(args), args.view, " ".join(args.question))
-    return Result(data, data["text"].rstrip("\n"), 0 if data["status"] == "answered" else 4)
+    return Result(data.to_json(), data.text.rstrip("\n"), 0 if data.status == "answered" else 4)

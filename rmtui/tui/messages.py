@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # the engine modules load with the workers that use them, not
     from rmtui.engine.progress import Progress
     from rmtui.engine.sync.overview import SyncOverview
     from rmtui.engine.views.consumer import PullResult
+    from rmtui.engine.views.questions import QuestionAnswer
 
 
 @dataclass
@@ -203,7 +204,7 @@ class SharedViewsPulled(Message, bubble=False):
 
 @dataclass
 class SharedQuestionAnswered(Message, bubble=False):
-    """A question view's answer (``consumer.ask``'s dict): shown, never written to memory."""
+    """A question view's answer (``consumer.ask``'s): shown, never written to memory."""
 
     question: str
-    result: dict
+    result: QuestionAnswer

@@ -19,7 +19,7 @@ import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmtui.engine.errors import ConflictError, EngineError, UnavailableError, UsageError
 from rmtui.engine.locks import file_lock, try_lock
@@ -36,6 +36,9 @@ from rmtui.engine.views.package import (
     sweep,
     validate_package,
 )
+
+if TYPE_CHECKING:
+    from rmtui.engine.views.questions import QuestionAnswer
 
 SECTION = "# Shared Views"
 PULL_TIMEOUT = 30.0
@@ -319,7 +322,7 @@ def list_connections(root: MemoryRoot) -> list[dict]:
     return [status_of(root, c, state) for _, c in sorted(files.load_connections(root.path).items())]
 
 
-def ask(root: MemoryRoot, view: str, question: str, *, timeout: float | None = None) -> dict:
+def ask(root: MemoryRoot, view: str, question: str, *, timeout: float | None = None) -> QuestionAnswer:
     """Ask a question view; the answer is shown, never written to memory."""
     from rmtui.engine.views import questions
     from rmtui.engine.views.client import ProviderClient

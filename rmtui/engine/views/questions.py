@@ -9,6 +9,9 @@ retrieval (the embedding host, or BM25) answers with the matching memory text.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from rmtui.engine.errors import EngineError
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.views import files
@@ -24,7 +27,7 @@ private details the question does not need. The view owner's instructions follow
 {instructions}"""
 
 
-def answer(root: MemoryRoot, view_id: str, question: str) -> dict:
+def answer(root: MemoryRoot, view_id: str, question: str) -> QuestionAnswer:
     """``{"view_id", "status": "answered"|"unavailable", "answer"|"reason", "text"}``; never raises
     for a problem the asker should read about (it becomes ``unavailable`` with the reason)."""
     files.check_view_id(view_id)
@@ -51,18 +54,37 @@ class _Unavailable(Exception):
     pass
 
 
-def result(view_id: str, status: str, *, answer: str | None = None, reason: str | None = None) -> dict:
-    lines = [f"Shared question: {view_id}", f"Status: {status}"]
-    if status == "answered":
-        lines += ["Answer:", (answer or "").rstrip()]
-    else:
-        lines.append(f"Reason: {reason or 'unknown'}")
-    out = {"view_id": view_id, "status": status, "text": "\n".join(lines) + "\n"}
-    if answer is not None:
-        out["answer"] = answer
-    if reason is not None:
-        out["reason"] = reason
-    return out
+@dataclass(frozen=True)
+class QuestionAnswer:
+    """A question view's answer (``answered``) or why there is none (``unavailable``), as the
+    provider serves it and the consumer shows it; ``to_json`` is that JSON, in its key order."""
+
+    view_id: str
+    status: str  # answered | unavailable
+    answer: str | None = None
+    reason: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The answer as the original prints it."""
+        lines = [f"Shared question: {self.view_id}", f"Status: {self.status}"]
+        if self.status == "answered":
+            lines += ["Answer:", (self.answer or "").rstrip()]
+        else:
+            lines.append(f"Reason: {self.reason or 'unknown'}")
+        return "\n".join(lines) + "\n"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"view_id": self.view_id, "status": self.status, "text": self.text}
+        if self.answer is not None:
+            out["answer"] = self.answer
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+
+def result(view_id: str, status: str, *, answer: str | None = None, reason: str | None = None) -> QuestionAnswer:
+    return QuestionAnswer(view_id, status, answer, reason)
 
 
 def _by_model(root: MemoryRoot, question: str, instructions: str) -> str | None:

@@ -24,6 +24,7 @@ from rmtui.engine.views import files
 
 if TYPE_CHECKING:
     from rmtui.engine.views.hubroutes import HubRoutes
+    from rmtui.engine.views.questions import QuestionAnswer
     from rmtui.engine.views.server import Limits
 
 JSON_TYPES = ("application/json",)
@@ -171,9 +172,9 @@ class ViewRoutes:
         data = await self._answer(vid, question)
         if data is None:
             return failure(429, "busy", "the provider is answering other questions; ask again shortly")
-        return JSONResponse({"ok": True, "message": f"shared view question {data['status']}", "data": data})
+        return JSONResponse({"ok": True, "message": f"shared view question {data.status}", "data": data.to_json()})
 
-    async def _answer(self, vid: str, question: str) -> dict | None:
+    async def _answer(self, vid: str, question: str) -> QuestionAnswer | None:
         """The provider's answer within the view's answer time; None when every answer slot is taken."""
         from rmtui.engine.views import questions
         from rmtui.engine.views.provider import load_question

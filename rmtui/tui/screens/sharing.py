@@ -44,6 +44,7 @@ from rmtui.tui.wording import count, when
 
 if TYPE_CHECKING:
     from rmtui.engine.sync.overview import SyncOverview
+    from rmtui.engine.views.questions import QuestionAnswer
 
 HERE = Path(__file__).parent
 #: how a status reads at a glance (the classes of #sync-status in sharing.tcss)
@@ -109,7 +110,7 @@ class AnswerScreen(ModalScreen[None]):
     CSS_PATH: ClassVar = [HERE / "dialogs.tcss", HERE / "sharing.tcss"]
     BINDINGS: ClassVar = [Binding("escape,enter", "close", "Close", id="answer.close")]
 
-    def __init__(self, question: str, result: dict) -> None:
+    def __init__(self, question: str, result: QuestionAnswer) -> None:
         super().__init__()
         self.question = question
         self.result = result
@@ -117,14 +118,14 @@ class AnswerScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         r = self.result
         with Vertical(classes="dialog answer-dialog") as box:
-            box.border_title = f"Shared question: {r.get('view_id', '')}"
+            box.border_title = f"Shared question: {r.view_id}"
             box.border_subtitle = "read-only, not stored · escape closes"
             yield Static(Text.assemble(("Question ", "bold"), printable(self.question)), id="answer-question")
-            status = r.get("status", "unavailable")
+            status = r.status
             yield Static(Text.assemble(("Status ", "bold"), status), id="answer-status",
                          classes="-ok" if status == "answered" else "-bad")
             with VerticalScroll(id="answer-body"):
-                body = r.get("answer") if status == "answered" else f"Reason: {r.get('reason') or 'unknown'}"
+                body = r.answer if status == "answered" else f"Reason: {r.reason or 'unknown'}"
                 yield Static(Text(printable(str(body or ""))), id="answer-text")  # a provider's text: shown, not obeyed
 
     def action_close(self) -> None:
@@ -362,11 +363,12 @@ class SharingScreen(LiveScreen):
     @work(thread=True, exclusive=True, group="sharing-ask", exit_on_error=False)
     def ask_view(self, view_id: str, question: str) -> None:
         from rmtui.engine.views import consumer
+        from rmtui.engine.views.questions import QuestionAnswer
 
         try:
             result = consumer.ask(workbench(self).root, view_id, question)
         except EngineError as exc:
-            result = {"view_id": view_id, "status": "unavailable", "reason": error_text(exc)[0]}
+            result = QuestionAnswer(view_id, "unavailable", reason=error_text(exc)[0])
         self.post_message(SharedQuestionAnswered(question, result))
 
     def on_shared_question_answered(self, message: SharedQuestionAnswered) -> None:
