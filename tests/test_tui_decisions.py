@@ -198,10 +198,14 @@ async def test_the_queue_header_says_why_queued_evidence_waits_and_u_runs_update
             screen = app.screen
             await pilot.press("e")  # the evidence pane focused again, whatever a reload focused
             assert app.focused is screen.query_one(EvidenceTable)
+            app.clear_notifications()
             await pilot.press("U")
             line = screen.query_one(ProgressLine)
-            await wait_for(pilot, lambda: line.display and "Update" in line.what, timeout=30,
-                           what="the progress line")
+            try:
+                await wait_for(pilot, lambda: line.display and "Update" in line.what, timeout=30,
+                               what="the progress line")
+            except AssertionError as exc:  # if U refused, what it said is the diagnosis
+                raise AssertionError(f"{exc}; U said {[n.message for n in app._notifications]}") from None
             await wait_for(pilot, lambda: line.progress is not None and "update role" in line.progress.what,
                            timeout=30, what="the engine's step on the progress line")
             await wait_for(pilot, lambda: all(state(demo, u) == "consumed" for u in queued), timeout=30,
