@@ -406,10 +406,10 @@ class HubStore:
         return {"invitation_id": invitation_id, "token_id": token_id, "view_id": vid,
                 "invitation_url": f"{base}/i/{raw}", "expires_at": expires}
 
-    def _invitation(self, db: sqlite3.Connection, actor: Actor | None) -> sqlite3.Row | None:
-        """The live invitation of an invite token (looked up before ``db`` was opened), or None."""
+    def _invitation(self, db: sqlite3.Connection, actor: Actor | None) -> sqlite3.Row:
+        """The live invitation of an invite token (looked up before ``db`` was opened), else 404."""
         if actor is None:
-            return None
+            raise HubRefused(404, "invitation not found")
         row = db.execute(
             "SELECT i.id AS invitation_id, i.view_id, i.label, i.expires_at, i.revoked_at, i.created_at, "
             "i.accepted_count, v.provider_id, v.title, v.ref, v.description, v.current_version_id, "
@@ -417,17 +417,13 @@ class HubStore:
             "LEFT JOIN view_versions vv ON vv.id = v.current_version_id WHERE i.token_id = ?",
             (actor.token_id,)).fetchone()
         if row is None or row["revoked_at"] is not None or _expired(row["expires_at"]):
-            return None
+            raise HubRefused(404, "invitation not found")
         return row
 
     def describe_invitation(self, raw: str) -> dict:
         actor = self.find_token(raw, "invite")
-        if actor is None:
-            raise HubRefused(404, "invitation not found")
         with self._db() as db:
             row = self._invitation(db, actor)
-        if row is None:
-            raise HubRefused(404, "invitation not found")
         out = {"invitation_id": row["invitation_id"], "view_id": row["view_id"], "provider_id": row["provider_id"],
                "title": row["title"], "ref": row["ref"], "description": row["description"],
                "current_version_id": row["current_version_id"], "label": row["label"],
@@ -444,12 +440,8 @@ class HubStore:
 
     def accept_invitation(self, raw: str, consumer_label: str | None) -> dict:
         actor = self.find_token(raw, "invite")
-        if actor is None:
-            raise HubRefused(404, "invitation not found")
         with self._db() as db:
             row = self._invitation(db, actor)
-            if row is None:
-                raise HubRefused(404, "invitation not found")
             token_id, token = self._create_token(db, "connect", row["provider_id"], row["view_id"], consumer_label)
             connection_id = new_id("con")
             db.execute("INSERT INTO connections(id, invitation_id, view_id, token_id, consumer_label, created_at, "
