@@ -67,7 +67,6 @@ class MainScreen(LiveScreen):
         self.history: list[str] = []
         self.loaded: set[str] = set()  # which of graph/queue/operations arrived at least once
         self._signatures: dict[str, object] = {}
-        self._pending_entry: Entry | None = None
         self._preview_timer: Timer | None = None
         self._edge_state = 0
         self.compact = False
@@ -214,24 +213,25 @@ class MainScreen(LiveScreen):
     def _highlighted(self, event: Tree.NodeHighlighted) -> None:
         # The preview follows the cursor after a short pause, so holding a key or typing a
         # filter moves the tree at full speed without re-rendering the preview each step.
-        self._follow(event.node.data)
+        self._follow()
 
     def _follow_cursor(self) -> None:
         """After the tree was rebuilt (a filter typed or cleared): the preview follows the
         cursor even when the cursor's line number stayed (Textual then reports no move)."""
-        node = self.query_one(MemoryTree).cursor_node
-        self._follow(node.data if node is not None else None)
+        self._follow()
 
-    def _follow(self, entry: Entry | None) -> None:
-        self._pending_entry = entry
+    def _follow(self) -> None:
         if self._preview_timer is None:
             self._preview_timer = self.set_timer(PREVIEW_DELAY, self._flush_preview)
         else:
             self._preview_timer.reset()
 
     def _flush_preview(self) -> None:
+        # Read the cursor now, not from the event that started the pause: a highlight event
+        # handled after a rebuild names a node of the tree that was cleared.
         self._preview_timer = None
-        entry = self._pending_entry
+        node = self.query_one(MemoryTree).cursor_node
+        entry = node.data if node is not None else None
         if self.query_one(ItemPreview).current_key != (entry.key if entry is not None else None):
             self._show_entry(entry)
         self._edge_bindings()

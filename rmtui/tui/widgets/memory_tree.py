@@ -291,11 +291,13 @@ class MemoryTree(LabelledTree[Entry]):
         if len(matches) > FILTER_LIMIT:
             more = f"… {len(matches) - FILTER_LIMIT} more matches; type more to narrow"
             self.root.add_leaf("more", data=Entry("notice", text=more))
+        # the cursor always lands on a node of this build; left alone it would keep naming
+        # a node of the cleared tree until the next paint
+        notice = None
         if not matches:
-            self.root.add_leaf("none", data=Entry("notice", text=f"nothing matches {text!r}"))
-        first = self._by_key.get(item_key(matches[0])) if matches else None
-        if first is not None:
-            self.move_to(first)
+            notice = self.root.add_leaf("none", data=Entry("notice", text=f"nothing matches {text!r}"))
+        first = next((self._by_key[k] for k in map(item_key, matches) if k in self._by_key), notice)
+        self.move_to(first if first is not None else self.root.children[0])
         return len(matches)
 
     # -- edges ---------------------------------------------------------------
