@@ -42,8 +42,13 @@ FILE_TEXT = st.one_of(MARKDOWNISH, SAFE_TEXT)
 FILE_BYTES = st.one_of(FILE_TEXT.map(lambda t: t.encode("utf-8")), st.binary(max_size=300))
 
 
+# every example's root lives under one folder removed when the test process ends (hypothesis
+# runs hundreds of examples per test: a folder each in /tmp piled up by the thousand)
+_EXAMPLES = tempfile.TemporaryDirectory(prefix="rmtui-prop-")
+
+
 def _root_with(files: dict[str, bytes]) -> Path:
-    d = Path(tempfile.mkdtemp(prefix="rmtui-prop-"))
+    d = Path(tempfile.mkdtemp(dir=_EXAMPLES.name))
     for name, data in files.items():
         (d / name).write_bytes(data)
     return d
