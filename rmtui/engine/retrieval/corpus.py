@@ -10,6 +10,12 @@ Parsing a large root costs far more than the rest of a warm retrieve, so the cor
 cached in ``.runtime/cache/`` and reused while every file it was built from is byte for
 byte the same (checked by SHA-256; a long-lived process skips the hash of a file whose
 status has not moved since it was last hashed, see :func:`current_fingerprint`).
+
+When a file did change, the rebuild takes from the last build what only depends on an
+unchanged file's own content: its parse (graph.py's ``ParseCache``) and its share of the
+projection (each item's words and lines), both by the file's parse key, kept in memory
+and in ``.runtime/cache/parse.bin``. Everything that spans files (ids, backing chains,
+hashes, ranks, ancestors, neighbours) is computed again, so the result is a cold build's.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from rmtui.engine.errors import UsageError
 
 if TYPE_CHECKING:  # the parser is imported only when the corpus must be rebuilt
     from rmtui.engine.evidence.queue import PendingRef
-    from rmtui.engine.memory.graph import Graph, Item
+    from rmtui.engine.memory.graph import Graph, Item, ParseCache
     from rmtui.engine.memory.roots import MemoryRoot
 
 CACHE_VERSION = 7  # 7: a head of file digests first, so a stale cache is refused before its entries are read
@@ -296,15 +302,31 @@ def split_passages(text: str, limit: int = PASSAGE_CHARS) -> list[str]:
     return parts
 
 
-def build_corpus(root: Path, graph: Graph | None = None, *, imports: bool = True) -> Corpus:
+#: One item's own share of the projection, which only its file's content decides:
+#: (words, rendered lines, end line), or None for a bare grouping heading.
+Local = tuple[str, tuple[int, ...], int] | None
+
+
+@dataclass
+class Reuse:
+    """What a rebuild takes from the last build of the same root, by each file's parse key:
+    the file parses (graph.py) and each graph file's items' own projection (line -> Local)."""
+
+    parses: ParseCache
+    local: dict[str, dict[int, Local]] = field(default_factory=dict)
+
+
+def build_corpus(root: Path, graph: Graph | None = None, *, imports: bool = True, reuse: Reuse | None = None) -> Corpus:
     """Project ``graph`` (parsed from ``root`` when not given) into retrieval entries.
 
     With ``imports``, every ``MF#`` heading whose view is imported brings that view's items
-    too, with qualified ids (``MF#<view>/<id>``) and the heading as their context.
+    too, with qualified ids (``MF#<view>/<id>``) and the heading as their context. With
+    ``reuse``, unchanged files are neither parsed nor projected again, and ``reuse`` is left
+    holding what this build used.
     """
     root = Path(root)
     with _collector_paused():
-        return _build(root, graph, imports)
+        return _build(root, graph, imports, reuse)
 
 
 @contextlib.contextmanager
@@ -322,14 +344,16 @@ def _collector_paused():
             gc.enable()
 
 
-def _build(root: Path, graph: Graph | None, imports: bool) -> Corpus:
-    graph = graph if graph is not None else _parse_root(root)
+def _build(root: Path, graph: Graph | None, imports: bool, reuse: Reuse | None) -> Corpus:
+    graph = graph if graph is not None else _parse_root(root, reuse.parses if reuse is not None else None)
     files = {name: d for name in graph.files if (d := _digest(root / name)) is not None}
     missing = sorted({i.backing_file for i in graph.ordered
                       if i.backing_file and i.backing_file not in graph.files} |
                      {n for n in ("MEMORY.md", "PURSUITS.md") if n not in graph.files})
-    projection = _Projection(graph)
+    projection = _Projection(graph, reuse.local if reuse is not None else {})
     projection.project()
+    if reuse is not None:
+        reuse.local = projection.local
     corpus = Corpus(root, graph.fingerprint(), projection.entries, projection.headings, files, missing,
                     len(graph.issues), texts=dict(projection.texts))
     if imports:
@@ -337,19 +361,19 @@ def _build(root: Path, graph: Graph | None, imports: bool) -> Corpus:
     return corpus
 
 
-def _parse_root(root: Path) -> Graph:
+def _parse_root(root: Path, parses: ParseCache | None = None) -> Graph:
     from rmtui.engine.memory.graph import MEMORY_ROOT_FILE, load_graph
 
     if not (root / MEMORY_ROOT_FILE).is_file():
         raise UsageError(f"{root} has no {MEMORY_ROOT_FILE}: not a memory root")
-    return load_graph(root)
+    return load_graph(root, parses)
 
 
 class _Projection:
     """The walk that turns a parsed graph into entries, with the state its steps share:
     heading records, ancestor scopes per parent, and runs of neighbouring nodes."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, previous: dict[str, dict[int, Local]] | None = None) -> None:
         self.graph = graph
         self.texts = {name: gf.lines for name, gf in graph.files.items()}
         self.order = _traversal(graph)
@@ -357,10 +381,9 @@ class _Projection:
         for item in self.order:
             if item.id:
                 self.id_counts[item.id] = self.id_counts.get(item.id, 0) + 1
-        self.child_spans: dict[int, list[tuple[str, int, int]]] = {}
-        for item in self.order:
-            if item.parent is not None:
-                self.child_spans.setdefault(id(item.parent), []).append((item.file, item.line, item.end_line))
+        self.previous = previous or {}
+        self.local: dict[str, dict[int, Local]] = {}  # what this build's files' items project to on their own
+        self._child_spans: dict[int, list[tuple[str, int, int]]] | None = None
         self.headings: list[HeadingRef] = []
         self.heading_index: dict[int, int] = {}
         self.entries: list[Entry] = []
@@ -372,13 +395,27 @@ class _Projection:
         self.bare: set[int] = set()
 
     def project(self) -> None:
+        files = self.graph.files
+        memo_of: dict[str, dict[int, Local]] = {}  # file name -> its memo of Local by line
+        for name, gf in files.items():
+            if gf.graph and gf.parse_key:
+                memo_of[name] = self.local[gf.parse_key] = self.previous.get(gf.parse_key) or {}
         for rank, item in enumerate(self.order):
             anc, context = self.scope_of(item.parent)
-            anc = list(anc)
-            entry = self.node_entry(item, rank, anc, context) if item.kind == "node" \
-                else self.heading_entry(item, rank, anc, context)
-            if entry is None:
+            memo = memo_of.get(item.file)
+            if memo is not None and item.line in memo:
+                local = memo[item.line]
+            else:
+                local = self.node_local(item) if item.kind == "node" else self.heading_local(item)
+                if memo is not None:
+                    memo[item.line] = local
+            if local is None:
+                if item.heading_kind not in ("F#", "MF#", "MQ#"):
+                    self.bare.add(id(item))
                 continue  # a bare grouping heading is context, not a result
+            text, own, end = local
+            entry = Entry(self.key_for(item), item.id, item.kind, item.file, item.line, end, item.hash, rank, text,
+                          list(own), list(anc), context, uncertain=item.uncertain)
             self.runs.setdefault(self.run_of(item.parent), []).append(len(self.entries))
             self.entries.append(entry)
             if item.kind == "heading" and item.backing_file and item.backing_file in self.graph.files \
@@ -414,19 +451,26 @@ class _Projection:
             parent = parent.parent
         return id(parent) if parent is not None else -1
 
-    def node_entry(self, item: Item, rank: int, anc: list[int], context: str) -> Entry:
+    def node_local(self, item: Item) -> Local:
+        """A node's words: its line's prose and its continuation lines."""
         lines = self.texts.get(item.file, [])
-        own = list(range(item.line, item.end_line + 1))
+        own = tuple(range(item.line, item.end_line + 1))
         words = [node_prose(lines[item.line - 1])] + [lines[n - 1].strip() for n in own[1:]]
-        text = " ".join(w for w in words if w)
-        return Entry(self.key_for(item), item.id, "node", item.file, item.line, item.end_line, item.hash,
-                     rank, text, own, anc, context, uncertain=item.uncertain)
+        return " ".join(w for w in words if w), own, item.end_line
 
-    def heading_entry(self, item: Item, rank: int, anc: list[int], context: str) -> Entry | None:
-        """A heading's own lines (its children's spans left out); None for a bare grouping heading."""
+    def child_spans(self) -> dict[int, list[tuple[str, int, int]]]:
+        if self._child_spans is None:
+            self._child_spans = {}
+            for item in self.order:
+                if item.parent is not None:
+                    self._child_spans.setdefault(id(item.parent), []).append((item.file, item.line, item.end_line))
+        return self._child_spans
+
+    def heading_local(self, item: Item) -> Local:
+        """A heading's own lines (its children's spans in its file left out); None for a bare grouping heading."""
         lines = self.texts.get(item.file, [])
         covered: set[int] = set()
-        for f, a, b in self.child_spans.get(id(item), []):
+        for f, a, b in self.child_spans().get(id(item), []):
             if f == item.file:
                 covered.update(range(a, b + 1))
         own = [n for n in range(item.line, item.end_line + 1) if n not in covered]
@@ -434,13 +478,9 @@ class _Projection:
             own.pop()
         body = [lines[n - 1].strip() for n in own[1:] if lines[n - 1].strip()]
         if not body and item.heading_kind not in ("S#", "M#"):
-            if item.heading_kind not in ("F#", "MF#", "MQ#"):
-                self.bare.add(id(item))
             return None
         title = heading_title(lines[item.line - 1]) if lines else item.title
-        text = "\n".join([title, *body])
-        return Entry(self.key_for(item), item.id, "heading", item.file, item.line, own[-1] if own else item.line,
-                     item.hash, rank, text, own, anc, context)
+        return "\n".join([title, *body]), tuple(own), own[-1] if own else item.line
 
     def link_neighbours(self) -> None:
         for siblings in self.runs.values():
@@ -547,14 +587,67 @@ def load_corpus(root: Path) -> Corpus:
     path = _cache_path(root)
     corpus = _read_cache(root, path)
     if corpus is None:
-        corpus = build_corpus(root)
+        reuse = _REUSE.get(key) or _read_reuse(path.with_name(REUSE_FILE))
+        corpus = build_corpus(root, reuse=reuse)
         _write_cache(path, corpus)
+        _write_reuse(path.with_name(REUSE_FILE), reuse)
+        _REUSE[key] = reuse
     _MEMO[key] = corpus
     return corpus
 
 
 #: The last corpus per root in this process, reused while its files are unchanged.
 _MEMO: dict[str, Corpus] = {}
+#: What the last build per root in this process can lend the next one (see :class:`Reuse`).
+_REUSE: dict[str, Reuse] = {}
+#: The file next to the corpus cache that keeps a :class:`Reuse` for the next process.
+REUSE_FILE = "parse.bin"
+
+
+def _read_reuse(path: Path) -> Reuse:
+    """The reuse file's parses and projections; an empty :class:`Reuse` when it is missing,
+    damaged or of another version (everything is then parsed and projected again)."""
+    from rmtui.engine.memory.graph import ParseCache
+
+    try:
+        data = marshal.loads(path.read_bytes())
+        if isinstance(data, dict) and data.get("version") == _reuse_version() and isinstance(data.get("local"), dict):
+            local = data["local"]
+            if all(isinstance(k, str) and isinstance(v, dict) and all(_local_ok(x) for x in v.values())
+                   for k, v in local.items()):
+                return Reuse(ParseCache.loads(data["graph"]), local)
+    except (OSError, EOFError, ValueError, TypeError, KeyError):
+        pass
+    return Reuse(ParseCache())
+
+
+def _reuse_version() -> str:
+    """:data:`CACHE_VERSION` and a digest of this module's source: projections made by other code are not reused."""
+    if not _REUSE_VERSION:
+        try:
+            src = Path(__file__).read_bytes()
+        except OSError:
+            src = b""
+        _REUSE_VERSION.append(f"{CACHE_VERSION}:{hashlib.sha256(src).hexdigest()[:16]}")
+    return _REUSE_VERSION[0]
+
+
+_REUSE_VERSION: list[str] = []
+
+
+def _local_ok(value: object) -> bool:
+    return value is None or (isinstance(value, tuple) and len(value) == 3 and isinstance(value[0], str)
+                             and isinstance(value[1], tuple) and isinstance(value[2], int))
+
+
+def _write_reuse(path: Path, reuse: Reuse) -> None:
+    from rmtui.engine.fsutil import atomic_write_bytes
+
+    try:
+        atomic_write_bytes(path, marshal.dumps({"version": _reuse_version(), "graph": reuse.parses.dumps(),
+                                                "local": reuse.local}), durable=False)
+    except (OSError, ValueError):
+        pass  # a derived cache: failing to write it costs time, never correctness
 
 
 def _read_cache(root: Path, path: Path) -> Corpus | None:
@@ -623,7 +716,7 @@ def _write_cache(path: Path, corpus: Corpus) -> None:
     }
     try:
         raw_head = marshal.dumps(head)
-        atomic_write_bytes(path, len(raw_head).to_bytes(4, "little") + raw_head + marshal.dumps(body))
+        atomic_write_bytes(path, len(raw_head).to_bytes(4, "little") + raw_head + marshal.dumps(body), durable=False)
     except OSError:
         pass  # a derived cache: failing to write it costs time, never correctness
 
