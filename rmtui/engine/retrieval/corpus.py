@@ -325,12 +325,12 @@ def build_corpus(root: Path, graph: Graph | None = None, *, imports: bool = True
     holding what this build used.
     """
     root = Path(root)
-    with _collector_paused():
+    with collector_paused():
         return _build(root, graph, imports, reuse)
 
 
 @contextlib.contextmanager
-def _collector_paused():
+def collector_paused():
     """The cyclic garbage collector off while a corpus is built: the parse and projection
     allocate some hundred thousand objects that all stay alive (items point to their
     parents), so the collections it would run meanwhile find nothing and at 10,000 nodes
@@ -667,7 +667,7 @@ def _read_cache(root: Path, path: Path) -> Corpus | None:
             if texts is None:
                 return None
             raw = fh.read()
-        with _collector_paused():
+        with collector_paused():
             data = marshal.loads(raw)
         return Corpus(root, head["fingerprint"], EntryList(data["entries"]),
                       [HeadingRef(*h) for h in data["headings"]], head["files"], list(head["missing"]),
