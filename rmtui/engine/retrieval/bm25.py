@@ -245,19 +245,23 @@ class DocKeys:
     def arrays(self) -> tuple[np.ndarray, ...]:
         return self.entry_keys, self.own_keys, self.owner, self.keys
 
-    def consistent(self) -> bool:
+    def consistent(self, dtype: np.dtype = KEY_DTYPE) -> bool:
         n = len(self.idents)
         return (isinstance(self.idents, list) and all(isinstance(i, tuple) for i in self.idents)
                 and len(self.entry_keys) == len(self.own_keys) == n and len(self.owner) == len(self.keys)
-                and self.entry_keys.dtype == self.own_keys.dtype == self.keys.dtype == KEY_DTYPE
+                and self.entry_keys.dtype == self.own_keys.dtype == self.keys.dtype == dtype
                 and (not len(self.owner) or (int(self.owner.min()) >= 0 and int(self.owner.max()) < n
                                              and bool((np.diff(self.owner) >= 0).all()))))
 
 
-def doc_keys(idents: list[tuple], previous: DocKeys | None, texts_of: Callable[[int], tuple[str, list[str], str]]
-             ) -> DocKeys:
+def doc_keys(idents: list[tuple], previous: DocKeys | None,
+             texts_of: Callable[[int], tuple[str, list[str], str | None]],
+             key: Callable[[str], bytes] | None = None, dtype: np.dtype = KEY_DTYPE) -> DocKeys:
     """Keys for entries ``idents``: reused from ``previous`` wherever an identity is the same,
-    else from ``texts_of(i)``: (lexical text, its passages, the entry's own words)."""
+    else from ``texts_of(i)``: (the entry's text, its passages, its own words or None when no
+    one asks), each made a key by ``key`` (16 bytes of BLAKE2b unless told; the dense index
+    takes SHA-256, the vector cache's keys, with ``dtype`` S32)."""
+    key = key or _key
     n = len(idents)
     before: dict[tuple, int] = {}
     if previous is not None:
@@ -273,13 +277,13 @@ def doc_keys(idents: list[tuple], previous: DocKeys | None, texts_of: Callable[[
             counts[j] = starts[i + 1] - starts[i]
         else:
             text, parts, own = texts_of(j)
-            whole = _key(text)
-            fresh[j] = (whole, [whole if p == text else _key(p) for p in parts], _key(own))
+            whole = key(text)
+            fresh[j] = (whole, [whole if p == text else key(p) for p in parts], key(own) if own is not None else b"")
             counts[j] = len(parts)
-    entry_keys = np.zeros(n, KEY_DTYPE)
-    own_keys = np.zeros(n, KEY_DTYPE)
+    entry_keys = np.zeros(n, dtype)
+    own_keys = np.zeros(n, dtype)
     owner = np.repeat(np.arange(n, dtype=np.int64), counts)
-    keys = np.zeros(len(owner), KEY_DTYPE)
+    keys = np.zeros(len(owner), dtype)
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=ptr[1:])
     hit = np.flatnonzero(src >= 0)
