@@ -8,18 +8,14 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import threading
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field, ValidationError
 
-from rmtui.engine.display import printable
 from rmtui.engine.errors import EngineError, UsageError
 from rmtui.engine.memory.roots import MemoryRoot
-
-if TYPE_CHECKING:
-    from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
+from rmtui.mcp_retriever import WarmRetriever
 
 SERVER_NAME = "rmtui"
 INSTRUCTIONS = (
@@ -72,10 +68,12 @@ GUIDANCE_DESCRIPTION = (
     "it was captured.")
 
 
-def build_server(root: MemoryRoot):
+def build_server(root: MemoryRoot, retriever: WarmRetriever | None = None):
     """Build the MCP server for one root (also used in-process by tests of the tool logic):
-    the server over the hardened transport, then each group of tools in turn."""
+    the server over the hardened transport, then each group of tools in turn (``retriever``:
+    one already warming up, see :func:`serve`)."""
     server = _stdio_server_class()(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+    _memory_tools(server, root, retriever)
     for register in TOOL_GROUPS:
         register(server, root)
     return server
@@ -94,56 +92,9 @@ def _stdio_server_class():
     return _Server
 
 
-class _WarmRetriever:
-    """Retrieval for one root in this long-lived process: the model stays loaded between calls,
-    unless a configured embedding service is the model host."""
-
-    def __init__(self, root: MemoryRoot) -> None:
-        self.root = root
-        self.backend: InProcessBackend | None = None
-
-    def __call__(self, session_id: str, need: str, include_pending: bool = True):
-        from rmtui.engine.memory.config import embedding_service
-        from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
-        from rmtui.engine.retrieval.retrieve import retrieve
-
-        root = self.root
-        cfg = root.config()
-        if cfg.get("sync.enabled"):  # other machines' memory: a bounded pull check
-            from rmtui.engine.sync import maybe_pull
-
-            maybe_pull(root)
-        if (root.path / "shared_views.toml").is_file():  # imported views: a bounded refresh first
-            from rmtui.engine.views import refresh_before_retrieve
-
-            refresh_before_retrieve(root)
-        if embedding_service(cfg) is not None:  # a configured service stays the model host
-            return retrieve(root, session_id, need, include_pending=include_pending)
-        if self.backend is None:
-            self.backend = InProcessBackend.from_config(cfg)
-            # embed what the vector cache lacks in the background, with the same warm model,
-            # so later calls only embed the need. It takes the indexer lock before this call
-            # reads the corpus (which then leaves the rest to it) and starts its work once this
-            # call has answered: sharing the interpreter, it would only delay the answer
-            locked, answered = threading.Event(), threading.Event()
-            threading.Thread(target=_index_quietly, args=(root, self.backend, locked, answered), daemon=True).start()
-            locked.wait(LOCK_WAIT_SECONDS)
-            try:
-                return retrieve(root, session_id, need, backend=self.backend, include_pending=include_pending)
-            finally:
-                answered.set()
-        return retrieve(root, session_id, need, backend=self.backend, include_pending=include_pending)
-
-
-#: How long the background indexer waits for the first retrieve to answer before it starts,
-#: and how long that retrieve waits for the indexer to hold its lock (or find it taken).
-FIRST_ANSWER_WAIT_SECONDS = 60.0
-LOCK_WAIT_SECONDS = 2.0
-
-
-def _memory_tools(server, root: MemoryRoot) -> None:
+def _memory_tools(server, root: MemoryRoot, retrieve: WarmRetriever | None = None) -> None:
     """The original tool's three tools: retrieve, submit an update, capture guidance."""
-    retrieve = _WarmRetriever(root)
+    retrieve = retrieve or WarmRetriever(root)
 
     @server.tool(name="rightmemory_retrieve", description=RETRIEVE_DESCRIPTION, structured_output=False)
     def rightmemory_retrieve(session_id: SessionId, need: Need,
@@ -201,23 +152,8 @@ def _status_tool(server, root: MemoryRoot) -> None:
         return _call(lambda: json.dumps(root_status(root)))
 
 
-#: The tool groups :func:`build_server` registers, in the order clients list them.
-TOOL_GROUPS = (_memory_tools, _history_tool, _status_tool)
-
-
-def _index_quietly(root: MemoryRoot, backend, locked: threading.Event, answered: threading.Event) -> None:
-    from rmtui.engine.retrieval.retrieve import index_root
-
-    def hold() -> None:
-        locked.set()
-        answered.wait(FIRST_ANSWER_WAIT_SECONDS)
-
-    try:
-        index_root(root, backend, once_locked=hold)
-    except Exception as exc:  # noqa: BLE001 - indexing is an optimisation; retrieval works (lexically) without it
-        sys.stderr.write(f"rmtui mcp: background indexing stopped: {printable(str(exc))}\n")
-    finally:
-        locked.set()  # another indexer held the lock, or this one failed: the first call waits no longer
+#: The tool groups :func:`build_server` registers after the memory tools, in the order clients list them.
+TOOL_GROUPS = (_history_tool, _status_tool)
 
 
 def _result(*texts: str) -> CallToolResult:
@@ -251,12 +187,14 @@ def _call(fn):
         raise ToolError(f"{exc.kind}: {exc.message}") from None
 
 
-def serve(root: MemoryRoot) -> None:
+def serve(root: MemoryRoot, retriever: WarmRetriever | None = None) -> None:
+    """Serve one root over stdio. ``retriever``: started (:meth:`WarmRetriever.start`) before
+    this module and the SDK were imported, so the model loads while they do."""
     from rmtui.engine.writes.supervisor import Supervisor
 
     with Supervisor(root) as sup:
         sup.recover()  # engine start: settle unfinished operations first
-    build_server(root).run("stdio")
+    build_server(root, retriever).run("stdio")
 
 
 # -- the stdio transport -----------------------------------------------------------------

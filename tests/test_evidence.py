@@ -347,3 +347,19 @@ def test_cancel_by_display_id_needs_the_session_when_several_have_it(root, cli):
     assert by_session["s2"].state == "rejected" and "cancelled" in by_session["s2"].reason
     assert by_session["s1"].state != "rejected"
     assert [e["uid"] for e in r.json()] == [by_session["s2"].uid]
+
+
+def test_a_uid_prefix_of_only_digits_is_a_prefix_too(root, cli):
+    """One uid in forty starts with eight decimal digits: such a prefix must still name it
+    (it was read as a display id only, and ``cancel`` found nothing)."""
+    from rmtui.engine.evidence.queue import candidate_uid
+
+    rp = str(root.path)
+    request = next(f"r{n}" for n in range(10**6) if candidate_uid("s1", f"r{n}")[:8].isdigit())
+    assert submit(cli, root, "--session", "s1", "--request", request, input="a fact\n").code == 0
+    uid = candidate_uid("s1", request)
+    r = cli("--headless", "evidence", "cancel", uid[:8], "--root", rp, "--json")
+    assert r.code == 0, r.stderr
+    assert [e["uid"] for e in r.json()] == [uid]
+    with EvidenceQueue(root) as q:
+        assert q.get(uid).state == "rejected"

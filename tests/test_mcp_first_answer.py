@@ -6,7 +6,10 @@ from __future__ import annotations
 import threading
 import time
 
-from rmtui import mcp_server
+import pytest
+
+from rmtui import mcp_retriever
+from rmtui.engine.errors import UsageError
 from rmtui.engine.retrieval import retrieve as retrieve_mod
 from rmtui.engine.retrieval.modelhost import embeddings
 from tests.retrieve_kit import write_small_root
@@ -34,7 +37,7 @@ def test_the_background_indexer_starts_its_work_after_the_first_answer(root, pla
     monkeypatch.setattr(retrieve_mod, "retrieve", slow_retrieve)
     monkeypatch.setattr(retrieve_mod, "dense_index", watched_dense_index)
     monkeypatch.setattr(embeddings.InProcessBackend, "from_config", classmethod(lambda cls, cfg: plain_backend))
-    warm = mcp_server._WarmRetriever(root)
+    warm = mcp_retriever.WarmRetriever(root)
     result = warm("first-session", "billing owner")
     assert "billing" in result.text.lower()
     deadline = time.monotonic() + 60
@@ -48,3 +51,43 @@ def test_the_background_indexer_starts_its_work_after_the_first_answer(root, pla
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert "fresh-note" in warm("second-session", "a note no vector exists for yet").text
+
+
+def test_the_warm_up_loads_the_model_before_the_first_call_and_records_nothing(root, plain_backend, monkeypatch):
+    write_small_root(root)
+    loaded_on: list[str] = []
+
+    def from_config(cls, cfg):
+        loaded_on.append(threading.current_thread().name)
+        return plain_backend
+
+    monkeypatch.setattr(embeddings.InProcessBackend, "from_config", classmethod(from_config))
+    warm = mcp_retriever.WarmRetriever(root).start()
+    warm._warming.join(60)
+    assert loaded_on == ["rmtui-warm-up"]  # loaded while the server would be importing the SDK
+    db = root.runtime / "state.sqlite3"
+    delivered = _deliveries(db)
+    assert delivered == 0  # the warm-up answered nobody
+    first = warm("first-session", "billing owner")
+    assert loaded_on == ["rmtui-warm-up"]  # the first call used the warm model
+    cold = retrieve_mod.retrieve(root, "cold-session", "billing owner", backend=plain_backend)
+    assert first.text == cold.text and "billing" in first.text.lower()
+
+
+def test_a_warm_up_that_fails_leaves_the_error_to_the_first_call(root, monkeypatch):
+    (root.path / "rightmemory.toml").write_text("[retrieve\n")  # malformed: the config cannot be read
+    warm = mcp_retriever.WarmRetriever(root).start()
+    warm._warming.join(60)
+    assert warm.backend is None
+    with pytest.raises(UsageError, match="rightmemory.toml"):
+        warm("first-session", "billing owner")
+
+
+def _deliveries(db) -> int:
+    import sqlite3
+
+    if not db.exists():
+        return 0
+    with sqlite3.connect(db) as conn:
+        tables = [r[0] for r in conn.execute("select name from sqlite_master where type='table'")]
+        return sum(conn.execute(f"select count(*) from {t}").fetchone()[0] for t in tables if t.startswith("retrieve_"))

@@ -239,13 +239,16 @@ class EvidenceQueue(store.StoreHandle):
         """A uid from a whole uid, a unique uid prefix (8-32 hex) or a display id (display ids
         count per session: give ``session`` when several sessions have that number)."""
         ref = ref.strip().lower()
+        is_prefix = 8 <= len(ref) <= 32 and all(ch in "0123456789abcdef" for ch in ref)
+        if not (ref.isdigit() or is_prefix):
+            raise UsageError(f"{ref!r} is neither a uid, a uid prefix of 8-32 hex digits nor a display id")
+        rows = []
         if ref.isdigit():
             rows = self.conn.execute("SELECT uid FROM evidence WHERE display_id=? AND (? IS NULL OR session=?)",
                                      (int(ref), session, session)).fetchall()
-        elif 8 <= len(ref) <= 32 and all(ch in "0123456789abcdef" for ch in ref):
-            rows = self.conn.execute("SELECT uid FROM evidence WHERE uid LIKE ?", (ref + "%",)).fetchall()
-        else:
-            raise UsageError(f"{ref!r} is neither a uid, a uid prefix of 8-32 hex digits nor a display id")
+        if is_prefix:  # eight digits are a display id and a uid prefix (one uid in forty starts so)
+            rows += [r for r in self.conn.execute("SELECT uid FROM evidence WHERE uid LIKE ?", (ref + "%",))
+                     if r["uid"] not in {x["uid"] for x in rows}]
         if len(rows) != 1:
             raise UsageError(f"{ref!r} matches {len(rows)} pieces of evidence; give more of the uid"
                              + ("" if session or not ref.isdigit() else " or --session"))

@@ -582,6 +582,22 @@ def retrieve(root: MemoryRoot, session: str, need: str, *, top: int | None = Non
     raise ConflictError("memory changed during both retrieval attempts; retry the query")
 
 
+def warm_up(root: MemoryRoot, backend) -> None:
+    """Read what a retrieve reads (corpus, BM25 and dense indexes, vector and token caches,
+    pending evidence) and run the model once, answering nobody and recording nothing: a
+    long-lived front calls it while it starts, so its first answer costs what a warm one does.
+    It embeds only its own need; the corpus's missing vectors are the indexer's."""
+    cfg = root.config()
+    with file_lock(root.lock_path, shared=True):
+        corpus = load_corpus(root.path)
+    params = params_from_config(cfg)
+    need = "warm up retrieval"
+    outcome = search(root, need, top=1, corpus=corpus, backend=backend, cfg=cfg, params=params,
+                     deadline=time.monotonic())
+    search_pending(root, need, backend=backend, params=params, query=outcome.query_vec, deadline=time.monotonic(),
+                   warnings=[])
+
+
 def _deliver(root: MemoryRoot, session: str, outcome: SearchOutcome, commit: str | None,
              include_returned: bool, max_chars: int, record: bool) -> RetrieveResult:
     corpus = outcome.corpus
