@@ -150,6 +150,9 @@ def runtime_used() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from _bytecode import as_users_run
+
+    as_users_run()
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--nodes", type=int, default=10000, help="a multiple of 2,000 (20 nodes per detail file)")
     ap.add_argument("--calls", type=int, default=40)

@@ -390,6 +390,9 @@ def compare_baseline(path: Path) -> None:
 
 
 def main() -> None:
+    from _bytecode import as_users_run
+
+    as_users_run()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=10000)
     ap.add_argument("--calls", type=int, default=30)

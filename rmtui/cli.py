@@ -8,21 +8,17 @@ The headless path never imports Textual.
 
 from __future__ import annotations
 
-import importlib
-import json
 import os
-import shlex
 import sys
-from collections.abc import Sequence
 
-from rmtui.engine.display import json_text, printable
 from rmtui.engine.errors import EngineError
 
 # A thin retrieve (rmtui/thin_client.py) never needs argparse, the command modules (and the
-# dataclasses they import) or typing: they are imported where a parser is built.
+# dataclasses they import), typing, json or re: they are imported where they are used.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
 
 
 def _common_parser() -> argparse.ArgumentParser:
@@ -61,6 +57,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
     parser.add_argument("--root", help="memory root path")
     parser.add_argument("--profile", help="profile name from profiles.toml")
+    import importlib
+
     from rmtui.commands import COMMAND_MODULES, COMMAND_OWNERS
 
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -70,23 +68,19 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _json_line(data) -> str:
-    return json_text(json.dumps(data, indent=None, ensure_ascii=False, default=str)) + "\n"
-
-
 def _emit(data, text: str | None, as_json: bool) -> None:
     # The boundary: stored text (evidence, memory) may hold terminal controls; show them escaped.
-    if as_json:
-        sys.stdout.write(_json_line(data))
-    elif text:
-        text = printable(text)
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    from rmtui.engine.display import json_line, text_block
+
+    sys.stdout.write(json_line(data) if as_json else text_block(text))
     sys.stdout.flush()
 
 
 def _fail(message: str, code: int, as_json: bool, payload: dict | None = None) -> int:
+    from rmtui.engine.display import json_line, printable
+
     if as_json:
-        sys.stdout.write(_json_line(payload or {"error": "failed", "message": message}))
+        sys.stdout.write(json_line(payload or {"error": "failed", "message": message}))
         sys.stdout.flush()
     sys.stderr.write(f"rmtui: {printable(message)}\n")
     return code
@@ -135,8 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write("rmtui: interrupted\n")
             return 130
         if thin is not None:
-            _emit(thin[0], thin[1], thin[2])
+            sys.stdout.write(thin)
+            sys.stdout.flush()
             return 0
+    import shlex
+
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
@@ -187,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_tui(args: argparse.Namespace) -> int:
+    from rmtui.engine.display import printable
     from rmtui.engine.memory.roots import resolve_root
 
     try:

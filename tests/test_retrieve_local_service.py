@@ -80,11 +80,11 @@ def test_retrieve_starts_one_warm_service_reuses_it_and_it_exits_when_idle(root,
 def test_a_service_started_by_other_code_is_not_reused(monkeypatch, tmp_path):
     """After an upgrade or an edit of the engine, the CLI must not hand its retrieval to a warm
     service still running the old ranking: the service's folder is keyed by the code too."""
-    from rmtui.engine.retrieval.modelhost import service_state
+    from rmtui.engine.retrieval.modelhost import service_lookup, service_state
 
     monkeypatch.setenv("RMTUI_SERVICE_DIR", str(tmp_path))
     stamp = service_state.code_stamp()
     assert len(stamp) == 64 and stamp == service_state.code_stamp()  # stable within one code
     here = service_state.service_dir(tmp_path / "model", None)
-    monkeypatch.setattr(service_state, "_CODE_STAMP", "0" * 64)
+    monkeypatch.setattr(service_lookup, "_CODE_STAMP", "0" * 64)
     assert service_state.service_dir(tmp_path / "model", None) != here

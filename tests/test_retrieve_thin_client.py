@@ -67,6 +67,25 @@ def test_thin_and_full_paths_print_the_same_bytes(warm):
             assert json.loads(thin.stdout)["results"][0]["id"] == "carol-dog"
 
 
+#: What the thin path must not import: together ~30 ms of a call whose budget over a bare
+#: interpreter is ~25 (docs/architecture.md, "The thin client").
+COSTLY = ("re", "json", "pathlib", "hashlib", "socket", "enum", "argparse", "tomlkit", "typing", "numpy")
+
+
+def test_the_thin_path_imports_nothing_costly(warm):
+    env, _, b = warm
+    for args in (("--json",), ()):
+        p = subprocess.run([sys.executable, "-X", "importtime", "-m", "rmtui", "--headless", "retrieve", *args,
+                            "--root", str(b), "--session", f"imports{len(args)}", "who owns billing"],
+                           capture_output=True, text=True, env={**env, "RMTUI_CLIENT_TRACE": "1"}, timeout=180)
+        assert p.returncode == 0 and THIN in p.stderr, p.stderr[-2000:]
+        imported = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines()
+                    if line.startswith("import time:") and "|" in line}
+        assert "rmtui.thin_client" in imported
+        assert sorted(imported.intersection(COSTLY)) == []
+        assert "billing" in p.stdout.lower()
+
+
 def test_a_refusal_by_the_service_is_printed_by_the_full_path(warm):
     env, a, _ = warm
     full = _cli(env, "retrieve", "--root", str(a), "--session", "s1", " ", thin=False)

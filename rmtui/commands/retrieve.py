@@ -12,7 +12,7 @@ import os
 import sys
 
 from rmtui.commands import Result
-from rmtui.engine.display import printable
+from rmtui.engine.display import warning_lines
 
 
 def register(sub, common) -> None:
@@ -116,8 +116,7 @@ def _retrieve(args) -> Result:
                        include_pending=args.include_pending)
         data, text = res.to_json(), res.text
         data["via"] = "cli"
-    for w in data.get("warnings", []):
-        sys.stderr.write(f"rmtui: warning: {printable(str(w))}\n")
+    sys.stderr.write(warning_lines(data.get("warnings", [])))
     sys.stderr.flush()
     return Result(data, text)
 

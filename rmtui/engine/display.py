@@ -59,3 +59,25 @@ def json_text(text: str) -> str:
     """JSON text (``json.dumps(..., ensure_ascii=False)``) with the same characters as
     ``\\uXXXX`` escapes: still valid JSON of the same value, safe on a terminal."""
     return _JSON_UNSAFE_RE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+def json_line(data) -> str:
+    """``data`` as the fronts print ``--json``: one line of JSON, non-ASCII kept, terminal
+    controls escaped (the thin client prints the warm service's rendering of this verbatim)."""
+    import json
+
+    return json_text(json.dumps(data, indent=None, ensure_ascii=False, default=str)) + "\n"
+
+
+def text_block(text: str | None) -> str:
+    """``text`` as the fronts print it: terminal controls escaped, ending in a newline (none
+    at all for no text)."""
+    if not text:
+        return ""
+    text = printable(text)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def warning_lines(warnings) -> str:
+    """The ``rmtui: warning: ...`` lines a command writes on stderr."""
+    return "".join(f"rmtui: warning: {printable(str(w))}\n" for w in warnings)

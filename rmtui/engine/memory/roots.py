@@ -131,7 +131,7 @@ def open_root(path: Path | str) -> MemoryRoot:
 # -- profiles ---------------------------------------------------------------
 
 def _profiles_path() -> Path:
-    return default_root() / PROFILES_TOML
+    return Path(default_root()) / PROFILES_TOML
 
 
 def _load_profiles_doc() -> tomlkit.TOMLDocument:
@@ -196,7 +196,8 @@ def remove_profile(name: str) -> dict:
 def resolve_root_path(root: str | None = None, profile: str | None = None,
                       cwd: Path | None = None) -> tuple[Path, str]:
     """Return the root path and how it was found (for ``status``)."""
-    return find_root_path(root, profile, cwd, lambda name: Path(get_profile(name)["root"]))
+    path, how = find_root_path(root, profile, cwd, lambda name: get_profile(name)["root"])
+    return Path(path), how
 
 
 def resolve_root(root: str | None = None, profile: str | None = None, cwd: Path | None = None) -> MemoryRoot:

@@ -3,7 +3,7 @@
 Why: the first stage (``ranking.fuse``) adds a few normalised signals with fixed shares.
 What makes an entry the answer is subtler -- a strong BM25 match whose neighbour holds the
 words, a long entry that covers most of the need, a vector close to the other top results --
-and a logistic model over such general features of each candidate weighs them better than
+and a linear model over such general features of each candidate weighs them better than
 hand-set shares (measured on ``bench/locomo.py``: R@5 +0.02, R@10 +0.01, also on the held-out
 conversations). The features describe text, scores and neighbourhood only; nothing in them
 knows about a dataset.
@@ -36,10 +36,12 @@ Features beyond scores (each measured on the development sets, see below):
 
 The weights live in ``stage2_weights.py``, written by ``bench/fit_stage2.py`` from development
 data only: the LoCoMo development conversations rendered in four layouts of the speaker (label
-first, inside the sentence, last, only in a heading) and two notes-shaped projects
-(``bench/notes/``), the conversations weighing two thirds and the notes one third; the
-held-out conversations and the held-out notes project are only scored. Features were chosen
-by cross-validation on the development sets alone (``bench/fit_stage2.py --cv``). The stage
+first, inside the sentence, last, only in a heading) and three notes-shaped projects
+(``bench/notes/``), the conversations weighing 0.6 and the notes 0.4; the held-out
+conversations and the held-out notes project are only scored. The model is fitted listwise
+(one softmax over each question's candidates), since only their order within a question
+matters. Features, shares and the penalty were chosen by cross-validation on the development
+sets alone (``bench/fit_stage2.py --cv``). The stage
 needs dense scores (several features are vector ones); without them the first-stage order
 stands.
 """

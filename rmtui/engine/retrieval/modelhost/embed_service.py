@@ -305,9 +305,14 @@ class EmbeddingServer:
         from rmtui.engine.memory.roots import open_root
         from rmtui.engine.retrieval.retrieve import retrieve
 
-        optional = {"include_pending": True}  # sent only when it differs (older callers leave it out)
+        # sent only when they differ (older callers leave them out); ``render`` ("json" or
+        # "text"): the thin client's call, answered with what it prints, so that it needs
+        # neither json nor re to print it
+        optional = {"include_pending": True, "render": None}
         body = _exact_keys({**optional, **body} if isinstance(body, dict) else body,
                            {"root", "session", "need", "top", "include_returned", *optional})
+        if body["render"] not in (None, "json", "text"):
+            raise _ApiError(422, 'render must be "json", "text" or null')
         for key in ("root", "session", "need"):
             if not _text_ok(body[key]):
                 raise _ApiError(422, f"{key} must be a non-blank string of valid Unicode text")
@@ -323,7 +328,14 @@ class EmbeddingServer:
                            backend=_LockedBackend(self))
         except EngineError as exc:
             return {"ok": False, "exit_code": exc.exit_code, "error": exc.to_json()}
-        return {"ok": True, "data": res.to_json(), "text": res.text}
+        data = res.to_json()
+        if body["render"] is None:
+            return {"ok": True, "data": data, "text": res.text}
+        from rmtui.engine.display import json_line, text_block, warning_lines
+
+        data["via"] = "local-service"
+        return {"ok": True, "stderr": warning_lines(data.get("warnings", [])),
+                "stdout": json_line(data) if body["render"] == "json" else text_block(res.text)}
 
     def _rerank(self, body) -> dict:
         body = _exact_keys(body, {"query", "documents", "model"})
