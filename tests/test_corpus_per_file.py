@@ -175,20 +175,31 @@ def test_a_damaged_reuse_file_is_ignored_and_rewritten(root):
         assert path.stat().st_size > 100  # written again for the next process
 
 
-def test_a_reuse_file_with_indices_out_of_range_is_ignored(root):
+def test_a_reuse_file_with_a_flipped_byte_or_bad_indices_is_not_trusted(root, monkeypatch):
+    import hashlib
     import marshal
 
     _write(root, FILES)
     load_corpus(root.path)
     path = root.path / ".runtime" / "cache" / REUSE_FILE
-    data = marshal.loads(path.read_bytes())
-    graph = marshal.loads(data["graph"])
-    key, items, events, focus = graph["parses"][0]
-    graph["parses"][0] = (key, items, [*events, ("id", len(items) + 5)], focus)
-    data["graph"] = marshal.dumps(graph)
-    path.write_bytes(marshal.dumps(data))
-    assert ParseCache.loads(data["graph"]).parses == {}
+    good = path.read_bytes()
+    head = len(corpus_mod._REUSE_MAGIC) + 16
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0x40
+    path.write_bytes(bytes(flipped))
+    assert corpus_mod._read_reuse(path).parses.parses == {}  # the checksum refuses it
+    # intact bytes whose parse names an item that is not there (only a writer's bug could):
+    # the build falls back to a cold one
+    data = marshal.loads(good[head:])
+    key, items, events, focus = data["graph"]["parses"][0]
+    data["graph"]["parses"][0] = (key, items, [*events, ("id", len(items) + 5)], focus)
+    payload = marshal.dumps(data)
+    path.write_bytes(corpus_mod._REUSE_MAGIC + hashlib.blake2b(payload, digest_size=16).digest() + payload)
+    assert len(corpus_mod._read_reuse(path).parses.parses) == len(data["graph"]["parses"])
     corpus_mod._MEMO.clear()
     corpus_mod._REUSE.clear()
-    _write(root, {"MEMORY.md": MEMORY.replace("never black", "never yapf")})
+    _write(root, {"MEMORY_people.md": PEOPLE.replace("Lisbon", "Porto")})
     assert corpus_snapshot(load_corpus(root.path)) == corpus_snapshot(build_corpus(root.path))
+    corpus_mod._MEMO.clear()
+    corpus_mod._REUSE.clear()  # and the file written after it is whole again
+    assert corpus_mod._read_reuse(path).parses.parses

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import marshal
 import os
 import re
 import stat
@@ -380,45 +379,23 @@ class ParseCache:
         self.parses: dict[str, FileParse] = parses or {}
         self.scanned = 0  # files scanned (not reused) by the last parse that used this cache
 
-    def dumps(self) -> bytes:
-        return marshal.dumps({"version": _parser_identity(),
-                              "parses": [(fp.key, fp.items, fp.events, fp.focus_line) for fp in self.parses.values()]})
+    def to_data(self) -> dict:
+        """The parses as plain data (for marshal), tagged with the parser that made them."""
+        return {"version": _parser_identity(),
+                "parses": [(fp.key, fp.items, fp.events, fp.focus_line) for fp in self.parses.values()]}
 
     @classmethod
-    def loads(cls, raw: bytes) -> ParseCache:
-        """The parses in ``raw``; an empty cache when it is damaged, foreign or of another parser."""
-        try:
-            data = marshal.loads(raw)
-            if not isinstance(data, dict) or data.get("version") != _parser_identity():
-                return cls()
-            parses = {}
-            for key, items, events, focus_line in data["parses"]:
-                fp = FileParse(key, items, events, focus_line)
-                if not isinstance(key, str) or not _well_formed(fp):
-                    return cls()
-                parses[key] = fp
-            return cls(parses)
-        except (ValueError, EOFError, TypeError, KeyError):
+    def from_data(cls, data: object) -> ParseCache:
+        """The parses of :meth:`to_data`'s output; an empty cache when it is of another parser
+        or not that shape. The holder of the data checks it is intact (a checksum) first."""
+        if not isinstance(data, dict) or data.get("version") != _parser_identity() \
+                or not isinstance(data.get("parses"), list):
             return cls()
-
-
-def _well_formed(fp: FileParse) -> bool:
-    """Whether a parse read from a cache file can be linked: every index in range, parents before children."""
-    if not isinstance(fp.items, list) or not isinstance(fp.events, list):
-        return False
-    for n, t in enumerate(fp.items):
-        if not (isinstance(t, tuple) and len(t) == 11 and isinstance(t[8], int) and -1 <= t[8] < n
-                and isinstance(t[7], tuple) and all(isinstance(e, tuple) and len(e) == 2 for e in t[7])):
-            return False
-    for ev in fp.events:
-        if not isinstance(ev, tuple) or not ev:
-            return False
-        if ev[0] in ("id", "backing"):
-            if len(ev) != 2 or not isinstance(ev[1], int) or not 0 <= ev[1] < len(fp.items):
-                return False
-        elif not ((ev[0] == "issue" and len(ev) == 6) or (ev[0] == "focus" and len(ev) == 3)):
-            return False
-    return True
+        try:
+            return cls({key: FileParse(key, items, events, focus_line)
+                        for key, items, events, focus_line in data["parses"]})
+        except (TypeError, ValueError):
+            return cls()
 
 
 _IDENTITY: list[str] = []

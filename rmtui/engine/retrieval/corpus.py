@@ -345,6 +345,7 @@ def collector_paused():
 
 
 def _build(root: Path, graph: Graph | None, imports: bool, reuse: Reuse | None) -> Corpus:
+    parsed_here = graph is None
     graph = graph if graph is not None else _parse_root(root, reuse.parses if reuse is not None else None)
     files = {name: d for name in graph.files if (d := _digest(root / name)) is not None}
     missing = sorted({i.backing_file for i in graph.ordered
@@ -358,7 +359,17 @@ def _build(root: Path, graph: Graph | None, imports: bool, reuse: Reuse | None) 
                     len(graph.issues), texts=dict(projection.texts))
     if imports:
         _add_imports(corpus, projection)
+    if parsed_here:
+        _untie(graph)
     return corpus
+
+
+def _untie(graph: Graph) -> None:
+    """Break the parent/children cycles of a graph no one else holds, so that it is freed as
+    soon as the build returns instead of by a collection that walks every young object."""
+    for item in graph.ordered:
+        item.parent = None
+        item.children = []
 
 
 def _parse_root(root: Path, parses: ParseCache | None = None) -> Graph:
@@ -587,10 +598,17 @@ def load_corpus(root: Path) -> Corpus:
     path = _cache_path(root)
     corpus = _read_cache(root, path)
     if corpus is None:
-        reuse = _REUSE.get(key) or _read_reuse(path.with_name(REUSE_FILE))
-        corpus = build_corpus(root, reuse=reuse)
-        _write_cache(path, corpus)
-        _write_reuse(path.with_name(REUSE_FILE), reuse)
+        with collector_paused():  # what the reuse file holds stays alive too
+            reuse = _REUSE.get(key) or _read_reuse(path.with_name(REUSE_FILE))
+            try:
+                corpus = build_corpus(root, reuse=reuse)
+            except (IndexError, KeyError, TypeError, ValueError, AttributeError):
+                # what was reused does not fit (only a damaged reuse file that passed its checksum
+                # could do that): built from nothing, as a cold start is
+                reuse = Reuse(_empty_parses())
+                corpus = build_corpus(root, reuse=reuse)
+            _write_cache(path, corpus)
+            _write_reuse(path.with_name(REUSE_FILE), reuse)
         _REUSE[key] = reuse
     _MEMO[key] = corpus
     return corpus
@@ -606,19 +624,30 @@ REUSE_FILE = "parse.bin"
 
 def _read_reuse(path: Path) -> Reuse:
     """The reuse file's parses and projections; an empty :class:`Reuse` when it is missing,
-    damaged or of another version (everything is then parsed and projected again)."""
+    damaged (its checksum), or of another version (everything is then parsed and projected
+    again)."""
     from rmtui.engine.memory.graph import ParseCache
 
     try:
-        data = marshal.loads(path.read_bytes())
-        if isinstance(data, dict) and data.get("version") == _reuse_version() and isinstance(data.get("local"), dict):
-            local = data["local"]
-            if all(isinstance(k, str) and isinstance(v, dict) and all(_local_ok(x) for x in v.values())
-                   for k, v in local.items()):
-                return Reuse(ParseCache.loads(data["graph"]), local)
-    except (OSError, EOFError, ValueError, TypeError, KeyError):
+        raw = path.read_bytes()
+        head = len(_REUSE_MAGIC) + 16
+        if raw.startswith(_REUSE_MAGIC) and hashlib.blake2b(raw[head:], digest_size=16).digest() == raw[head - 16:head]:
+            data = marshal.loads(raw[head:])
+            if isinstance(data, dict) and data.get("version") == _reuse_version() \
+                    and isinstance(data.get("local"), dict):
+                return Reuse(ParseCache.from_data(data.get("graph")), data["local"])
+    except (OSError, EOFError, ValueError, TypeError):
         pass
-    return Reuse(ParseCache())
+    return Reuse(_empty_parses())
+
+
+_REUSE_MAGIC = b"RMTREUSE1"
+
+
+def _empty_parses() -> ParseCache:
+    from rmtui.engine.memory.graph import ParseCache
+
+    return ParseCache()
 
 
 def _reuse_version() -> str:
@@ -635,17 +664,13 @@ def _reuse_version() -> str:
 _REUSE_VERSION: list[str] = []
 
 
-def _local_ok(value: object) -> bool:
-    return value is None or (isinstance(value, tuple) and len(value) == 3 and isinstance(value[0], str)
-                             and isinstance(value[1], tuple) and isinstance(value[2], int))
-
-
 def _write_reuse(path: Path, reuse: Reuse) -> None:
     from rmtui.engine.fsutil import atomic_write_bytes
 
     try:
-        atomic_write_bytes(path, marshal.dumps({"version": _reuse_version(), "graph": reuse.parses.dumps(),
-                                                "local": reuse.local}), durable=False)
+        payload = marshal.dumps({"version": _reuse_version(), "graph": reuse.parses.to_data(), "local": reuse.local})
+        atomic_write_bytes(path, _REUSE_MAGIC + hashlib.blake2b(payload, digest_size=16).digest() + payload,
+                           durable=False)
     except (OSError, ValueError):
         pass  # a derived cache: failing to write it costs time, never correctness
 
