@@ -191,8 +191,9 @@ def test_a_reuse_file_with_a_flipped_byte_or_bad_indices_is_not_trusted(root, mo
     # intact bytes whose parse names an item that is not there (only a writer's bug could):
     # the build falls back to a cold one
     data = marshal.loads(good[head:])
-    key, items, events, focus = data["graph"]["parses"][0]
-    data["graph"]["parses"][0] = (key, items, [*events, ("id", len(items) + 5)], focus)
+    key, blob = data["graph"]["parses"][0]
+    items, events, focus = marshal.loads(blob)
+    data["graph"]["parses"][0] = (key, marshal.dumps((items, [*events, ("id", len(items) + 5)], focus)))
     payload = marshal.dumps(data)
     path.write_bytes(corpus_mod._REUSE_MAGIC + hashlib.blake2b(payload, digest_size=16).digest() + payload)
     assert len(corpus_mod._read_reuse(path).parses.parses) == len(data["graph"]["parses"])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import marshal
 import os
 import re
 import stat
@@ -368,6 +369,12 @@ class FileParse:
     items: list[tuple]  # (kind, id, line, end_line, title, level, heading_kind, edges, parent index, text, hash)
     events: list[tuple]  # Issue fields ("issue", ...) or ("id" | "backing", item index) or ("focus", id, line)
     focus_line: int | None
+    blob: bytes = b""  # the three above, marshalled once: an unchanged file's parse is written as it was read
+
+    def dumped(self) -> bytes:
+        if not self.blob:
+            self.blob = marshal.dumps((self.items, self.events, self.focus_line))
+        return self.blob
 
 
 class ParseCache:
@@ -381,8 +388,7 @@ class ParseCache:
 
     def to_data(self) -> dict:
         """The parses as plain data (for marshal), tagged with the parser that made them."""
-        return {"version": _parser_identity(),
-                "parses": [(fp.key, fp.items, fp.events, fp.focus_line) for fp in self.parses.values()]}
+        return {"version": _parser_identity(), "parses": [(fp.key, fp.dumped()) for fp in self.parses.values()]}
 
     @classmethod
     def from_data(cls, data: object) -> ParseCache:
@@ -392,9 +398,12 @@ class ParseCache:
                 or not isinstance(data.get("parses"), list):
             return cls()
         try:
-            return cls({key: FileParse(key, items, events, focus_line)
-                        for key, items, events, focus_line in data["parses"]})
-        except (TypeError, ValueError):
+            parses = {}
+            for key, blob in data["parses"]:
+                items, events, focus_line = marshal.loads(blob)
+                parses[key] = FileParse(key, items, events, focus_line, blob)
+            return cls(parses)
+        except (TypeError, ValueError, EOFError):
             return cls()
 
 

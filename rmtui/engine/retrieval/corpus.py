@@ -314,6 +314,27 @@ class Reuse:
 
     parses: ParseCache
     local: dict[str, dict[int, Local]] = field(default_factory=dict)
+    #: each memo of ``local`` marshalled, with its size then: a file's memo is written as it was read
+    blobs: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+
+    def to_data(self) -> dict:
+        blobs = {}
+        for key, memo in self.local.items():
+            got = self.blobs.get(key)
+            blobs[key] = got if got is not None and got[0] == len(memo) else (len(memo), marshal.dumps(memo))
+        self.blobs = blobs
+        return {"version": _reuse_version(), "graph": self.parses.to_data(),
+                "local": [(key, blob) for key, (_, blob) in blobs.items()]}
+
+    @classmethod
+    def from_data(cls, data: dict) -> Reuse:
+        from rmtui.engine.memory.graph import ParseCache
+
+        local, blobs = {}, {}
+        for key, blob in data["local"]:
+            memo = local[key] = marshal.loads(blob)
+            blobs[key] = (len(memo), blob)
+        return cls(ParseCache.from_data(data.get("graph")), local, blobs)
 
 
 def build_corpus(root: Path, graph: Graph | None = None, *, imports: bool = True, reuse: Reuse | None = None) -> Corpus:
@@ -355,10 +376,11 @@ def _build(root: Path, graph: Graph | None, imports: bool, reuse: Reuse | None) 
     projection.project()
     if reuse is not None:
         reuse.local = projection.local
-    corpus = Corpus(root, graph.fingerprint(), projection.entries, projection.headings, files, missing,
+    corpus = Corpus(root, graph.fingerprint(), [], projection.headings, files, missing,
                     len(graph.issues), texts=dict(projection.texts))
     if imports:
         _add_imports(corpus, projection)
+    corpus.entries = EntryList([tuple(row) for row in projection.entries])  # as a cached corpus holds them
     if parsed_here:
         _untie(graph)
     return corpus
@@ -397,7 +419,7 @@ class _Projection:
         self._child_spans: dict[int, list[tuple[str, int, int]]] | None = None
         self.headings: list[HeadingRef] = []
         self.heading_index: dict[int, int] = {}
-        self.entries: list[Entry] = []
+        self.entries: list[list] = []  # each entry as a row (Entry.to_tuple's order), neighbours linked last
         self.scopes: dict[int, tuple[list[int], str]] = {}  # parent -> (ancestor records, context), shared
         # Neighbours are the nodes of one run: the same parent, where a bare grouping heading (a
         # title with no text of its own: a speaker, a date, a sub-topic label) does not start a
@@ -425,10 +447,9 @@ class _Projection:
                     self.bare.add(id(item))
                 continue  # a bare grouping heading is context, not a result
             text, own, end = local
-            entry = Entry(self.key_for(item), item.id, item.kind, item.file, item.line, end, item.hash, rank, text,
-                          list(own), list(anc), context, uncertain=item.uncertain)
             self.runs.setdefault(self.run_of(item.parent), []).append(len(self.entries))
-            self.entries.append(entry)
+            self.entries.append([self.key_for(item), item.id, item.kind, item.file, item.line, end, item.hash, rank,
+                                 text, list(own), list(anc), context, -1, -1, item.uncertain, ""])
             if item.kind == "heading" and item.backing_file and item.backing_file in self.graph.files \
                     and not self.graph.files[item.backing_file].graph:
                 _source_entries(item, self.graph, self.entries, anc + [self.heading_ref(item)], self.headings,
@@ -495,9 +516,9 @@ class _Projection:
 
     def link_neighbours(self) -> None:
         for siblings in self.runs.values():
-            nodes = [i for i in siblings if self.entries[i].kind == "node"]
+            nodes = [i for i in siblings if self.entries[i][2] == "node"]
             for a, b in itertools.pairwise(nodes):
-                self.entries[a].next, self.entries[b].prev = b, a
+                self.entries[a][13], self.entries[b][12] = b, a
 
 
 def _add_imports(corpus: Corpus, projection: _Projection) -> None:
@@ -543,7 +564,7 @@ def _qualify(view: str, key: str) -> str:
     return f"MF#{view}/{key}"
 
 
-def _merge_import(view: str, rel: str, sub: Corpus, entries: list[Entry], headings: list[HeadingRef],
+def _merge_import(view: str, rel: str, sub: Corpus, entries: list[list], headings: list[HeadingRef],
                   anc: list[int], context: str, rank_base: int) -> None:
     """Append an import's entries: qualified ids and keys, files under ``rel``, the MF# heading's
     scope prepended to each entry's ancestors, ranks after the root's own entries."""
@@ -551,14 +572,14 @@ def _merge_import(view: str, rel: str, sub: Corpus, entries: list[Entry], headin
     headings.extend(HeadingRef(_qualify(view, h.id) if h.id else None, f"{rel}/{h.file}", h.line, h.title, h.hash)
                     for h in sub.headings)
     for e in sub.entries:
-        entries.append(Entry(
+        entries.append([
             _qualify(view, e.key), _qualify(view, e.id) if e.id else None, e.kind, f"{rel}/{e.file}", e.start_line,
             e.end_line, e.hash, rank_base + e.rank, e.text, list(e.lines), anc + [h_off + i for i in e.ancestors],
             " / ".join(c for c in (context, e.context) if c), e.prev + e_off if e.prev >= 0 else -1,
-            e.next + e_off if e.next >= 0 else -1, e.uncertain, _qualify(view, e.label) if e.label else ""))
+            e.next + e_off if e.next >= 0 else -1, e.uncertain, _qualify(view, e.label) if e.label else ""])
 
 
-def _source_entries(owner: Item, graph: Graph, entries: list[Entry], anc: list[int],
+def _source_entries(owner: Item, graph: Graph, entries: list[list], anc: list[int],
                     headings: list[HeadingRef], rank: int) -> None:
     name = owner.backing_file or ""
     lines = graph.files[name].lines
@@ -567,16 +588,16 @@ def _source_entries(owner: Item, graph: Graph, entries: list[Entry], anc: list[i
         text = "\n".join(lines).strip()
         if text:
             label = f"S#{owner.id}"
-            entries.append(Entry(label, owner.id, "source", name, 1, len(lines),
-                                 hashlib.sha256(text.encode()).hexdigest(), rank, text,
-                                 list(range(1, len(lines) + 1)), anc, context, label=label))
+            entries.append(list(Entry(label, owner.id, "source", name, 1, len(lines),
+                                      hashlib.sha256(text.encode()).hexdigest(), rank, text,
+                                      list(range(1, len(lines) + 1)), anc, context, label=label).to_tuple()))
         return
     for a, b in line_passages(lines):
         text = "\n".join(lines[a - 1:b])
         label = f"M#{owner.id}"
-        entries.append(Entry(f"{label}:{a}-{b}", owner.id, "source", name, a, b,
-                             hashlib.sha256(text.encode()).hexdigest(), rank, text.strip(),
-                             list(range(a, b + 1)), anc, context, label=label))
+        entries.append(list(Entry(f"{label}:{a}-{b}", owner.id, "source", name, a, b,
+                                  hashlib.sha256(text.encode()).hexdigest(), rank, text.strip(),
+                                  list(range(a, b + 1)), anc, context, label=label).to_tuple()))
 
 
 # -- the cache ---------------------------------------------------------------
@@ -626,17 +647,14 @@ def _read_reuse(path: Path) -> Reuse:
     """The reuse file's parses and projections; an empty :class:`Reuse` when it is missing,
     damaged (its checksum), or of another version (everything is then parsed and projected
     again)."""
-    from rmtui.engine.memory.graph import ParseCache
-
     try:
         raw = path.read_bytes()
         head = len(_REUSE_MAGIC) + 16
         if raw.startswith(_REUSE_MAGIC) and hashlib.blake2b(raw[head:], digest_size=16).digest() == raw[head - 16:head]:
             data = marshal.loads(raw[head:])
-            if isinstance(data, dict) and data.get("version") == _reuse_version() \
-                    and isinstance(data.get("local"), dict):
-                return Reuse(ParseCache.from_data(data.get("graph")), data["local"])
-    except (OSError, EOFError, ValueError, TypeError):
+            if isinstance(data, dict) and data.get("version") == _reuse_version():
+                return Reuse.from_data(data)
+    except (OSError, EOFError, ValueError, TypeError, KeyError):
         pass
     return Reuse(_empty_parses())
 
@@ -668,7 +686,7 @@ def _write_reuse(path: Path, reuse: Reuse) -> None:
     from rmtui.engine.fsutil import atomic_write_bytes
 
     try:
-        payload = marshal.dumps({"version": _reuse_version(), "graph": reuse.parses.to_data(), "local": reuse.local})
+        payload = marshal.dumps(reuse.to_data())
         atomic_write_bytes(path, _REUSE_MAGIC + hashlib.blake2b(payload, digest_size=16).digest() + payload,
                            durable=False)
     except (OSError, ValueError):
@@ -736,7 +754,8 @@ def _write_cache(path: Path, corpus: Corpus) -> None:
         "issues": corpus.issues,
     }
     body = {
-        "entries": [e.to_tuple() for e in corpus.entries],
+        "entries": corpus.entries.rows() if isinstance(corpus.entries, EntryList) else
+        [e.to_tuple() for e in corpus.entries],
         "headings": [(h.id, h.file, h.line, h.title, h.hash) for h in corpus.headings],
     }
     try:
