@@ -77,3 +77,20 @@ def test_other_dense_settings_or_a_damaged_file_reuse_nothing(root, monkeypatch)
     index = dense_index(corpus, DEFAULT_PARAMS, cache)
     assert made[-1] == len(corpus.entries)
     _same_as_cold(index, corpus)
+
+
+def test_identities_that_cannot_be_keys_reuse_nothing(root, monkeypatch):
+    import marshal
+
+    write_root(root.path)
+    cache = root.runtime / "cache"
+    made = _made(monkeypatch)
+    dense_index(load_corpus(root.path), DEFAULT_PARAMS, cache)
+    head = marshal.loads((cache / "dense.bin").read_bytes())
+    head["idents"] = [list(i) for i in head["idents"]]  # lists: not hashable
+    head["key"] = "stale"
+    (cache / "dense.bin").write_bytes(marshal.dumps(head))
+    corpus = load_corpus(root.path)
+    index = dense_index(corpus, DEFAULT_PARAMS, cache)
+    assert made[-1] == len(corpus.entries)
+    _same_as_cold(index, corpus)

@@ -247,7 +247,7 @@ class DocKeys:
 
     def consistent(self, dtype: np.dtype = KEY_DTYPE) -> bool:
         n = len(self.idents)
-        return (isinstance(self.idents, list) and all(isinstance(i, tuple) for i in self.idents)
+        return (isinstance(self.idents, list)  # its items are dict keys: doc_keys refuses unhashable ones
                 and len(self.entry_keys) == len(self.own_keys) == n and len(self.owner) == len(self.keys)
                 and self.entry_keys.dtype == self.own_keys.dtype == self.keys.dtype == dtype
                 and (not len(self.owner) or (int(self.owner.min()) >= 0 and int(self.owner.max()) < n
@@ -265,7 +265,11 @@ def doc_keys(idents: list[tuple], previous: DocKeys | None,
     n = len(idents)
     before: dict[tuple, int] = {}
     if previous is not None:
-        before = {ident: i for i, ident in enumerate(previous.idents)}
+        try:
+            before = {ident: i for i, ident in enumerate(previous.idents)}
+        except TypeError:  # not what a build stores (an unhashable identity): nothing reused
+            previous, before = None, {}
+    if previous is not None:
         starts = np.searchsorted(previous.owner, np.arange(len(previous.idents) + 1))
     src = np.full(n, -1, np.int64)
     counts = np.zeros(n, np.int64)
