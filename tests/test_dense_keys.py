@@ -87,7 +87,7 @@ def test_identities_that_cannot_be_keys_reuse_nothing(root, monkeypatch):
     made = _made(monkeypatch)
     dense_index(load_corpus(root.path), DEFAULT_PARAMS, cache)
     head = marshal.loads((cache / "dense.bin").read_bytes())
-    head["idents"] = [list(i) for i in head["idents"]]  # lists: not hashable
+    head["idents"] = [[i] for i in head["idents"]]  # lists: not hashable
     head["key"] = "stale"
     (cache / "dense.bin").write_bytes(marshal.dumps(head))
     corpus = load_corpus(root.path)

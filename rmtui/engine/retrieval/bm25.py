@@ -235,7 +235,7 @@ class DocKeys:
     identity (what its lexical text is made from: content hash, name, kind, context) is the
     same, so after a change only the changed entries' texts are built, split and hashed."""
 
-    idents: list[tuple]  # per entry
+    idents: list  # per entry: a string (a string is no object the collector walks, a tuple is)
     entry_keys: np.ndarray  # per entry: key of its whole lexical text
     own_keys: np.ndarray  # per entry: key of its own words (the part a neighbour's window takes)
     owner: np.ndarray  # int64 per passage: its entry
@@ -254,7 +254,7 @@ class DocKeys:
                                              and bool((np.diff(self.owner) >= 0).all()))))
 
 
-def doc_keys(idents: list[tuple], previous: DocKeys | None,
+def doc_keys(idents: list, previous: DocKeys | None,
              texts_of: Callable[[int], tuple[str, list[str], str | None]],
              key: Callable[[str], bytes] | None = None, dtype: np.dtype = KEY_DTYPE) -> DocKeys:
     """Keys for entries ``idents``: reused from ``previous`` wherever an identity is the same,
@@ -263,7 +263,7 @@ def doc_keys(idents: list[tuple], previous: DocKeys | None,
     takes SHA-256, the vector cache's keys, with ``dtype`` S32)."""
     key = key or _key
     n = len(idents)
-    before: dict[tuple, int] = {}
+    before: dict = {}
     if previous is not None:
         try:
             before = {ident: i for i, ident in enumerate(previous.idents)}

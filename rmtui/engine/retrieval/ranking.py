@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import marshal
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -37,7 +37,7 @@ from rmtui.engine.retrieval.bm25 import TermRows
 from rmtui.engine.retrieval.corpus import Corpus, Entry, EntryList, collector_paused, slug_words, split_passages
 from rmtui.engine.retrieval.subjects import dense_label
 
-LEXICAL_VERSION = 7  # 7: each entry's keys ride along, by what its text is made from (bm25.DocKeys)
+LEXICAL_VERSION = 8  # 8: each entry's keys ride along, by what its text is made from (bm25.DocKeys), as one string
 _TOKEN_RE = re.compile(r"(?u)\b\w[\w.]*\w\b|\b\w\w+\b")
 
 # English stop words (those of bm25s plus question words): dropped from documents and
@@ -396,13 +396,14 @@ def _pad(size: int) -> bytes:
     return b"\0" * (-size % 8)
 
 
-def _idents(corpus: Corpus) -> list[tuple]:
-    """What each entry's lexical text is made from (bm25.DocKeys): content hash, id, kind, label, context."""
+def _idents(corpus: Corpus) -> list[str]:
+    """What each entry's lexical text is made from (bm25.DocKeys): content hash, id, kind, label,
+    context, as one string (only the context may hold a NUL, and it comes last)."""
     entries = corpus.entries
-    if isinstance(entries, EntryList):
-        return list(zip(entries.column(6), entries.column(1), entries.column(2), entries.column(15),
-                        entries.column(11), strict=True))
-    return [(e.hash, e.id, e.kind, e.label, e.context) for e in entries]
+    cols: Iterable[tuple] = (zip(entries.column(6), entries.column(1), entries.column(2), entries.column(15),
+                                 entries.column(11), strict=True) if isinstance(entries, EntryList)
+                             else ((e.hash, e.id, e.kind, e.label, e.context) for e in entries))
+    return [f"{h}\0{i or ''}\0{k}\0{label}\0{c}" for h, i, k, label, c in cols]
 
 
 def _texts(entry: Entry, params: RankParams) -> tuple[str, list[str], str]:

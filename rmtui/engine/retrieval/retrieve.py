@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -189,18 +189,23 @@ class DenseIndex:
         return split_passages(dense_text(self._corpus, entry, self._params))[i - first]
 
 
-DENSE_VERSION = 3  # 3: each entry's keys ride along, by what its dense text is made from (bm25.DocKeys)
+DENSE_VERSION = 4  # 4: each entry's keys ride along, by what its dense text is made from (bm25.DocKeys)
 
 
-def _dense_idents(corpus: Corpus) -> list[tuple]:
+def _dense_idents(corpus: Corpus) -> list[str]:
     """What an entry's dense text is made from (without neighbours in it): content hash, kind,
-    heading titles and the nearest one (the heading label, subjects.py)."""
+    the nearest heading's title (the heading label, subjects.py) and all of them, as one string
+    (the title's length before it, so no title can pass for another)."""
     titles = [h.title for h in corpus.headings]
     entries = corpus.entries
-    if isinstance(entries, EntryList):
-        return [(h, k, c, titles[a[-1]] if a else None) for h, k, c, a in
-                zip(entries.column(6), entries.column(2), entries.column(11), entries.column(10), strict=True)]
-    return [(e.hash, e.kind, e.context, titles[e.ancestors[-1]] if e.ancestors else None) for e in entries]
+    cols: Iterable[tuple] = (zip(entries.column(6), entries.column(2), entries.column(11), entries.column(10),
+                                 strict=True) if isinstance(entries, EntryList)
+                             else ((e.hash, e.kind, e.context, e.ancestors) for e in entries))
+    out = []
+    for h, k, c, a in cols:
+        t = titles[a[-1]] if a else ""
+        out.append(f"{h}\0{k}\0{len(t)}\0{t}\0{c}")
+    return out
 
 
 def dense_index(corpus: Corpus, params: RankParams, cache_dir: Path | None = None) -> DenseIndex:
