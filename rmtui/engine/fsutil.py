@@ -17,8 +17,9 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:
-    """Write ``data`` to ``path`` so readers see the old or the new file, never a part.
+def atomic_write_bytes(path: Path, data: bytes | list, *, mode: int = 0o644, durable: bool = True) -> None:
+    """Write ``data`` (bytes, or a list of buffers written one after the other) to ``path`` so
+    readers see the old or the new file, never a part.
 
     ``durable=False`` skips the fsyncs, for a derived cache its reader checks (a crash may
     then leave the old file or a damaged one, which is rebuilt, never a wrong one read)."""
@@ -27,7 +28,8 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644, durable: b
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            for part in data if isinstance(data, list) else (data,):
+                fh.write(part)
             fh.flush()
             if durable:
                 os.fsync(fh.fileno())
