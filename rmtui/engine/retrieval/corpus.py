@@ -448,8 +448,9 @@ class _Projection:
                 continue  # a bare grouping heading is context, not a result
             text, own, end = local
             self.runs.setdefault(self.run_of(item.parent), []).append(len(self.entries))
+            # the ancestors list is the scope's, shared by its entries (read only; marshal writes it once)
             self.entries.append([self.key_for(item), item.id, item.kind, item.file, item.line, end, item.hash, rank,
-                                 text, list(own), list(anc), context, -1, -1, item.uncertain, ""])
+                                 text, list(own), anc, context, -1, -1, item.uncertain, ""])
             if item.kind == "heading" and item.backing_file and item.backing_file in self.graph.files \
                     and not self.graph.files[item.backing_file].graph:
                 _source_entries(item, self.graph, self.entries, anc + [self.heading_ref(item)], self.headings,
@@ -687,7 +688,7 @@ def _write_reuse(path: Path, reuse: Reuse) -> None:
 
     try:
         payload = marshal.dumps(reuse.to_data())
-        atomic_write_bytes(path, _REUSE_MAGIC + hashlib.blake2b(payload, digest_size=16).digest() + payload,
+        atomic_write_bytes(path, [_REUSE_MAGIC, hashlib.blake2b(payload, digest_size=16).digest(), payload],
                            durable=False)
     except (OSError, ValueError):
         pass  # a derived cache: failing to write it costs time, never correctness
@@ -760,7 +761,7 @@ def _write_cache(path: Path, corpus: Corpus) -> None:
     }
     try:
         raw_head = marshal.dumps(head)
-        atomic_write_bytes(path, len(raw_head).to_bytes(4, "little") + raw_head + marshal.dumps(body), durable=False)
+        atomic_write_bytes(path, [len(raw_head).to_bytes(4, "little"), raw_head, marshal.dumps(body)], durable=False)
     except OSError:
         pass  # a derived cache: failing to write it costs time, never correctness
 
