@@ -1,9 +1,11 @@
 """Retrieval kept warm in the MCP server's process (docs/architecture.md, "Retrieval").
 
-Apart from ``mcp_server`` because it imports neither the ``mcp`` SDK nor pydantic: the
-command starts :meth:`WarmRetriever.start` first, so the model loads and the indexes are read
-in a thread while the main thread imports the SDK (about half a second), and the first
-answer costs what a warm one does.
+The server starts :meth:`WarmRetriever.start` as soon as it runs: the model loads and the
+indexes are read in a thread while the main thread recovers, registers the tools and
+answers the client's first requests (building the model's session runs outside the GIL),
+so the first retrieve costs about what a warm one does. Started before the SDK's import
+instead, the two imports only took turns on the GIL and the server answered ``initialize``
+later. A module apart from ``mcp_server`` so tests drive it without the SDK.
 """
 
 from __future__ import annotations

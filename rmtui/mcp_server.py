@@ -187,14 +187,16 @@ def _call(fn):
         raise ToolError(f"{exc.kind}: {exc.message}") from None
 
 
-def serve(root: MemoryRoot, retriever: WarmRetriever | None = None) -> None:
-    """Serve one root over stdio. ``retriever``: started (:meth:`WarmRetriever.start`) before
-    this module and the SDK were imported, so the model loads while they do."""
+def serve(root: MemoryRoot) -> None:
+    """Serve one root over stdio. Retrieval warms up in a thread meanwhile: the model's
+    session is built outside the GIL while recovery runs, the tools are registered and the
+    client says hello."""
     from rmtui.engine.writes.supervisor import Supervisor
 
+    warm = WarmRetriever(root).start()
     with Supervisor(root) as sup:
         sup.recover()  # engine start: settle unfinished operations first
-    build_server(root, retriever).run("stdio")
+    build_server(root, warm).run("stdio")
 
 
 # -- the stdio transport -----------------------------------------------------------------

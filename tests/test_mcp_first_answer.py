@@ -70,8 +70,8 @@ def test_the_warm_up_loads_the_model_before_the_first_call_and_records_nothing(r
     assert delivered == 0  # the warm-up answered nobody
     first = warm("first-session", "billing owner")
     assert loaded_on == ["rmtui-warm-up"]  # the first call used the warm model
-    cold = retrieve_mod.retrieve(root, "cold-session", "billing owner", backend=plain_backend)
-    assert first.text == cold.text and "billing" in first.text.lower()
+    assert "billing" in first.text.lower()
+    assert _deliveries(db) > 0  # the first call, unlike the warm-up, recorded what it delivered
 
 
 def test_a_warm_up_that_fails_leaves_the_error_to_the_first_call(root, monkeypatch):

@@ -202,3 +202,47 @@ def test_a_damaged_index_file_is_rebuilt_not_trusted(root):
     again = load_lexical(corpus, DEFAULT_PARAMS, cache)  # no update from the damaged rows: a full build
     assert again.rebuilt > len(corpus.entries)
     assert_same_scores(again, LexicalIndex.build(corpus, DEFAULT_PARAMS, again.key))
+
+
+def test_a_new_process_builds_and_hashes_only_the_changed_entrys_text(root):
+    """Each entry's keys come back from the index file by what its text is made from: after a
+    one-node edit one entry's text is built again; a renamed heading re-keys the entries under it."""
+    from rmtui.engine.retrieval import ranking
+
+    write_root(root.path)
+    cache = root.runtime / "cache"
+    first = load_lexical(load_corpus(root.path), DEFAULT_PARAMS, cache)
+    assert first.docs is not None and first.docs.made == len(first.docs.idents)
+    target = node_line(root.path, "MEMORY_area-2.md", 4)
+    edit(root.path, "MEMORY_area-2.md", target, target.replace(" → []", " Zyzzyva quokka. → []"))
+    ranking._LEXICAL_MEMO.clear()
+    corpus = load_corpus(root.path)
+    second = load_lexical(corpus, DEFAULT_PARAMS, cache)
+    assert second.docs is not None and second.docs.made == 1 and 0 < second.rebuilt <= 7
+    rebuilt = LexicalIndex.build(corpus, DEFAULT_PARAMS, second.key)
+    assert_same_scores(second, rebuilt)
+    for a, b in zip(second.docs.arrays(), rebuilt.docs.arrays(), strict=True):
+        assert a.tobytes() == b.tobytes()
+    assert corpus.entries[int(np.argmax(second.scores(query_tokens("zyzzyva quokka", DEFAULT_PARAMS))))].id == \
+        target.split("`")[1]
+    edit(root.path, "MEMORY_area-0.md", "### Topic 0.1 {#t-0-1}", "### Renamed zyzzyva {#t-0-1}")
+    ranking._LEXICAL_MEMO.clear()
+    corpus = load_corpus(root.path)
+    third = load_lexical(corpus, DEFAULT_PARAMS, cache)
+    under = sum(1 for e in corpus.entries if "Renamed zyzzyva" in e.context)
+    assert under == 10 and third.docs is not None and third.docs.made == under  # its heading is bare: no entry
+    assert_same_scores(third, LexicalIndex.build(corpus, DEFAULT_PARAMS, third.key))
+
+
+def test_entry_keys_that_do_not_fit_the_index_are_refused(root):
+    write_root(root.path)
+    good = LexicalIndex.build(build_corpus(root.path), DEFAULT_PARAMS, "k")
+    assert good.docs is not None
+    short = LexicalIndex.loads(good.dumps())
+    assert short is not None and short.docs is not None
+    short.docs.idents = short.docs.idents[:-1]  # one entry fewer than the index has
+    assert LexicalIndex.loads(short.dumps()) is None
+    wrong = LexicalIndex.loads(good.dumps())
+    assert wrong is not None and wrong.docs is not None
+    wrong.docs.owner = wrong.docs.owner[::-1].copy()  # passages no longer in entry order
+    assert LexicalIndex.loads(wrong.dumps()) is None

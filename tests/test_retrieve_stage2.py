@@ -7,6 +7,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rmtui.engine.errors import EngineError
 from rmtui.engine.retrieval import stage2, stage2_weights
@@ -142,3 +144,12 @@ def test_config_switch(root):
     (root.path / "rmtui.toml").write_text('[retrieve]\nlearned_rerank = "yes"\n', encoding="utf-8")
     with pytest.raises(EngineError, match="learned_rerank"):
         root.config()
+
+
+@given(st.lists(st.sampled_from([0.0, 0.0, 0.1, 0.5, 0.5, 0.9, 1.0, 2.5]), min_size=1, max_size=200), st.data())
+def test_log_rank_counts_every_higher_entry(values, data):
+    """The subset sort answers what a sort of every entry answers, ties and zeros included."""
+    x = np.asarray(values, dtype=np.float32)
+    cand = np.asarray(data.draw(st.lists(st.integers(0, len(x) - 1), min_size=1, max_size=60)), dtype=np.int64)
+    want = np.log1p(np.asarray([(x > x[i]).sum() for i in cand], dtype=np.float32))
+    assert np.array_equal(stage2._log_rank(x, cand), want)

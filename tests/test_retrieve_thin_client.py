@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -84,6 +85,19 @@ def test_the_thin_path_imports_nothing_costly(warm):
         assert "rmtui.thin_client" in imported
         assert sorted(imported.intersection(COSTLY)) == []
         assert "billing" in p.stdout.lower()
+
+
+def test_the_service_refuses_a_render_it_does_not_know(warm):
+    from rmtui.thin_client import post_local
+
+    env, _, b = warm
+    (state,) = [json.loads(f.read_text()) for f in Path(env["RMTUI_SERVICE_DIR"]).glob("*/state.json")]
+    body = {"root": str(b), "session": "s-render", "need": "who owns billing", "top": None,
+            "include_returned": False}
+    status, answer = post_local(state["url"], state["token"], "/rmtui/retrieve", {**body, "render": "xml"})
+    assert status == 422 and "render" in answer["detail"]
+    status, answer = post_local(state["url"], state["token"], "/rmtui/retrieve", {**body, "render": "text"})
+    assert status == 200 and answer["ok"] and "billing" in answer["stdout"].lower() and answer["stderr"] == ""
 
 
 def test_a_refusal_by_the_service_is_printed_by_the_full_path(warm):

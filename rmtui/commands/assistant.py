@@ -143,11 +143,7 @@ def cmd_skills_install(args) -> Result:
 
 
 def cmd_mcp(args) -> Result:
-    from rmtui.mcp_retriever import WarmRetriever
-
-    root = root_of(args)
-    warm = WarmRetriever(root).start()  # the model loads while the SDK is imported
     from rmtui.mcp_server import serve
 
-    serve(root, warm)
+    serve(root_of(args))
     return Result(None)

@@ -4,12 +4,20 @@ The parsed :class:`Graph` is the engine object every later part uses: the retrie
 corpus, the TUI tree, the supervisor's validation. Parsing records structural problems
 as :class:`Issue` values instead of raising, so one pass reports every error with its
 file, line and rule. Cross-file rules live in :mod:`rmtui.engine.memory.validation`.
+
+Each graph file is read in two steps: what the file says on its own (its items and
+findings, a :class:`FileParse`, which a :class:`ParseCache` keeps by the file's name,
+domain and content digest), then the steps that need the other files (first use of an
+id, backing files, Focus entries), replayed in source order. After a one-file change only
+that file is scanned again, and the graph is the same as a cold parse
+(docs/architecture.md, "Retrieval").
 """
 
 from __future__ import annotations
 
 import bisect
 import hashlib
+import marshal
 import os
 import re
 import stat
@@ -177,6 +185,7 @@ class GraphFile:
     digest: str
     items: list[Item] = field(default_factory=list)  # top-level items of this file
     claimed_by: Item | None = None
+    parse_key: str = ""  # name, domain and digest: what the file's own parse depends on (graph files)
 
 
 @dataclass
@@ -319,10 +328,11 @@ class _FileScan:
     name: str
     domain: str
     lines: list[str]
-    parent: Item | None  # the F# heading whose backing file this is, or None for a root file
     stack: list[Item] = field(default_factory=list)  # open headings in this file
     headings: list[Item] = field(default_factory=list)  # headings of this file in order, for end lines
     items: list[Item] = field(default_factory=list)  # top-level items of this file
+    every: list[Item] = field(default_factory=list)  # every item of this file, in source order
+    focus_line: int | None = None  # line of `## Focus` (PURSUITS.md)
     backing: list[Item] = field(default_factory=list)  # typed headings whose backing file is read after
     fence: str | None = None  # the open code fence
     body_fence: tuple[str, int] | None = None  # (colons, line) of an open :::body
@@ -340,19 +350,94 @@ class _FileScan:
         return None
 
 
+#: One step of a :class:`FileParse`, in source order: a finding of the file alone, or a step
+#: that needs the other files: ``("id", item)``, ``("backing", item)``, ``("focus", id, line)``.
+Event = Issue | tuple
+
+#: Bumped when what a file's own parse records changes; the cache key also covers this
+#: module's source, so a parser edit never reads results of the parser before it.
+PARSE_VERSION = 1
+
+
+@dataclass
+class FileParse:
+    """What one graph file says on its own, independent of every other file: its items as
+    plain tuples (each graph makes fresh :class:`Item` objects from them, so a cached parse is
+    never shared between graphs) and its events, replayed in order when the graph is linked."""
+
+    key: str
+    items: list[tuple]  # (kind, id, line, end_line, title, level, heading_kind, edges, parent index, text, hash)
+    events: list[tuple]  # Issue fields ("issue", ...) or ("id" | "backing", item index) or ("focus", id, line)
+    focus_line: int | None
+    blob: bytes = b""  # the three above, marshalled once: an unchanged file's parse is written as it was read
+
+    def dumped(self) -> bytes:
+        if not self.blob:
+            self.blob = marshal.dumps((self.items, self.events, self.focus_line))
+        return self.blob
+
+
+class ParseCache:
+    """File parses by key (name, domain, content digest), reused by the next parse of a root:
+    after a change only the changed files are scanned again. ``load_graph`` keeps in it what
+    the graph it built used, nothing else, so it never grows past one root's files."""
+
+    def __init__(self, parses: dict[str, FileParse] | None = None) -> None:
+        self.parses: dict[str, FileParse] = parses or {}
+        self.scanned = 0  # files scanned (not reused) by the last parse that used this cache
+
+    def to_data(self) -> dict:
+        """The parses as plain data (for marshal), tagged with the parser that made them."""
+        return {"version": _parser_identity(), "parses": [(fp.key, fp.dumped()) for fp in self.parses.values()]}
+
+    @classmethod
+    def from_data(cls, data: object) -> ParseCache:
+        """The parses of :meth:`to_data`'s output; an empty cache when it is of another parser
+        or not that shape. The holder of the data checks it is intact (a checksum) first."""
+        if not isinstance(data, dict) or data.get("version") != _parser_identity() \
+                or not isinstance(data.get("parses"), list):
+            return cls()
+        try:
+            parses = {}
+            for key, blob in data["parses"]:
+                items, events, focus_line = marshal.loads(blob)
+                parses[key] = FileParse(key, items, events, focus_line, blob)
+            return cls(parses)
+        except (TypeError, ValueError, EOFError):
+            return cls()
+
+
+_IDENTITY: list[str] = []
+
+
+def _parser_identity() -> str:
+    """:data:`PARSE_VERSION` and a digest of this module's source (read once per process)."""
+    if not _IDENTITY:
+        try:
+            src = Path(__file__).read_bytes()
+        except OSError:
+            src = b""
+        _IDENTITY.append(f"{PARSE_VERSION}:{hashlib.sha256(src).hexdigest()[:16]}")
+    return _IDENTITY[0]
+
+
 class _Parser:
-    def __init__(self, root: Path, root_files: tuple[tuple[str, str], ...] = ROOT_FILES) -> None:
+    def __init__(self, root: Path, root_files: tuple[tuple[str, str], ...] = ROOT_FILES,
+                 cache: ParseCache | None = None) -> None:
         self.graph = Graph(root=Path(root))
         self.root_files = root_files
         self.issues = self.graph.issues
+        self.sink: list = self.issues  # where findings go: the graph's issues, or a file's events while it is scanned
         self.claims: dict[str, Item] = {}  # case-folded backing name -> claiming heading
         self.focus_lines: dict[str, tuple[str, int]] = {}  # Focus reference -> (file, line)
+        self.cache = cache
+        self.used: dict[str, FileParse] = {}
 
     def err(self, file: str, line: int, rule: str, message: str) -> None:
-        self.issues.append(Issue(file, line, rule, message))
+        self.sink.append(Issue(file, line, rule, message))
 
     def warn(self, file: str, line: int, rule: str, message: str) -> None:
-        self.issues.append(Issue(file, line, rule, message, WARNING))
+        self.sink.append(Issue(file, line, rule, message, WARNING))
 
     # -- files -------------------------------------------------------------
     def run(self) -> Graph:
@@ -364,6 +449,8 @@ class _Parser:
                 continue
             self.parse_graph_file(name, domain, _decode(name, data, self.issues), parent=None)
         self.check_edges()
+        if self.cache is not None:
+            self.cache.parses = self.used
         return self.graph
 
     def load_backing(self, heading: Item, visiting: tuple[str, ...]) -> None:
@@ -404,15 +491,72 @@ class _Parser:
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines = lines[:-1]
-        gf = GraphFile(name, domain, True, lines, hashlib.sha256(text.encode()).hexdigest(), claimed_by=parent)
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        key = f"{name}\0{domain}\0{digest}"
+        gf = GraphFile(name, domain, True, lines, digest, claimed_by=parent, parse_key=key)
         self.graph.files[name] = gf
-        if "\x00" in text:
-            self.err(name, text.count("\n", 0, text.index("\x00")) + 1, "encoding", "file contains NUL bytes")
-        first_index = len(self.graph.ordered)  # items of this file are appended after here
-        scan = _FileScan(name, domain, lines, parent)
-        for lineno, line in enumerate(lines, start=1):
-            self.scan_line(scan, lineno, line)
-        self.close_file(scan, gf, first_index, visiting)
+        fp = self.used.get(key) or (self.cache.parses.get(key) if self.cache is not None else None)
+        if fp is None:
+            fp = self.scan_file(key, name, domain, text, lines)
+            if self.cache is not None:
+                self.cache.scanned += 1
+        self.used[key] = fp
+        self.link(fp, gf, parent, visiting)
+
+    def scan_file(self, key: str, name: str, domain: str, text: str, lines: list[str]) -> FileParse:
+        """The file on its own: every line read, findings and cross-file steps recorded as events."""
+        events: list = []
+        self.sink = events
+        try:
+            if "\x00" in text:
+                self.err(name, text.count("\n", 0, text.index("\x00")) + 1, "encoding", "file contains NUL bytes")
+            scan = _FileScan(name, domain, lines)
+            for lineno, line in enumerate(lines, start=1):
+                self.scan_line(scan, lineno, line)
+            self.close_file(scan)
+        finally:
+            self.sink = self.issues
+        index = {id(item): n for n, item in enumerate(scan.every)}
+        items = [(i.kind, i.id, i.line, i.end_line, i.title, i.level, i.heading_kind,
+                  tuple((e.type, e.target) for e in i.edges), index[id(i.parent)] if i.parent is not None else -1,
+                  i.text, hashlib.sha256(i.text.encode()).hexdigest()) for i in scan.every]
+        out: list[tuple] = []
+        for ev in events:
+            if isinstance(ev, Issue):
+                out.append(("issue", ev.file, ev.line, ev.rule, ev.message, ev.severity))
+            elif ev[0] == "focus":
+                out.append(ev)
+            else:
+                out.append((ev[0], index[id(ev[1])]))
+        return FileParse(key, items, out, scan.focus_line)
+
+    def link(self, fp: FileParse, gf: GraphFile, parent: Item | None, visiting: tuple[str, ...]) -> None:
+        """Fresh items of one file parse hung under ``parent`` (the claiming F# heading), then its
+        events in order: findings, first uses of ids, Focus entries, backing files last."""
+        name, domain = gf.path, gf.domain
+        items: list[Item] = []
+        for kind, ident, line, end, title, level, hk, edges, up, text, digest in fp.items:
+            cont = items[up] if up >= 0 else parent
+            item = Item(kind, ident, name, line, end, domain, title, level, hk,
+                        [Edge(t, target) for t, target in edges] if edges else [], cont, [], None, digest, text)
+            if cont is not None:
+                cont.children.append(item)
+            if up < 0:
+                gf.items.append(item)
+            items.append(item)
+        self.graph.ordered.extend(items)
+        if fp.focus_line is not None and self.graph.focus_line is None:
+            self.graph.focus_line = fp.focus_line
+        for ev in fp.events:
+            tag = ev[0]
+            if tag == "issue":
+                self.issues.append(Issue(*ev[1:]))
+            elif tag == "id":
+                self.register(items[ev[1]])
+            elif tag == "backing":
+                self.load_backing(items[ev[1]], visiting)
+            else:
+                self.focus_ref(name, ev[2], ev[1])
 
     def scan_line(self, scan: _FileScan, lineno: int, line: str) -> None:
         """Read one line of a graph file: code, a body fence, a heading, a field or a list item."""
@@ -510,8 +654,8 @@ class _Parser:
         scan.headings.append(heading)
         if domain == "pursuit" and level <= 2:
             scan.in_focus = level == 2 and heading.id is None and heading.title.casefold() == "focus"
-            if scan.in_focus and name == PURSUIT_ROOT_FILE and self.graph.focus_line is None:
-                self.graph.focus_line = lineno
+            if scan.in_focus and name == PURSUIT_ROOT_FILE and scan.focus_line is None:
+                scan.focus_line = lineno
         reserved = (heading.heading_kind == "F#" and domain == "pursuit"
                     and (heading.id or "").casefold() == "rules")  # {F#rules} in Pursuit: no backing
         if heading.heading_kind in TYPED_KINDS and heading.id and not reserved:
@@ -576,22 +720,22 @@ class _Parser:
         scan.last_node = node
 
     def attach(self, scan: _FileScan, item: Item) -> None:
-        """Hang ``item`` under the open heading (or the claiming F# heading) and record its order."""
-        cont = scan.stack[-1] if scan.stack else scan.parent
+        """Hang ``item`` under the open heading of its file (a top-level item's parent, the
+        claiming F# heading, is set when the file is linked) and record its order."""
+        cont = scan.stack[-1] if scan.stack else None
         item.parent = cont
         if cont is not None:
             cont.children.append(item)
         if not scan.stack:
             scan.items.append(item)
-        self.graph.ordered.append(item)
+        scan.every.append(item)
 
-    def close_file(self, scan: _FileScan, gf: GraphFile, first_index: int, visiting: tuple[str, ...]) -> None:
+    def close_file(self, scan: _FileScan) -> None:
         """After the last line: end lines and text of each item, structure checks, then the backing files."""
         name, lines = scan.name, scan.lines
         if scan.body_fence is not None:
             colons, line = scan.body_fence
             self.err(name, line, "body-fence", f"{colons}body is never closed (end the body with a line {colons})")
-        gf.items = scan.items
         for i, h in enumerate(scan.headings):
             end = len(lines)
             for later in scan.headings[i + 1:]:
@@ -601,14 +745,13 @@ class _Parser:
             while end > h.line and not lines[end - 1].strip():
                 end -= 1
             h.end_line = end
-        for item in self.graph.ordered[first_index:]:
-            if item.file == name:
-                item.text = "\n".join(lines[item.line - 1: item.end_line])
+        for item in scan.every:
+            item.text = "\n".join(lines[item.line - 1: item.end_line])
         self.check_heading_structure(name, scan.headings)
         for heading in scan.backing:
             if heading.heading_kind in ("MF#", "MQ#"):
                 continue
-            self.load_backing(heading, visiting)
+            self.sink.append(("backing", heading))
 
     def focus_entry(self, name: str, lineno: int, ident: str, rest: str) -> None:
         """A ``- `id` …`` bullet under ``## Focus``: an ordered reference to a Pursuit heading."""
@@ -618,6 +761,10 @@ class _Parser:
         if _EDGES_TAIL_RE.search(_literal_mask(rest)):
             self.warn(name, lineno, "focus-edges",
                       "a Focus entry is a reference, not a node: its edge list is ignored")
+        self.sink.append(("focus", ident, lineno))
+
+    def focus_ref(self, name: str, lineno: int, ident: str) -> None:
+        """The cross-file part of a Focus entry: each Pursuit heading listed once."""
         if ident in self.focus_lines:
             self.err(name, lineno, "focus-duplicate", f"`{ident}` is listed twice in Focus")
             return
@@ -695,7 +842,7 @@ class _Parser:
     def item_edges(self, name: str, lineno: int, raw: str, own: str | None) -> list[Edge]:
         edges, problems = _edge_list(raw)
         for rule, msg, severity in problems:
-            self.issues.append(Issue(name, lineno, rule, msg, severity))
+            self.sink.append(Issue(name, lineno, rule, msg, severity))
         out = []
         for e in edges:
             if own is not None and e.target == own:
@@ -709,6 +856,11 @@ class _Parser:
         if not ID_RE.match(ident):
             self.err(item.file, item.line, "id-format", f"id {ident!r} must match [A-Za-z0-9_.-]+")
             return
+        self.sink.append(("id", item))
+
+    def register(self, item: Item) -> None:
+        """The cross-file part of an id: the first item to use it owns it."""
+        ident = item.id or ""
         first = self.graph.items.get(ident)
         if first is not None:
             self.err(item.file, item.line, "duplicate-id",
@@ -768,7 +920,10 @@ def _backing_digest(graph: Graph, name: str | None, memo: dict[str, str],
 
 
 def _assign_hashes(graph: Graph) -> None:
-    """Each item's hash covers its own block and the backing files that block pulls in."""
+    """Each item's hash covers its own block and the backing files that block pulls in.
+
+    An item comes from its file's parse with the hash of its own block; only a heading
+    whose block holds a typed heading with a backing file is hashed again here."""
     memo: dict[str, str] = {}
     by_file: dict[str, list[Item]] = {}
     for item in graph.ordered:
@@ -779,20 +934,26 @@ def _assign_hashes(graph: Graph) -> None:
         backed = backed_by_file[name]  # in source order, so sorted by line
         lines = [b.line for b in backed]
         digests = [_backing_digest(graph, b.backing_file, memo, backed_by_file) for b in backed]
+        if not backed:
+            continue
         for item in items:
+            if item.kind != "heading":
+                continue
+            lo = bisect.bisect_left(lines, item.line)
+            hi = bisect.bisect_right(lines, item.end_line)
+            if lo == hi:
+                continue
             h = hashlib.sha256(item.text.encode())
-            if item.kind == "heading" and backed:
-                lo = bisect.bisect_left(lines, item.line)
-                hi = bisect.bisect_right(lines, item.end_line)
-                for digest in digests[lo:hi]:
-                    h.update(b"\0")
-                    h.update(digest.encode())
+            for digest in digests[lo:hi]:
+                h.update(b"\0")
+                h.update(digest.encode())
             item.hash = h.hexdigest()
 
 
-def load_graph(root: Path | str) -> Graph:
-    """Parse the Memory and Pursuit graphs of ``root`` (a work tree or worktree)."""
-    parser = _Parser(Path(root))
+def load_graph(root: Path | str, cache: ParseCache | None = None) -> Graph:
+    """Parse the Memory and Pursuit graphs of ``root`` (a work tree or worktree); with ``cache``,
+    files whose parse it holds are not scanned again, and it is left holding this graph's."""
+    parser = _Parser(Path(root), cache=cache)
     graph = parser.run()
     # `## Focus` is optional; its backticked bullets must name Pursuit headings
     for ident in graph.focus:

@@ -29,7 +29,7 @@ KEY_DTYPE = np.dtype("S16")
 
 def text_keys(texts: Sequence[str]) -> np.ndarray:
     """One key per text: 16 bytes of BLAKE2b."""
-    return key_array([hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).digest() for t in texts])
+    return key_array([_key(t) for t in texts])
 
 
 @dataclass
@@ -227,3 +227,80 @@ def postings(rows: TermRows, vocab_size: int, k1: float, b: float) -> tuple[np.n
     indptr = np.zeros(vocab_size + 1, np.int64)
     np.cumsum(df, out=indptr[1:])
     return score.astype(np.float32), doc, indptr
+
+
+@dataclass
+class DocKeys:
+    """The keys of a corpus's documents, each entry's taken from the previous build when its
+    identity (what its lexical text is made from: content hash, name, kind, context) is the
+    same, so after a change only the changed entries' texts are built, split and hashed."""
+
+    idents: list  # per entry: a string (a string is no object the collector walks, a tuple is)
+    entry_keys: np.ndarray  # per entry: key of its whole lexical text
+    own_keys: np.ndarray  # per entry: key of its own words (the part a neighbour's window takes)
+    owner: np.ndarray  # int64 per passage: its entry
+    keys: np.ndarray  # per passage: key of its text
+    made: int = 0  # entries whose keys were computed by this build
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        return self.entry_keys, self.own_keys, self.owner, self.keys
+
+    def consistent(self, dtype: np.dtype = KEY_DTYPE) -> bool:
+        n = len(self.idents)
+        return (isinstance(self.idents, list)  # its items are dict keys: doc_keys refuses unhashable ones
+                and len(self.entry_keys) == len(self.own_keys) == n and len(self.owner) == len(self.keys)
+                and self.entry_keys.dtype == self.own_keys.dtype == self.keys.dtype == dtype
+                and (not len(self.owner) or (int(self.owner.min()) >= 0 and int(self.owner.max()) < n
+                                             and bool((np.diff(self.owner) >= 0).all()))))
+
+
+def doc_keys(idents: list, previous: DocKeys | None,
+             texts_of: Callable[[int], tuple[str, list[str], str | None]],
+             key: Callable[[str], bytes] | None = None, dtype: np.dtype = KEY_DTYPE) -> DocKeys:
+    """Keys for entries ``idents``: reused from ``previous`` wherever an identity is the same,
+    else from ``texts_of(i)``: (the entry's text, its passages, its own words or None when no
+    one asks), each made a key by ``key`` (16 bytes of BLAKE2b unless told; the dense index
+    takes SHA-256, the vector cache's keys, with ``dtype`` S32)."""
+    key = key or _key
+    n = len(idents)
+    before: dict = {}
+    if previous is not None:
+        try:
+            before = {ident: i for i, ident in enumerate(previous.idents)}
+        except TypeError:  # not what a build stores (an unhashable identity): nothing reused
+            previous, before = None, {}
+    if previous is not None:
+        starts = np.searchsorted(previous.owner, np.arange(len(previous.idents) + 1))
+    src = np.full(n, -1, np.int64)
+    counts = np.zeros(n, np.int64)
+    fresh: dict[int, tuple[bytes, list[bytes], bytes]] = {}
+    for j, ident in enumerate(idents):
+        i = before.get(ident, -1)
+        if i >= 0:
+            src[j] = i
+            counts[j] = starts[i + 1] - starts[i]
+        else:
+            text, parts, own = texts_of(j)
+            whole = key(text)
+            fresh[j] = (whole, [whole if p == text else key(p) for p in parts], key(own) if own is not None else b"")
+            counts[j] = len(parts)
+    entry_keys = np.zeros(n, dtype)
+    own_keys = np.zeros(n, dtype)
+    owner = np.repeat(np.arange(n, dtype=np.int64), counts)
+    keys = np.zeros(len(owner), dtype)
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    hit = np.flatnonzero(src >= 0)
+    if len(hit):
+        assert previous is not None
+        entry_keys[hit] = previous.entry_keys[src[hit]]
+        own_keys[hit] = previous.own_keys[src[hit]]
+        keys[_ranges(ptr[hit], ptr[hit + 1])] = previous.keys[_ranges(starts[src[hit]], starts[src[hit] + 1])]
+    for j, (whole, part_keys, own_key) in fresh.items():
+        entry_keys[j], own_keys[j] = whole, own_key
+        keys[ptr[j]:ptr[j + 1]] = part_keys
+    return DocKeys(idents, entry_keys, own_keys, owner, keys, len(fresh))
+
+
+def _key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()

@@ -10,6 +10,12 @@ Parsing a large root costs far more than the rest of a warm retrieve, so the cor
 cached in ``.runtime/cache/`` and reused while every file it was built from is byte for
 byte the same (checked by SHA-256; a long-lived process skips the hash of a file whose
 status has not moved since it was last hashed, see :func:`current_fingerprint`).
+
+When a file did change, the rebuild takes from the last build what only depends on an
+unchanged file's own content: its parse (graph.py's ``ParseCache``) and its share of the
+projection (each item's words and lines), both by the file's parse key, kept in memory
+and in ``.runtime/cache/parse.bin``. Everything that spans files (ids, backing chains,
+hashes, ranks, ancestors, neighbours) is computed again, so the result is a cold build's.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from rmtui.engine.errors import UsageError
 
 if TYPE_CHECKING:  # the parser is imported only when the corpus must be rebuilt
     from rmtui.engine.evidence.queue import PendingRef
-    from rmtui.engine.memory.graph import Graph, Item
+    from rmtui.engine.memory.graph import Graph, Item, ParseCache
     from rmtui.engine.memory.roots import MemoryRoot
 
 CACHE_VERSION = 7  # 7: a head of file digests first, so a stale cache is refused before its entries are read
@@ -296,19 +302,56 @@ def split_passages(text: str, limit: int = PASSAGE_CHARS) -> list[str]:
     return parts
 
 
-def build_corpus(root: Path, graph: Graph | None = None, *, imports: bool = True) -> Corpus:
+#: One item's own share of the projection, which only its file's content decides:
+#: (words, rendered lines, end line), or None for a bare grouping heading.
+Local = tuple[str, tuple[int, ...], int] | None
+
+
+@dataclass
+class Reuse:
+    """What a rebuild takes from the last build of the same root, by each file's parse key:
+    the file parses (graph.py) and each graph file's items' own projection (line -> Local)."""
+
+    parses: ParseCache
+    local: dict[str, dict[int, Local]] = field(default_factory=dict)
+    #: each memo of ``local`` marshalled, with its size then: a file's memo is written as it was read
+    blobs: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+
+    def to_data(self) -> dict:
+        blobs = {}
+        for key, memo in self.local.items():
+            got = self.blobs.get(key)
+            blobs[key] = got if got is not None and got[0] == len(memo) else (len(memo), marshal.dumps(memo))
+        self.blobs = blobs
+        return {"version": _reuse_version(), "graph": self.parses.to_data(),
+                "local": [(key, blob) for key, (_, blob) in blobs.items()]}
+
+    @classmethod
+    def from_data(cls, data: dict) -> Reuse:
+        from rmtui.engine.memory.graph import ParseCache
+
+        local, blobs = {}, {}
+        for key, blob in data["local"]:
+            memo = local[key] = marshal.loads(blob)
+            blobs[key] = (len(memo), blob)
+        return cls(ParseCache.from_data(data.get("graph")), local, blobs)
+
+
+def build_corpus(root: Path, graph: Graph | None = None, *, imports: bool = True, reuse: Reuse | None = None) -> Corpus:
     """Project ``graph`` (parsed from ``root`` when not given) into retrieval entries.
 
     With ``imports``, every ``MF#`` heading whose view is imported brings that view's items
-    too, with qualified ids (``MF#<view>/<id>``) and the heading as their context.
+    too, with qualified ids (``MF#<view>/<id>``) and the heading as their context. With
+    ``reuse``, unchanged files are neither parsed nor projected again, and ``reuse`` is left
+    holding what this build used.
     """
     root = Path(root)
-    with _collector_paused():
-        return _build(root, graph, imports)
+    with collector_paused():
+        return _build(root, graph, imports, reuse)
 
 
 @contextlib.contextmanager
-def _collector_paused():
+def collector_paused():
     """The cyclic garbage collector off while a corpus is built: the parse and projection
     allocate some hundred thousand objects that all stay alive (items point to their
     parents), so the collections it would run meanwhile find nothing and at 10,000 nodes
@@ -322,34 +365,48 @@ def _collector_paused():
             gc.enable()
 
 
-def _build(root: Path, graph: Graph | None, imports: bool) -> Corpus:
-    graph = graph if graph is not None else _parse_root(root)
+def _build(root: Path, graph: Graph | None, imports: bool, reuse: Reuse | None) -> Corpus:
+    parsed_here = graph is None
+    graph = graph if graph is not None else _parse_root(root, reuse.parses if reuse is not None else None)
     files = {name: d for name in graph.files if (d := _digest(root / name)) is not None}
     missing = sorted({i.backing_file for i in graph.ordered
                       if i.backing_file and i.backing_file not in graph.files} |
                      {n for n in ("MEMORY.md", "PURSUITS.md") if n not in graph.files})
-    projection = _Projection(graph)
+    projection = _Projection(graph, reuse.local if reuse is not None else {})
     projection.project()
-    corpus = Corpus(root, graph.fingerprint(), projection.entries, projection.headings, files, missing,
+    if reuse is not None:
+        reuse.local = projection.local
+    corpus = Corpus(root, graph.fingerprint(), [], projection.headings, files, missing,
                     len(graph.issues), texts=dict(projection.texts))
     if imports:
         _add_imports(corpus, projection)
+    corpus.entries = EntryList([tuple(row) for row in projection.entries])  # as a cached corpus holds them
+    if parsed_here:
+        _untie(graph)
     return corpus
 
 
-def _parse_root(root: Path) -> Graph:
+def _untie(graph: Graph) -> None:
+    """Break the parent/children cycles of a graph no one else holds, so that it is freed as
+    soon as the build returns instead of by a collection that walks every young object."""
+    for item in graph.ordered:
+        item.parent = None
+        item.children = []
+
+
+def _parse_root(root: Path, parses: ParseCache | None = None) -> Graph:
     from rmtui.engine.memory.graph import MEMORY_ROOT_FILE, load_graph
 
     if not (root / MEMORY_ROOT_FILE).is_file():
         raise UsageError(f"{root} has no {MEMORY_ROOT_FILE}: not a memory root")
-    return load_graph(root)
+    return load_graph(root, parses)
 
 
 class _Projection:
     """The walk that turns a parsed graph into entries, with the state its steps share:
     heading records, ancestor scopes per parent, and runs of neighbouring nodes."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, previous: dict[str, dict[int, Local]] | None = None) -> None:
         self.graph = graph
         self.texts = {name: gf.lines for name, gf in graph.files.items()}
         self.order = _traversal(graph)
@@ -357,13 +414,12 @@ class _Projection:
         for item in self.order:
             if item.id:
                 self.id_counts[item.id] = self.id_counts.get(item.id, 0) + 1
-        self.child_spans: dict[int, list[tuple[str, int, int]]] = {}
-        for item in self.order:
-            if item.parent is not None:
-                self.child_spans.setdefault(id(item.parent), []).append((item.file, item.line, item.end_line))
+        self.previous = previous or {}
+        self.local: dict[str, dict[int, Local]] = {}  # what this build's files' items project to on their own
+        self._child_spans: dict[int, list[tuple[str, int, int]]] | None = None
         self.headings: list[HeadingRef] = []
         self.heading_index: dict[int, int] = {}
-        self.entries: list[Entry] = []
+        self.entries: list[list] = []  # each entry as a row (Entry.to_tuple's order), neighbours linked last
         self.scopes: dict[int, tuple[list[int], str]] = {}  # parent -> (ancestor records, context), shared
         # Neighbours are the nodes of one run: the same parent, where a bare grouping heading (a
         # title with no text of its own: a speaker, a date, a sub-topic label) does not start a
@@ -372,15 +428,28 @@ class _Projection:
         self.bare: set[int] = set()
 
     def project(self) -> None:
+        files = self.graph.files
+        memo_of: dict[str, dict[int, Local]] = {}  # file name -> its memo of Local by line
+        for name, gf in files.items():
+            if gf.graph and gf.parse_key:
+                memo_of[name] = self.local[gf.parse_key] = self.previous.get(gf.parse_key) or {}
         for rank, item in enumerate(self.order):
             anc, context = self.scope_of(item.parent)
-            anc = list(anc)
-            entry = self.node_entry(item, rank, anc, context) if item.kind == "node" \
-                else self.heading_entry(item, rank, anc, context)
-            if entry is None:
+            memo = memo_of.get(item.file)
+            if memo is not None and item.line in memo:
+                local = memo[item.line]
+            else:
+                local = self.node_local(item) if item.kind == "node" else self.heading_local(item)
+                if memo is not None:
+                    memo[item.line] = local
+            if local is None:
+                if item.heading_kind not in ("F#", "MF#", "MQ#"):
+                    self.bare.add(id(item))
                 continue  # a bare grouping heading is context, not a result
+            text, own, end = local
             self.runs.setdefault(self.run_of(item.parent), []).append(len(self.entries))
-            self.entries.append(entry)
+            self.entries.append([self.key_for(item), item.id, item.kind, item.file, item.line, end, item.hash, rank,
+                                 text, list(own), list(anc), context, -1, -1, item.uncertain, ""])
             if item.kind == "heading" and item.backing_file and item.backing_file in self.graph.files \
                     and not self.graph.files[item.backing_file].graph:
                 _source_entries(item, self.graph, self.entries, anc + [self.heading_ref(item)], self.headings,
@@ -414,19 +483,26 @@ class _Projection:
             parent = parent.parent
         return id(parent) if parent is not None else -1
 
-    def node_entry(self, item: Item, rank: int, anc: list[int], context: str) -> Entry:
+    def node_local(self, item: Item) -> Local:
+        """A node's words: its line's prose and its continuation lines."""
         lines = self.texts.get(item.file, [])
-        own = list(range(item.line, item.end_line + 1))
+        own = tuple(range(item.line, item.end_line + 1))
         words = [node_prose(lines[item.line - 1])] + [lines[n - 1].strip() for n in own[1:]]
-        text = " ".join(w for w in words if w)
-        return Entry(self.key_for(item), item.id, "node", item.file, item.line, item.end_line, item.hash,
-                     rank, text, own, anc, context, uncertain=item.uncertain)
+        return " ".join(w for w in words if w), own, item.end_line
 
-    def heading_entry(self, item: Item, rank: int, anc: list[int], context: str) -> Entry | None:
-        """A heading's own lines (its children's spans left out); None for a bare grouping heading."""
+    def child_spans(self) -> dict[int, list[tuple[str, int, int]]]:
+        if self._child_spans is None:
+            self._child_spans = {}
+            for item in self.order:
+                if item.parent is not None:
+                    self._child_spans.setdefault(id(item.parent), []).append((item.file, item.line, item.end_line))
+        return self._child_spans
+
+    def heading_local(self, item: Item) -> Local:
+        """A heading's own lines (its children's spans in its file left out); None for a bare grouping heading."""
         lines = self.texts.get(item.file, [])
         covered: set[int] = set()
-        for f, a, b in self.child_spans.get(id(item), []):
+        for f, a, b in self.child_spans().get(id(item), []):
             if f == item.file:
                 covered.update(range(a, b + 1))
         own = [n for n in range(item.line, item.end_line + 1) if n not in covered]
@@ -434,19 +510,15 @@ class _Projection:
             own.pop()
         body = [lines[n - 1].strip() for n in own[1:] if lines[n - 1].strip()]
         if not body and item.heading_kind not in ("S#", "M#"):
-            if item.heading_kind not in ("F#", "MF#", "MQ#"):
-                self.bare.add(id(item))
             return None
         title = heading_title(lines[item.line - 1]) if lines else item.title
-        text = "\n".join([title, *body])
-        return Entry(self.key_for(item), item.id, "heading", item.file, item.line, own[-1] if own else item.line,
-                     item.hash, rank, text, own, anc, context)
+        return "\n".join([title, *body]), tuple(own), own[-1] if own else item.line
 
     def link_neighbours(self) -> None:
         for siblings in self.runs.values():
-            nodes = [i for i in siblings if self.entries[i].kind == "node"]
+            nodes = [i for i in siblings if self.entries[i][2] == "node"]
             for a, b in itertools.pairwise(nodes):
-                self.entries[a].next, self.entries[b].prev = b, a
+                self.entries[a][13], self.entries[b][12] = b, a
 
 
 def _add_imports(corpus: Corpus, projection: _Projection) -> None:
@@ -492,7 +564,7 @@ def _qualify(view: str, key: str) -> str:
     return f"MF#{view}/{key}"
 
 
-def _merge_import(view: str, rel: str, sub: Corpus, entries: list[Entry], headings: list[HeadingRef],
+def _merge_import(view: str, rel: str, sub: Corpus, entries: list[list], headings: list[HeadingRef],
                   anc: list[int], context: str, rank_base: int) -> None:
     """Append an import's entries: qualified ids and keys, files under ``rel``, the MF# heading's
     scope prepended to each entry's ancestors, ranks after the root's own entries."""
@@ -500,14 +572,14 @@ def _merge_import(view: str, rel: str, sub: Corpus, entries: list[Entry], headin
     headings.extend(HeadingRef(_qualify(view, h.id) if h.id else None, f"{rel}/{h.file}", h.line, h.title, h.hash)
                     for h in sub.headings)
     for e in sub.entries:
-        entries.append(Entry(
+        entries.append([
             _qualify(view, e.key), _qualify(view, e.id) if e.id else None, e.kind, f"{rel}/{e.file}", e.start_line,
             e.end_line, e.hash, rank_base + e.rank, e.text, list(e.lines), anc + [h_off + i for i in e.ancestors],
             " / ".join(c for c in (context, e.context) if c), e.prev + e_off if e.prev >= 0 else -1,
-            e.next + e_off if e.next >= 0 else -1, e.uncertain, _qualify(view, e.label) if e.label else ""))
+            e.next + e_off if e.next >= 0 else -1, e.uncertain, _qualify(view, e.label) if e.label else ""])
 
 
-def _source_entries(owner: Item, graph: Graph, entries: list[Entry], anc: list[int],
+def _source_entries(owner: Item, graph: Graph, entries: list[list], anc: list[int],
                     headings: list[HeadingRef], rank: int) -> None:
     name = owner.backing_file or ""
     lines = graph.files[name].lines
@@ -516,16 +588,16 @@ def _source_entries(owner: Item, graph: Graph, entries: list[Entry], anc: list[i
         text = "\n".join(lines).strip()
         if text:
             label = f"S#{owner.id}"
-            entries.append(Entry(label, owner.id, "source", name, 1, len(lines),
-                                 hashlib.sha256(text.encode()).hexdigest(), rank, text,
-                                 list(range(1, len(lines) + 1)), anc, context, label=label))
+            entries.append(list(Entry(label, owner.id, "source", name, 1, len(lines),
+                                      hashlib.sha256(text.encode()).hexdigest(), rank, text,
+                                      list(range(1, len(lines) + 1)), anc, context, label=label).to_tuple()))
         return
     for a, b in line_passages(lines):
         text = "\n".join(lines[a - 1:b])
         label = f"M#{owner.id}"
-        entries.append(Entry(f"{label}:{a}-{b}", owner.id, "source", name, a, b,
-                             hashlib.sha256(text.encode()).hexdigest(), rank, text.strip(),
-                             list(range(a, b + 1)), anc, context, label=label))
+        entries.append(list(Entry(f"{label}:{a}-{b}", owner.id, "source", name, a, b,
+                                  hashlib.sha256(text.encode()).hexdigest(), rank, text.strip(),
+                                  list(range(a, b + 1)), anc, context, label=label).to_tuple()))
 
 
 # -- the cache ---------------------------------------------------------------
@@ -547,14 +619,78 @@ def load_corpus(root: Path) -> Corpus:
     path = _cache_path(root)
     corpus = _read_cache(root, path)
     if corpus is None:
-        corpus = build_corpus(root)
-        _write_cache(path, corpus)
+        with collector_paused():  # what the reuse file holds stays alive too
+            reuse = _REUSE.get(key) or _read_reuse(path.with_name(REUSE_FILE))
+            try:
+                corpus = build_corpus(root, reuse=reuse)
+            except (IndexError, KeyError, TypeError, ValueError, AttributeError):
+                # what was reused does not fit (only a damaged reuse file that passed its checksum
+                # could do that): built from nothing, as a cold start is
+                reuse = Reuse(_empty_parses())
+                corpus = build_corpus(root, reuse=reuse)
+            _write_cache(path, corpus)
+            _write_reuse(path.with_name(REUSE_FILE), reuse)
+        _REUSE[key] = reuse
     _MEMO[key] = corpus
     return corpus
 
 
 #: The last corpus per root in this process, reused while its files are unchanged.
 _MEMO: dict[str, Corpus] = {}
+#: What the last build per root in this process can lend the next one (see :class:`Reuse`).
+_REUSE: dict[str, Reuse] = {}
+#: The file next to the corpus cache that keeps a :class:`Reuse` for the next process.
+REUSE_FILE = "parse.bin"
+
+
+def _read_reuse(path: Path) -> Reuse:
+    """The reuse file's parses and projections; an empty :class:`Reuse` when it is missing,
+    damaged (its checksum), or of another version (everything is then parsed and projected
+    again)."""
+    try:
+        raw = path.read_bytes()
+        head = len(_REUSE_MAGIC) + 16
+        if raw.startswith(_REUSE_MAGIC) and hashlib.blake2b(raw[head:], digest_size=16).digest() == raw[head - 16:head]:
+            data = marshal.loads(raw[head:])
+            if isinstance(data, dict) and data.get("version") == _reuse_version():
+                return Reuse.from_data(data)
+    except (OSError, EOFError, ValueError, TypeError, KeyError):
+        pass
+    return Reuse(_empty_parses())
+
+
+_REUSE_MAGIC = b"RMTREUSE1"
+
+
+def _empty_parses() -> ParseCache:
+    from rmtui.engine.memory.graph import ParseCache
+
+    return ParseCache()
+
+
+def _reuse_version() -> str:
+    """:data:`CACHE_VERSION` and a digest of this module's source: projections made by other code are not reused."""
+    if not _REUSE_VERSION:
+        try:
+            src = Path(__file__).read_bytes()
+        except OSError:
+            src = b""
+        _REUSE_VERSION.append(f"{CACHE_VERSION}:{hashlib.sha256(src).hexdigest()[:16]}")
+    return _REUSE_VERSION[0]
+
+
+_REUSE_VERSION: list[str] = []
+
+
+def _write_reuse(path: Path, reuse: Reuse) -> None:
+    from rmtui.engine.fsutil import atomic_write_bytes
+
+    try:
+        payload = marshal.dumps(reuse.to_data())
+        atomic_write_bytes(path, _REUSE_MAGIC + hashlib.blake2b(payload, digest_size=16).digest() + payload,
+                           durable=False)
+    except (OSError, ValueError):
+        pass  # a derived cache: failing to write it costs time, never correctness
 
 
 def _read_cache(root: Path, path: Path) -> Corpus | None:
@@ -574,7 +710,7 @@ def _read_cache(root: Path, path: Path) -> Corpus | None:
             if texts is None:
                 return None
             raw = fh.read()
-        with _collector_paused():
+        with collector_paused():
             data = marshal.loads(raw)
         return Corpus(root, head["fingerprint"], EntryList(data["entries"]),
                       [HeadingRef(*h) for h in data["headings"]], head["files"], list(head["missing"]),
@@ -618,12 +754,13 @@ def _write_cache(path: Path, corpus: Corpus) -> None:
         "issues": corpus.issues,
     }
     body = {
-        "entries": [e.to_tuple() for e in corpus.entries],
+        "entries": corpus.entries.rows() if isinstance(corpus.entries, EntryList) else
+        [e.to_tuple() for e in corpus.entries],
         "headings": [(h.id, h.file, h.line, h.title, h.hash) for h in corpus.headings],
     }
     try:
         raw_head = marshal.dumps(head)
-        atomic_write_bytes(path, len(raw_head).to_bytes(4, "little") + raw_head + marshal.dumps(body))
+        atomic_write_bytes(path, len(raw_head).to_bytes(4, "little") + raw_head + marshal.dumps(body), durable=False)
     except OSError:
         pass  # a derived cache: failing to write it costs time, never correctness
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import marshal
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -34,10 +34,10 @@ import numpy as np
 
 from rmtui.engine.retrieval import bm25
 from rmtui.engine.retrieval.bm25 import TermRows
-from rmtui.engine.retrieval.corpus import Corpus, Entry, slug_words, split_passages
+from rmtui.engine.retrieval.corpus import Corpus, Entry, EntryList, collector_paused, slug_words, split_passages
 from rmtui.engine.retrieval.subjects import dense_label
 
-LEXICAL_VERSION = 6  # 6: term counts ride along (updates re-tokenise only changed passages)
+LEXICAL_VERSION = 8  # 8: each entry's keys ride along, by what its text is made from (bm25.DocKeys), as one string
 _TOKEN_RE = re.compile(r"(?u)\b\w[\w.]*\w\b|\b\w\w+\b")
 
 # English stop words (those of bm25s plus question words): dropped from documents and
@@ -229,6 +229,7 @@ class LexicalIndex:
     bare: TermRows | None = None  # the own words of entries that are neighbours (window parts)
     rows_key: str = ""  # what the rows depend on besides the text (tokenizer, settings)
     rebuilt: int = 0  # passages and windows tokenised or summed by this build (0: all reused)
+    docs: bm25.DocKeys | None = None  # each entry's keys, by what its text is made from
 
     @classmethod
     def build(cls, corpus: Corpus, params: RankParams, key: str,
@@ -238,33 +239,36 @@ class LexicalIndex:
         rkey = rows_key(params)
         if previous is not None and (previous.rows_key != rkey or previous.rows is None):
             previous = None
-        texts = [lexical_text(e, params) for e in corpus.entries]
-        parts, owner = passages(texts)
-        if not parts:
+        entries = corpus.entries
+        docs = bm25.doc_keys(_idents(corpus), previous.docs if previous is not None else None,
+                             lambda i: _texts(entries[i], params))
+        owner = docs.owner
+        if not len(owner):
             empty = np.zeros(0, dtype=np.float32)
             return cls(key, {}, empty, np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64), owner, 0)
         vocab = dict(previous.vocab) if previous is not None else {}
         memo: dict[str, list[str]] = {}
-        entry_keys = bm25.text_keys(texts)
-        keys = entry_keys[owner]  # a passage that is its entry's whole text has its key
-        split = [j for j, (p, i) in enumerate(zip(parts, owner.tolist(), strict=True)) if p != texts[i]]
-        if split:
-            keys[split] = bm25.text_keys([parts[j] for j in split])
+        first = np.searchsorted(owner, np.arange(len(entries)))  # an entry's first passage
+
+        def part(j: int) -> str:  # the text of passage j, made only for a passage tokenised anew
+            i = int(owner[j])
+            return split_passages(lexical_text(entries[i], params))[j - int(first[i])]
+
         rows, made = bm25.update_rows(
-            keys, previous.rows if previous is not None else None,
-            lambda pos: [t or ["\x00empty"] for t in tokenize_many([parts[i] for i in pos], stem=params.stem,
+            docs.keys, previous.rows if previous is not None else None,
+            lambda pos: [t or ["\x00empty"] for t in tokenize_many([part(j) for j in pos], stem=params.stem,
                                                                      memo=memo)], vocab)
         window_rows = bare = None
         if params.lexical_window > 0 and params.window_weight > 0:
             old_window = previous.window if previous is not None else None
             window_rows, bare, more = _window_rows(
-                corpus, rows, entry_keys, owner, params, vocab, memo, previous.bare if previous is not None else None,
+                corpus, rows, docs, params, vocab, memo, previous.bare if previous is not None else None,
                 old_window.rows if old_window is not None else None)
             made += more
         live = [r for r in (rows, bare, window_rows) if r is not None]
         vocab = bm25.compact(vocab, live)
         idx = cls._scored(key, vocab, rows, owner, len(corpus.entries), params)
-        idx.bare, idx.rows_key, idx.rebuilt = bare, rkey, made
+        idx.bare, idx.rows_key, idx.rebuilt, idx.docs = bare, rkey, made, docs
         if window_rows is not None:
             n = len(corpus.entries)
             idx.window = cls._scored(key, vocab, window_rows, np.arange(n, dtype=np.int64), n, params)
@@ -328,10 +332,12 @@ class LexicalIndex:
         arrays = [self.data, self.indices, self.indptr, self.owner]
         for rows in (self.rows, self.bare):
             arrays.extend(rows.arrays() if rows is not None else ())
+        arrays.extend(self.docs.arrays() if self.docs is not None else ())
         inner = self.window.dumps() if self.window is not None else b""
         head = {"version": LEXICAL_VERSION, "key": self.key, "vocab": self.vocab, "rows_key": self.rows_key,
                 "num_entries": self.num_entries, "window_weight": self.window_weight, "window_bytes": len(inner),
                 "has_rows": self.rows is not None, "has_bare": self.bare is not None,
+                "idents": self.docs.idents if self.docs is not None else None,
                 "arrays": [(a.dtype.str, a.shape[0]) for a in arrays]}
         h = marshal.dumps(head)
         out = [len(h).to_bytes(8, "little"), h, _pad(8 + len(h))]
@@ -361,7 +367,9 @@ class LexicalIndex:
             if head["has_rows"]:
                 idx.rows, rest = TermRows(*rest[:5]), rest[5:]
             if head["has_bare"]:
-                idx.bare = TermRows(*rest[:5])
+                idx.bare, rest = TermRows(*rest[:5]), rest[5:]
+            if head["idents"] is not None:
+                idx.docs = bm25.DocKeys(head["idents"], rest[0], rest[1], rest[2], rest[3])
             if head["window_bytes"]:
                 window = cls.loads(memoryview(raw)[off:off + head["window_bytes"]])
                 if window is None:
@@ -384,6 +392,9 @@ class LexicalIndex:
         for rows in (self.rows, self.bare):
             if rows is not None and not rows.consistent(v):
                 return False
+        if self.docs is not None and not (self.docs.consistent() and len(self.docs.idents) == self.num_entries
+                                          and self.rows is not None and len(self.docs.keys) == len(self.rows)):
+            return False
         return self.window is None or self.window._consistent()
 
 
@@ -391,19 +402,34 @@ def _pad(size: int) -> bytes:
     return b"\0" * (-size % 8)
 
 
-def _window_rows(corpus: Corpus, rows: TermRows, entry_keys: np.ndarray, owner: np.ndarray, params: RankParams,
+def _idents(corpus: Corpus) -> list[str]:
+    """What each entry's lexical text is made from (bm25.DocKeys): content hash, id, kind, label,
+    context, as one string (only the context may hold a NUL, and it comes last)."""
+    entries = corpus.entries
+    cols: Iterable[tuple] = (zip(entries.column(6), entries.column(1), entries.column(2), entries.column(15),
+                                 entries.column(11), strict=True) if isinstance(entries, EntryList)
+                             else ((e.hash, e.id, e.kind, e.label, e.context) for e in entries))
+    return [f"{h}\0{i or ''}\0{k}\0{label}\0{c}" for h, i, k, label, c in cols]
+
+
+def _texts(entry: Entry, params: RankParams) -> tuple[str, list[str], str]:
+    text = lexical_text(entry, params)
+    return text, split_passages(text), entry.text
+
+
+def _window_rows(corpus: Corpus, rows: TermRows, docs: bm25.DocKeys, params: RankParams,
                  vocab: dict[str, int], memo: dict[str, list[str]], old_bare: TermRows | None,
                  old_window: TermRows | None) -> tuple[TermRows, TermRows, int]:
     """Each entry's window: the counts of its own passages plus the own words of
     ``lexical_window`` neighbours per side (their text only: they share the heading).
     Returns (window rows, the neighbours' own rows, how many of either were made anew)."""
     n = len(corpus.entries)
+    entry_keys, owner = docs.entry_keys, docs.owner
     prev, nxt, _ = corpus.neighbour_arrays()
     wanted = np.unique(np.concatenate([prev[prev >= 0], nxt[nxt >= 0]]))  # entries that are neighbours
-    bare_text = [corpus.entries[i].text for i in wanted.tolist()]
-    bare, made = bm25.update_rows(bm25.text_keys(bare_text), old_bare,
-                                  lambda pos: tokenize_many([bare_text[j] for j in pos], stem=params.stem, memo=memo),
-                                  vocab)
+    bare, made = bm25.update_rows(docs.own_keys[wanted], old_bare,
+                                  lambda pos: tokenize_many([corpus.entries[int(wanted[j])].text for j in pos],
+                                                            stem=params.stem, memo=memo), vocab)
     bare_at = np.full(n + 1, -1, np.int64)  # entry -> its row in ``bare``; index -1 (no neighbour) reads -1
     bare_at[wanted] = np.arange(len(wanted))
     no_key = np.zeros(1, bm25.KEY_DTYPE)
@@ -454,17 +480,19 @@ def load_lexical(corpus: Corpus, params: RankParams, cache_dir: Path | None) -> 
         return memo
     previous = memo
     if path is not None and path.exists():
-        idx = LexicalIndex.loads(path.read_bytes())
+        with collector_paused():  # as for a corpus build: what it allocates stays alive
+            idx = LexicalIndex.loads(path.read_bytes())
         if idx is not None and idx.key == key:
             _LEXICAL_MEMO[str(path)] = idx
             return idx
         previous = previous or idx
-    idx = LexicalIndex.build(corpus, params, key, previous)
+    with collector_paused():
+        idx = LexicalIndex.build(corpus, params, key, previous)
     if path is not None:
         from rmtui.engine.fsutil import atomic_write_bytes
 
         try:
-            atomic_write_bytes(path, idx.dumps())
+            atomic_write_bytes(path, idx.dumps(), durable=False)  # a derived cache, checked when read
         except OSError:
             pass
         _LEXICAL_MEMO[str(path)] = idx

@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -40,7 +40,16 @@ from rmtui.engine.locks import file_lock, try_lock
 from rmtui.engine.memory.config import embedding_service
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.retrieval import stage2
-from rmtui.engine.retrieval.corpus import Corpus, current_fingerprint, load_corpus, load_pending, split_passages
+from rmtui.engine.retrieval.bm25 import DocKeys, doc_keys
+from rmtui.engine.retrieval.corpus import (
+    Corpus,
+    EntryList,
+    collector_paused,
+    current_fingerprint,
+    load_corpus,
+    load_pending,
+    split_passages,
+)
 from rmtui.engine.retrieval.delivery import DeliveryHistory, already_delivered_text, filter_delivered
 from rmtui.engine.retrieval.modelhost.embed_client import ServiceClient, ServiceError, ensure_local_service
 from rmtui.engine.retrieval.ranking import (
@@ -61,7 +70,7 @@ from rmtui.engine.retrieval.render import NO_STRONG_MATCH, PendingItem, Unit, pe
 from rmtui.engine.retrieval.result import RetrieveResult
 from rmtui.engine.retrieval.stage2 import Signals
 from rmtui.engine.retrieval.tokens import TokenStore, dequantize, quantize
-from rmtui.engine.retrieval.vectors import KEY_DTYPE, VectorCache, as_keys, text_key
+from rmtui.engine.retrieval.vectors import KEY_DTYPE, VectorCache, text_key
 
 # Agent retrieval (rmtui.engine.retrieval.agent_retrieve) serves retrieve.backend = "agent" and, when a
 # retrieve model is configured, stands in for an unreachable embedding service.
@@ -172,8 +181,32 @@ class DenseIndex:
             self._parts, _ = passages(texts)
         return self._parts
 
+    def part(self, i: int) -> str:
+        """The text of passage ``i`` (only its entry's dense text is made, unless all were)."""
+        if self._parts is not None:
+            return self._parts[i]
+        entry = int(self.owner[i])
+        first = int(np.searchsorted(self.owner, entry))
+        return split_passages(dense_text(self._corpus, entry, self._params))[i - first]
 
-DENSE_VERSION = 2  # 2: a subject written last leads the dense text (subjects.dense_label)
+
+DENSE_VERSION = 4  # 4: each entry's keys ride along, by what its dense text is made from (bm25.DocKeys)
+
+
+def _dense_idents(corpus: Corpus) -> list[str]:
+    """What an entry's dense text is made from (without neighbours in it): content hash, kind,
+    the nearest heading's title (the heading label, subjects.py) and all of them, as one string
+    (the title's length before it, so no title can pass for another)."""
+    titles = [h.title for h in corpus.headings]
+    entries = corpus.entries
+    cols: Iterable[tuple] = (zip(entries.column(6), entries.column(2), entries.column(11), entries.column(10),
+                                 strict=True) if isinstance(entries, EntryList)
+                             else ((e.hash, e.kind, e.context, e.ancestors) for e in entries))
+    out = []
+    for h, k, c, a in cols:
+        t = titles[a[-1]] if a else ""
+        out.append(f"{h}\0{k}\0{len(t)}\0{t}\0{c}")
+    return out
 
 
 def dense_index(corpus: Corpus, params: RankParams, cache_dir: Path | None = None) -> DenseIndex:
@@ -181,27 +214,41 @@ def dense_index(corpus: Corpus, params: RankParams, cache_dir: Path | None = Non
     import hashlib
     import marshal
 
-    key = hashlib.sha256(f"{DENSE_VERSION}|{params.context_in_dense}|{params.window_in_dense}|{corpus.fingerprint}"
-                         .encode()).hexdigest()
+    settings = f"{DENSE_VERSION}|{params.context_in_dense}|{params.window_in_dense}"
+    key = hashlib.sha256(f"{settings}|{corpus.fingerprint}".encode()).hexdigest()
     path = cache_dir / "dense.bin" if cache_dir is not None else None
+    previous = None
     if path is not None:
         try:
-            head = marshal.loads(path.read_bytes())
+            with collector_paused():
+                head = marshal.loads(path.read_bytes())
             if head.get("key") == key:
                 return DenseIndex(np.frombuffer(head["keys"], dtype=KEY_DTYPE),
                                   np.frombuffer(head["owner"], dtype=np.int64), corpus, params)
+            if head.get("settings") == settings and not params.window_in_dense:  # neighbours' words: no reuse
+                old_keys = np.frombuffer(head["entry_keys"], dtype=KEY_DTYPE)
+                previous = DocKeys(head["idents"], old_keys, np.zeros(len(old_keys), KEY_DTYPE),
+                                   np.frombuffer(head["owner"], dtype=np.int64), np.frombuffer(head["keys"], KEY_DTYPE))
+                previous = previous if previous.consistent(KEY_DTYPE) else None
         except (OSError, EOFError, ValueError, TypeError, KeyError, AttributeError):
             pass
-    texts = [dense_text(corpus, i, params) for i in range(len(corpus.entries))]
-    parts, owner = passages(texts)
-    index = DenseIndex(as_keys([text_key(p) for p in parts]), owner, corpus, params, parts)
+    with collector_paused():
+        idents = _dense_idents(corpus)
+
+        def texts_of(i: int) -> tuple[str, list[str], None]:
+            text = dense_text(corpus, i, params)
+            return text, split_passages(text), None
+
+        docs = doc_keys(idents, previous, texts_of, text_key, KEY_DTYPE)
+    index = DenseIndex(docs.keys, docs.owner, corpus, params)
     if path is not None:
         from rmtui.engine.fsutil import atomic_write_bytes
 
         try:
-            atomic_write_bytes(path, marshal.dumps({"key": key, "keys": index.keys.tobytes(),
-                                                    "owner": owner.astype(np.int64).tobytes()}))
-        except OSError:
+            atomic_write_bytes(path, marshal.dumps({"key": key, "settings": settings, "keys": index.keys.tobytes(),
+                                                    "owner": docs.owner.astype(np.int64).tobytes(), "idents": idents,
+                                                    "entry_keys": docs.entry_keys.tobytes()}), durable=False)
+        except (OSError, ValueError):
             pass
     return index
 
@@ -223,7 +270,9 @@ def fill_vectors(cache: VectorCache, index: DenseIndex, backend, *, deadline: fl
     blob = index.keys.tobytes()
     todo: dict[bytes, str] = {}
     for i in sorted(lacking):
-        todo.setdefault(blob[32 * i:32 * i + 32], index.parts[i])
+        key = blob[32 * i:32 * i + 32]
+        if key not in todo:
+            todo[key] = index.part(i)
     live = [blob[i:i + 32] for i in range(0, len(blob), 32)]
     items = list(todo.items())
     done = 0

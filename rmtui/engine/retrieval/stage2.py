@@ -100,8 +100,18 @@ def _norm(x: np.ndarray) -> np.ndarray:
 
 
 def _log_rank(x: np.ndarray, cand: np.ndarray) -> np.ndarray:
-    """log(1 + how many entries score higher) for each candidate: one sort, no argsort."""
-    higher = len(x) - np.searchsorted(np.sort(x), x[cand], side="right")
+    """log(1 + how many entries score higher) for each candidate, without sorting the entries
+    (at 50,000 entries three full sorts cost more than the rest of the stage): each entry is
+    placed among the few sorted candidate values, and an entry placed after the j-th of them
+    beats it and every one before it."""
+    v = x[cand]
+    if not len(v):
+        return np.zeros(0, dtype=np.float32)
+    above = x[x > v.min()]  # only these can beat any candidate
+    sv = np.sort(v)
+    beats = np.bincount(np.searchsorted(sv, above, side="left"), minlength=len(sv) + 1)
+    higher_sorted = np.cumsum(beats[::-1])[::-1][1:]  # entries above sv[j]: placed after it
+    higher = higher_sorted[np.searchsorted(sv, v, side="left")]
     return np.log1p(higher.astype(np.float32))
 
 

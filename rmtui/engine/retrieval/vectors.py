@@ -9,6 +9,12 @@ changes one key: one new embedding, nothing else recomputed. Writers hold a file
 replace the file atomically; readers never see a partial file. Rows no longer used are
 dropped when they outnumber the live ones.
 
+A few new vectors (a one-node edit's) are appended to a log beside the file (``.log``: a
+header naming the model and dimension, then key and vector records) instead of rewriting
+15 MB; the file is rewritten with the log merged in, and the log removed, once the log
+holds :data:`LOG_ROWS` rows or a larger batch arrives. Readers merge the log's whole
+records (a torn last record is left out) into the sorted rows they search.
+
 A long-lived process (the warm service, the MCP server) retrieves many times over the same
 file: the parsed file is kept per process while its signature (size, mtime, inode) holds, and
 so is the row lookup of the last key set asked for, so a warm call neither reads 15 MB nor
@@ -34,8 +40,11 @@ from rmtui.engine.locks import file_lock
 
 T = TypeVar("T")
 MAGIC = b"RMTVEC03"
+LOG_MAGIC = b"RMTVLG01"
 KEY_DTYPE = np.dtype("S32")
 _HEAD = struct.Struct("<8sII")
+#: Rows the log beside a vector file takes before the file is rewritten with them.
+LOG_ROWS = 256
 
 
 def text_key(text: str) -> bytes:
@@ -57,6 +66,8 @@ class _Loaded:
     matrix: np.ndarray
     dim: int
     last_rows: tuple[bytes, np.ndarray, list[int]] | None = None  # (asked keys, rows, missing)
+    log_rows: int = 0  # rows merged in from the log
+    merged: dict[tuple[int, ...], _Loaded] = field(default_factory=dict)  # log signature -> this file with that log
 
 
 def signature(st: os.stat_result) -> tuple[int, ...]:
@@ -135,34 +146,89 @@ class VectorCache:
         cache.reload()
         return cache
 
+    @property
+    def log_path(self) -> Path:
+        return self.path.with_suffix(".log")
+
     def reload(self) -> None:
+        base = self._read_base()
+        if base is None:
+            return
+        try:
+            log_sig = signature(os.stat(self.log_path))
+        except OSError:
+            self._use(base)
+            return
+        merged = base.merged.get(log_sig)
+        if merged is None:
+            merged = self._with_log(base)
+            base.merged.clear()
+            base.merged[log_sig] = merged
+        self._use(merged)
+
+    def _with_log(self, base: _Loaded) -> _Loaded:
+        """``base`` with the log's rows it lacks merged in (sorted again); ``base`` itself when
+        the log is empty, damaged or of another model or dimension."""
+        try:
+            raw = self.log_path.read_bytes()
+        except OSError:
+            return base
+        head = self._log_head(base.dim)
+        if not raw.startswith(head):
+            return base
+        size = 32 + 4 * base.dim
+        n = (len(raw) - len(head)) // size  # a torn last record is left out
+        if not n:
+            return base
+        recs = np.frombuffer(raw, dtype=np.uint8, count=n * size, offset=len(head)).reshape(n, size)
+        keys = np.frombuffer(recs[:, :32].tobytes(), dtype=KEY_DTYPE)
+        _, first = np.unique(keys, return_index=True)
+        first = np.sort(first)
+        if len(base.keys):
+            pos = np.minimum(np.searchsorted(base.keys, keys[first]), len(base.keys) - 1)
+            first = first[base.keys[pos] != keys[first]]
+        if not len(first):
+            return base
+        vecs = np.frombuffer(recs[first, 32:].tobytes(), dtype=np.float32).reshape(len(first), base.dim)
+        all_keys = np.concatenate([base.keys, keys[first]])
+        order = np.argsort(all_keys, kind="stable")
+        matrix = np.concatenate([base.matrix, vecs])[order]
+        matrix.flags.writeable = False
+        out_keys = all_keys[order]
+        out_keys.flags.writeable = False
+        return _Loaded(out_keys, matrix, base.dim, log_rows=len(first))
+
+    def _log_head(self, dim: int) -> bytes:
+        ident = self.identity.encode()
+        return LOG_MAGIC + dim.to_bytes(4, "little") + len(ident).to_bytes(4, "little") + ident
+
+    def _read_base(self) -> _Loaded | None:
         memo_key = (self.path, self.identity)
         try:
             with self.path.open("rb") as fh:
                 sig = signature(os.fstat(fh.fileno()))
                 hit = _SHARED.get(memo_key, sig)
                 if hit is not None:
-                    self._use(hit)
-                    return
+                    return hit
                 raw = _read_aligned(fh)
         except OSError:
-            return
+            return None
         if len(raw) < _HEAD.size:
-            return
+            return None
         magic, n, dim = _HEAD.unpack_from(raw)
         ident_len = int.from_bytes(raw[_HEAD.size:_HEAD.size + 4], "little")
         off = _HEAD.size + 4
         ident = bytes(raw[off:off + ident_len]).decode("utf-8", "replace")
         off += ident_len
         if magic != MAGIC or ident != self.identity or len(raw) != off + n * 32 + n * dim * 4:
-            return  # another model's file or a damaged one: start afresh
+            return None  # another model's file or a damaged one: start afresh
         matrix = np.frombuffer(raw, dtype=np.float32, count=n * dim, offset=off + n * 32).reshape(n, dim)
         if not matrix.flags.aligned:  # BLAS takes only aligned rows (5x faster); _read_aligned sees to it
             matrix = matrix.copy()
             matrix.flags.writeable = False
         loaded = _Loaded(np.frombuffer(raw, dtype=KEY_DTYPE, count=n, offset=off), matrix, dim)
         _SHARED.put(memo_key, sig, loaded)
-        self._use(loaded)
+        return loaded
 
     def _use(self, loaded: _Loaded) -> None:
         self.keys, self.matrix, self.dim = loaded.keys, loaded.matrix, loaded.dim
@@ -226,6 +292,11 @@ class VectorCache:
                 self.keys, self.matrix, self.dim = np.zeros(0, KEY_DTYPE), np.zeros((0, dim), np.float32), 0
             new_keys = as_keys(list(new))
             _, fresh = self.rows(new_keys)
+            log_rows = self._loaded.log_rows if self._loaded is not None else 0
+            if fresh and self.dim == dim and len(self.keys) and log_rows + len(fresh) <= LOG_ROWS \
+                    and (live is None or len(self.keys) + len(fresh) <= 2 * max(len(live), 1)):
+                self._append(new_keys, fresh, list(new.values()), dim)
+                return
             keys = np.concatenate([self.keys, new_keys[fresh]]) if fresh else self.keys
             parts = [self.matrix.reshape(len(self.keys), dim)] if len(self.keys) else []
             if fresh:
@@ -247,6 +318,32 @@ class VectorCache:
                          np.ascontiguousarray(keys).tobytes(),
                          np.ascontiguousarray(matrix, dtype=np.float32).tobytes()])
         atomic_write_bytes(self.path, blob)
+        self.log_path.unlink(missing_ok=True)  # its rows are in the file now
         self.keys, self.dim = np.ascontiguousarray(keys), dim
         self.matrix = np.asarray(matrix, dtype=np.float32)
         self._loaded = None  # the next reload of another instance reads the new file
+
+    def _append(self, keys: np.ndarray, fresh: list[int], vecs: list[np.ndarray], dim: int) -> None:
+        """The new rows appended to the log (under the cache lock), then read back as others will."""
+        rows = np.empty((len(fresh), 32 + 4 * dim), np.uint8)
+        rows[:, :32] = np.frombuffer(keys[fresh].tobytes(), np.uint8).reshape(len(fresh), 32)
+        rows[:, 32:] = np.asarray([vecs[i] for i in fresh], dtype="<f4").reshape(len(fresh), dim).view(np.uint8)
+        recs = rows.tobytes()
+        head = self._log_head(dim)
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            if size < len(head):  # new, or a torn header: start it again
+                os.ftruncate(fd, 0)
+                recs = head + recs
+            else:
+                step = 32 + 4 * dim
+                torn = (size - len(head)) % step
+                if torn:  # a writer died mid-record: that record is dropped, the next starts whole
+                    os.ftruncate(fd, size - torn)
+            view = memoryview(recs)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        self.reload()
