@@ -211,8 +211,9 @@ def _tuple(items) -> str:
 
 
 #: Each domain's share of the fit, whatever its number of questions: conversations in every
-#: layout, and notes. With :data:`L2`, chosen by ``--cv`` on the development sets only: of the
-#: notes shares 1/3, 0.4 and 0.5 and penalties 1 to 10 tried, 0.4 with 3 kept the layouts' R@10
+#: layout, and notes. With :data:`L2`, chosen by ``--cv`` on the development sets only (with the
+#: features before ``named_subject``, not tuned again after it): of the notes shares 1/3, 0.4
+#: and 0.5 and penalties 1 to 10 tried, 0.4 with 3 kept the layouts' R@10
 #: closest together (0.006 apart; 1/3: 0.011 to 0.013, 0.5: 0.014) while the notes beat the
 #: first stage on R@5 and R@10 (0.749 / 0.841 against 0.717 / 0.805; 0.5 gives the notes more,
 #: 0.762 / 0.858, at the layouts' cost).

@@ -94,3 +94,24 @@ def test_context_cover_counts_the_need_words_a_nodes_headings_hold(root, plain_b
     heading = x[:, stage2.FEATURES.index("context_cover")].tolist()
     # s1 and s2 sit under "Staging DB" (one of the need's two words, whatever their own text says); l1 does not
     assert 0.0 < heading[0] == heading[1] < 1.0 and heading[2] == 0.0
+
+
+
+def test_named_subject_finds_the_needs_name_wherever_the_note_puts_it(root, plain_backend):
+    corpus = _corpus(root)
+    ids = [e.id for e in corpus.entries]
+    params = params_from_config(root.config())
+    first = first_stage(root, "What did Ana choose for the ledger?", corpus=corpus, backend=plain_backend,
+                        params=params)
+    assert first.signals is not None and first.signals.names == {"ana"}
+    cand = np.asarray([ids.index(i) for i in ("a1", "l2", "b1", "l1")])
+    x = stage2.features(corpus, first.signals, fuse(corpus, first.lexical, first.dense, params), cand)
+    # a1 names Ana only in its heading, l2 in its sentence: both are Ana's; b1 is Bo's (and
+    # holds "ledger", a word of the need but no name), l1 nobody's
+    assert x[:, stage2.FEATURES.index("named_subject")].tolist() == [1.0, 1.0, 0.0, 0.0]
+    # a need that names nobody ("How" starts the sentence): no name to find
+    plain = first_stage(root, "How are the ledger totals reconciled?", corpus=corpus, backend=plain_backend,
+                        params=params)
+    assert plain.signals is not None and plain.signals.names == frozenset()
+    x = stage2.features(corpus, plain.signals, fuse(corpus, plain.lexical, plain.dense, params), cand)
+    assert x[:, stage2.FEATURES.index("named_subject")].tolist() == [0.0] * 4

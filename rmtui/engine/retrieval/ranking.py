@@ -132,6 +132,12 @@ def tokenize(text: str, *, stem: bool = True) -> list[str]:
 _PROPER_RE = re.compile(r"(?<!^)(?<![.?!] )\b[A-Z][\w'-]*")
 
 
+def need_names(need: str, *, stem: bool = True) -> frozenset[str]:
+    """The tokens of a need's capitalised words inside a sentence: the names, modules and
+    acronyms it asks about."""
+    return frozenset(t for words in tokenize_many(_PROPER_RE.findall(need.strip()), stem=stem) for t in words)
+
+
 def query_tokens(need: str, params: RankParams) -> list[str]:
     """The BM25 query of a need: its tokens, those of capitalised words inside a sentence
     (names, modules, acronyms) repeated ``proper_noun_repeat`` times in all."""
@@ -139,7 +145,7 @@ def query_tokens(need: str, params: RankParams) -> list[str]:
     toks = tokenize(need, stem=params.stem)
     if params.proper_noun_repeat <= 1:
         return toks
-    proper = {t for words in tokenize_many(_PROPER_RE.findall(need), stem=params.stem) for t in words}
+    proper = need_names(need, stem=params.stem)
     extra = [t for t in toks if t in proper] * (params.proper_noun_repeat - 1)
     return toks + extra
 

@@ -61,6 +61,7 @@ from rmtui.engine.retrieval.ranking import (
     fuse,
     lexical_key,
     load_lexical,
+    need_names,
     passages,
     query_tokens,
     rank,
@@ -420,7 +421,8 @@ def first_stage(root: MemoryRoot, need: str, *, corpus: Corpus, backend, params:
     if params.dense_only:
         return FirstStage(lexical, got.scores, got.coverage, qvec, "dense", None, stages=stages)
     sig = Signals(lex_index, qtokens, own, window, lexical, got.scores, got.best_vectors, params.stem,
-                  need_states, got.best_states if got.tokens is not None else None)
+                  need_states, got.best_states if got.tokens is not None else None,
+                  names=need_names(need, stem=params.stem))
     return FirstStage(lexical, got.scores, got.coverage, qvec, "hybrid", sig, got.states_missing, stages)
 
 
