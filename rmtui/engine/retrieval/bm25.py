@@ -3,7 +3,8 @@
 Why not bm25s's own ``index``: it tokenises, counts and scores every document in Python
 loops each time (about a second at 10,000 entries, plus the scipy import), and has no way
 to update an index. Here each document's distinct terms and counts are one row, keyed by a
-digest of what the document was made from; after a change only the rows whose key is new
+digest of what the document was made from (and each entry's keys are kept by what its
+text is made from, :class:`DocKeys`); after a change only the rows whose key is new
 are tokenised and counted, and the scores of every (term, document) pair are recomputed
 from all rows in a few numpy operations, because the collection statistics (document
 count, mean length, document frequencies) move with any change. A full build is the same
@@ -18,18 +19,13 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 #: A row key: 16 bytes (BLAKE2b of a text, or a combination of such keys).
 KEY_DTYPE = np.dtype("S16")
-
-
-def text_keys(texts: Sequence[str]) -> np.ndarray:
-    """One key per text: 16 bytes of BLAKE2b."""
-    return key_array([_key(t) for t in texts])
 
 
 @dataclass
@@ -96,10 +92,6 @@ def stack_rows(keys: np.ndarray, taken: list[Taken], fresh: dict[int, Counted]) 
         terms[a:b] = ids
         counts[a:b] = cnt
     return TermRows(keys, ptr, terms, counts, lengths)
-
-
-def key_array(keys: list[bytes]) -> np.ndarray:
-    return np.frombuffer(b"".join(keys), dtype=KEY_DTYPE).copy() if keys else np.zeros(0, KEY_DTYPE)
 
 
 def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
