@@ -350,10 +350,6 @@ class _FileScan:
         return None
 
 
-#: One step of a :class:`FileParse`, in source order: a finding of the file alone, or a step
-#: that needs the other files: ``("id", item)``, ``("backing", item)``, ``("focus", id, line)``.
-Event = Issue | tuple
-
 #: Bumped when what a file's own parse records changes; the cache key also covers this
 #: module's source, so a parser edit never reads results of the parser before it.
 PARSE_VERSION = 1
