@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 import tomlkit
 from compat_checker import check_graph
 from hypothesis import HealthCheck, example, given, settings
@@ -42,13 +44,23 @@ FILE_TEXT = st.one_of(MARKDOWNISH, SAFE_TEXT)
 FILE_BYTES = st.one_of(FILE_TEXT.map(lambda t: t.encode("utf-8")), st.binary(max_size=300))
 
 
-# every example's root lives under one folder removed when the test process ends (hypothesis
-# runs hundreds of examples per test: a folder each in /tmp piled up by the thousand)
-_EXAMPLES = tempfile.TemporaryDirectory(prefix="rmtui-prop-")
+# every example's root lives under one folder removed when this module's tests end
+# (hypothesis runs hundreds of examples per test: a folder each in /tmp piled up by the
+# thousand; a pytest-xdist worker exits without running interpreter-exit finalizers)
+_EXAMPLES: list[Path] = []  # the folder, once a test made one
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _remove_example_roots():
+    yield
+    for base in _EXAMPLES:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _root_with(files: dict[str, bytes]) -> Path:
-    d = Path(tempfile.mkdtemp(dir=_EXAMPLES.name))
+    if not _EXAMPLES:
+        _EXAMPLES.append(Path(tempfile.mkdtemp(prefix="rmtui-prop-")))
+    d = Path(tempfile.mkdtemp(dir=_EXAMPLES[0]))
     for name, data in files.items():
         (d / name).write_bytes(data)
     return d
