@@ -89,9 +89,15 @@ def recover(sup: Supervisor) -> dict:
                 done["effects"].append(op.id)
         except Exception as exc:  # noqa: BLE001 - one stuck operation must not stop the others' recovery
             done["errors"].append(f"{op.id}: {exc}")
+    # first what a killed sync left: a half-written worktree entry fails every `git worktree`
+    # command, the listing the leftovers' cleanup starts with among them
+    try:
+        done["cleaned"] = dead_syncs(sup.root, sup.publisher.git_dir)
+    except Exception as exc:  # noqa: BLE001 - one step failing must not stop the rest of recovery
+        done["errors"].append(f"cleaning what a killed sync left: {exc}")
     try:
         with sup.exclusive():
-            done["cleaned"] = _clean_leftovers(sup)
+            done["cleaned"] += _clean_leftovers(sup)
             done["errors"] += _foreign_locks(sup)
             ref, head = sup.publisher.current_branch(), sup.publisher.head_or_none()
             if ref and head and not any(BranchMoved.rule in e for e in done["errors"]):
@@ -101,10 +107,6 @@ def recover(sup: Supervisor) -> dict:
                     done["errors"].append(exc.message)
     except Exception as exc:  # noqa: BLE001 - one step failing must not stop the rest of recovery
         done["errors"].append(f"cleaning leftovers: {exc}")
-    try:
-        done["cleaned"] += dead_syncs(sup.root, sup.publisher.git_dir)
-    except Exception as exc:  # noqa: BLE001 - one step failing must not stop the rest of recovery
-        done["errors"].append(f"cleaning what a killed sync left: {exc}")
     done["repaired"] = [*sup.repaired, *done["repaired"]]
     return done
 

@@ -87,15 +87,16 @@ def sync_lock_path(root: MemoryRoot) -> Path:
 
 def _admin_entries(root: MemoryRoot) -> dict[Path, Path]:
     """Each ``.git/worktrees/<x>`` admin folder by the worktree folder it serves (from its
-    ``gitdir``; by name under ours when ``worktree add`` died before writing that)."""
+    ``gitdir``; by name under ours when ``worktree add`` died before writing that, or while
+    writing it: an empty ``gitdir`` is no path)."""
     base = Path(git.Repo(root.path).git_dir) / "worktrees"
     found: dict[Path, Path] = {}
     for admin in sorted(base.iterdir()) if base.is_dir() else ():
         try:
-            where = Path((admin / "gitdir").read_text().strip()).parent
+            gitdir = Path((admin / "gitdir").read_text().strip())
         except OSError:
-            where = worktrees_dir(root) / admin.name
-        found[where] = admin
+            gitdir = Path()
+        found[gitdir.parent if gitdir.is_absolute() else worktrees_dir(root) / admin.name] = admin
     return found
 
 
@@ -109,7 +110,10 @@ def _unfinished(admin: Path) -> bool:
         pass
     try:
         head = (admin / "HEAD").read_text().strip()
+        commondir = (admin / "commondir").read_text().strip()
     except OSError:
+        return True
+    if not commondir:  # written last but one: Git cannot read the entry at all (`worktree list` fails)
         return True
     return not head.startswith("ref: ") and (len(head) != 40 or set(head) == {"0"})
 
