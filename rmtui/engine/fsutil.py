@@ -82,3 +82,21 @@ def nfc_collision(paths, *, casefold: bool = False) -> list[list[str]]:
             key = unicodedata.normalize("NFC", key.casefold())
         groups.setdefault(key, set()).add(text)
     return sorted(sorted(g) for g in groups.values() if len(g) > 1)
+
+
+_STAMPS: dict[tuple[str, object], str] = {}
+
+
+def source_stamp(module_file: str, version: object) -> str:
+    """``version`` and a digest of a module's source, read once per process: a cache file
+    written by other code of that module (an upgrade, an edit) is not reused."""
+    key = (module_file, version)
+    if key not in _STAMPS:
+        import hashlib
+
+        try:
+            src = Path(module_file).read_bytes()
+        except OSError:
+            src = b""
+        _STAMPS[key] = f"{version}:{hashlib.sha256(src).hexdigest()[:16]}"
+    return _STAMPS[key]

@@ -403,18 +403,11 @@ class ParseCache:
             return cls()
 
 
-_IDENTITY: list[str] = []
-
-
 def _parser_identity() -> str:
-    """:data:`PARSE_VERSION` and a digest of this module's source (read once per process)."""
-    if not _IDENTITY:
-        try:
-            src = Path(__file__).read_bytes()
-        except OSError:
-            src = b""
-        _IDENTITY.append(f"{PARSE_VERSION}:{hashlib.sha256(src).hexdigest()[:16]}")
-    return _IDENTITY[0]
+    """:data:`PARSE_VERSION` and a digest of this module's source."""
+    from rmtui.engine.fsutil import source_stamp
+
+    return source_stamp(__file__, PARSE_VERSION)
 
 
 class _Parser:

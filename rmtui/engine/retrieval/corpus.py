@@ -671,16 +671,11 @@ def _empty_parses() -> ParseCache:
 
 def _reuse_version() -> str:
     """:data:`CACHE_VERSION` and a digest of this module's source: projections made by other code are not reused."""
-    if not _REUSE_VERSION:
-        try:
-            src = Path(__file__).read_bytes()
-        except OSError:
-            src = b""
-        _REUSE_VERSION.append(f"{CACHE_VERSION}:{hashlib.sha256(src).hexdigest()[:16]}")
-    return _REUSE_VERSION[0]
+    from rmtui.engine.fsutil import source_stamp
+
+    return source_stamp(__file__, CACHE_VERSION)
 
 
-_REUSE_VERSION: list[str] = []
 
 
 def _write_reuse(path: Path, reuse: Reuse) -> None:
