@@ -210,3 +210,18 @@ def _openai(body: dict, turn: Turn, n: int) -> dict:
             "choices": [{"index": 0, "message": message,
                          "finish_reason": "tool_calls" if turn.tool_calls else "stop"}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}
+
+
+def commit_update_model(root_path, provider: FakeProvider) -> None:
+    """Point the root's Update model at ``provider`` (OpenAI API, no SDK retries) and commit
+    ``rightmemory.toml``, as a person configuring the model would."""
+    import git
+
+    from rmtui.engine.memory.config import set_config_value
+
+    set_config_value(root_path, "update.model.model_id", "openai:fake-model")
+    set_config_value(root_path, "update.model.api_base", provider.base("openai"))
+    set_config_value(root_path, "update.model.kwargs", {"max_retries": 0})
+    repo = git.Repo(root_path)
+    repo.index.add(["rightmemory.toml"])
+    repo.index.commit("config: update model")

@@ -8,9 +8,8 @@ import dataclasses
 import time
 from datetime import UTC, datetime
 
-import git
 from compat_checker import select_candidates
-from fake_provider import FakeProvider, Turn
+from fake_provider import FakeProvider, Turn, commit_update_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,12 +28,7 @@ def _configure(root, provider=None) -> None:
                        ("update.async.debounce_seconds", DEBOUNCE), ("update.async.max_wait_seconds", MAX_WAIT)):
         set_config_value(root.path, key, value)
     if provider is not None:
-        set_config_value(root.path, "update.model.model_id", "openai:fake-model")
-        set_config_value(root.path, "update.model.api_base", provider.base("openai"))
-        set_config_value(root.path, "update.model.kwargs", {"max_retries": 0})
-        repo = git.Repo(root.path)
-        repo.index.add(["rightmemory.toml"])
-        repo.index.commit("config: update model")
+        commit_update_model(root.path, provider)
 
 
 def _submit(root, session: str, n: int) -> list[str]:

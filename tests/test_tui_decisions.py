@@ -7,14 +7,12 @@ Every step presses the keys a person would; state is read back from the runtime 
 
 from __future__ import annotations
 
-import git
 import pytest
-from fake_provider import FakeProvider, Turn
+from fake_provider import FakeProvider, Turn, commit_update_model
 from test_tui_support import evidence_states, main_loaded, row_to, type_text, wait_for
 
 from rmtui.engine.evidence.queue import EvidenceQueue
 from rmtui.engine.host.demo import create_demo_root
-from rmtui.engine.memory.config import set_config_value
 from rmtui.engine.memory.roots import init_root
 from rmtui.tui.app import RmtuiApp
 from rmtui.tui.screens.dialogs import ConfirmScreen, PromptScreen
@@ -184,12 +182,7 @@ async def test_the_queue_header_says_why_queued_evidence_waits_and_u_runs_update
             assert note.message.startswith("U cannot run Update: no Update model is configured")
             assert "set [update.model] in rightmemory.toml" in note.message
             # a model configured (rightmemory.toml changes: the screen reloads on its own)
-            set_config_value(demo.path, "update.model.model_id", "openai:fake-model")
-            set_config_value(demo.path, "update.model.api_base", provider.base("openai"))
-            set_config_value(demo.path, "update.model.kwargs", {"max_retries": 0})
-            repo = git.Repo(demo.path)
-            repo.index.add(["rightmemory.toml"])
-            repo.index.commit("config: update model")
+            commit_update_model(demo.path, provider)
             await wait_for(pilot, lambda: "no Update daemon runs" in header(app), timeout=10,
                            what="the header to name the missing daemon")
             assert "Press U to run Update now" in header(app) and "update run-now" in header(app)
@@ -244,12 +237,7 @@ async def test_a_failed_update_says_which_batch_failed_and_what_it_waits_for(dem
     notification names the batch, the model's error and the batch's state now."""
     provider = FakeProvider()  # an empty script: every request is answered with an error
     try:
-        set_config_value(demo.path, "update.model.model_id", "openai:fake-model")
-        set_config_value(demo.path, "update.model.api_base", provider.base("openai"))
-        set_config_value(demo.path, "update.model.kwargs", {"max_retries": 0})
-        repo = git.Repo(demo.path)
-        repo.index.add(["rightmemory.toml"])
-        repo.index.commit("config: update model")
+        commit_update_model(demo.path, provider)
         queued = [u for u, (s, _) in evidence_states(demo).items() if s == "queued"]
         assert queued
         app = RmtuiApp(demo)
