@@ -352,7 +352,7 @@ class _FileScan:
 
 #: Bumped when what a file's own parse records changes; the cache key also covers this
 #: module's source, so a parser edit never reads results of the parser before it.
-PARSE_VERSION = 1
+PARSE_VERSION = 2  # 2: no item text (each item's text is its lines, joined again when linked)
 
 
 @dataclass
@@ -362,7 +362,10 @@ class FileParse:
     never shared between graphs) and its events, replayed in order when the graph is linked."""
 
     key: str
-    items: list[tuple]  # (kind, id, line, end_line, title, level, heading_kind, edges, parent index, text, hash)
+    #: (kind, id, line, end_line, title, level, heading_kind, edges, parent index, hash); an item's text is
+    #: its lines ``line..end_line``, not kept here (a heading's block holds its children's: the texts
+    #: would be most of the reuse file, written and read again on every change)
+    items: list[tuple]
     events: list[tuple]  # Issue fields ("issue", ...) or ("id" | "backing", item index) or ("focus", id, line)
     focus_line: int | None
     blob: bytes = b""  # the three above, marshalled once: an unchanged file's parse is written as it was read
@@ -508,7 +511,7 @@ class _Parser:
         index = {id(item): n for n, item in enumerate(scan.every)}
         items = [(i.kind, i.id, i.line, i.end_line, i.title, i.level, i.heading_kind,
                   tuple((e.type, e.target) for e in i.edges), index[id(i.parent)] if i.parent is not None else -1,
-                  i.text, hashlib.sha256(i.text.encode()).hexdigest()) for i in scan.every]
+                  hashlib.sha256(i.text.encode()).hexdigest()) for i in scan.every]
         out: list[tuple] = []
         for ev in events:
             if isinstance(ev, Issue):
@@ -522,12 +525,13 @@ class _Parser:
     def link(self, fp: FileParse, gf: GraphFile, parent: Item | None, visiting: tuple[str, ...]) -> None:
         """Fresh items of one file parse hung under ``parent`` (the claiming F# heading), then its
         events in order: findings, first uses of ids, Focus entries, backing files last."""
-        name, domain = gf.path, gf.domain
+        name, domain, lines = gf.path, gf.domain, gf.lines
         items: list[Item] = []
-        for kind, ident, line, end, title, level, hk, edges, up, text, digest in fp.items:
+        for kind, ident, line, end, title, level, hk, edges, up, digest in fp.items:
             cont = items[up] if up >= 0 else parent
             item = Item(kind, ident, name, line, end, domain, title, level, hk,
-                        [Edge(t, target) for t, target in edges] if edges else [], cont, [], None, digest, text)
+                        [Edge(t, target) for t, target in edges] if edges else [], cont, [], None, digest,
+                        "\n".join(lines[line - 1:end]))
             if cont is not None:
                 cont.children.append(item)
             if up < 0:
