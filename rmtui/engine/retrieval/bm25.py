@@ -5,10 +5,11 @@ loops each time (about a second at 10,000 entries, plus the scipy import), and h
 to update an index. Here each document's distinct terms and counts are one row, keyed by a
 digest of what the document was made from (and each entry's keys are kept by what its
 text is made from, :class:`DocKeys`); after a change only the rows whose key is new
-are tokenised and counted, and the scores of every (term, document) pair are recomputed
-from all rows in a few numpy operations, because the collection statistics (document
-count, mean length, document frequencies) move with any change. A full build is the same
-code with no rows to reuse, so an updated index scores exactly as a rebuilt one.
+are tokenised and counted, and the postings are grouped by term again (one sort). Scores are
+not stored: the collection statistics (document count, mean length, document frequencies)
+move with any change, so a query scores the postings of its own terms only, a few
+thousand pairs. A full build is the same code with no rows to reuse, so an updated index
+scores exactly as a rebuilt one.
 
 The scores are bm25s's "lucene" variant (the one rmtui used through bm25s before):
 ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))`` times ``tf / (k1 * (1 - b + b * len / avglen) + tf)``;
@@ -202,23 +203,36 @@ def sum_rows(keys: np.ndarray, parts: list[Taken], vocab_size: int) -> TermRows:
     return TermRows(keys, ptr, (uniq % vocab_size).astype(np.int32), summed.astype(np.int32), lengths)
 
 
-def postings(rows: TermRows, vocab_size: int, k1: float, b: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """BM25 score of every (term, document) pair, grouped by term: (scores, documents, term offsets)."""
+def by_term(rows: TermRows, vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The postings of ``rows`` grouped by term: (documents, counts, term offsets); term ``t``'s
+    are ``[offsets[t]:offsets[t + 1]]``, documents in order. No score is computed here: the
+    collection statistics move with any change, so scores are made per query term at query
+    time (:func:`term_scores`), and a change costs one sort, not a score for every pair."""
     n = len(rows)
-    if not n:
-        return np.zeros(0, np.float32), np.zeros(0, np.int32), np.zeros(vocab_size + 1, np.int64)
-    # by term, documents in order within a term; a stable sort of 16-bit ids is a radix sort
-    order = np.argsort(rows.terms.astype(np.uint16) if vocab_size <= 1 << 16 else rows.terms, kind="stable")
-    terms = rows.terms[order]
-    doc = np.repeat(np.arange(n, dtype=np.int32), np.diff(rows.ptr))[order]
-    df = np.bincount(rows.terms, minlength=vocab_size)
-    idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
-    norm = k1 * ((1.0 - b) + b * rows.lengths / float(rows.lengths.mean()))  # per document
-    tf = rows.counts[order].astype(np.float64)
-    score = idf[terms] * (tf / (norm[doc] + tf))
+    df = np.bincount(rows.terms, minlength=vocab_size)[:vocab_size] if n else np.zeros(vocab_size, np.int64)
     indptr = np.zeros(vocab_size + 1, np.int64)
     np.cumsum(df, out=indptr[1:])
-    return score.astype(np.float32), doc, indptr
+    if not n:
+        return np.zeros(0, np.int32), np.zeros(0, np.int32), indptr
+    # documents in order within a term; a stable sort of 16-bit ids is a radix sort
+    order = np.argsort(rows.terms.astype(np.uint16) if vocab_size <= 1 << 16 else rows.terms, kind="stable")
+    doc = np.repeat(np.arange(n, dtype=np.int32), np.diff(rows.ptr))[order]
+    return doc, rows.counts[order], indptr
+
+
+def collection_weights(lengths: np.ndarray, indptr: np.ndarray, k1: float, b: float) -> tuple[np.ndarray, np.ndarray]:
+    """(idf per term, length norm per document) of a collection, both float64."""
+    n = len(lengths)
+    df = np.diff(indptr)
+    idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    norm = k1 * ((1.0 - b) + b * lengths / float(lengths.mean())) if n else np.zeros(0)
+    return idf, norm
+
+
+def term_scores(idf: float, norm: np.ndarray, docs: np.ndarray, tf: np.ndarray) -> np.ndarray:
+    """The BM25 score of one term in each of its documents (float32)."""
+    tf64 = tf.astype(np.float64)
+    return (idf * (tf64 / (norm[docs] + tf64))).astype(np.float32)
 
 
 @dataclass
