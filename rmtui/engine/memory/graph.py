@@ -148,7 +148,18 @@ class Item:
     children: list[Item] = field(default_factory=list)
     backing_file: str | None = None
     hash: str = ""
-    text: str = ""
+    #: the lines of the item's file; :attr:`text` joins its own from them when first asked for
+    #: (a heading's block holds its children's: joining every block on every parse is wasted
+    #: where only a few texts are read)
+    source: list[str] | None = field(default=None, repr=False)
+    _text: str | None = field(default=None, repr=False)
+
+    @property
+    def text(self) -> str:
+        """The item's block as written: its lines ``line..end_line``."""
+        if self._text is None:
+            self._text = "\n".join(self.source[self.line - 1:self.end_line]) if self.source is not None else ""
+        return self._text
 
     @property
     def uncertain(self) -> bool:
@@ -197,6 +208,9 @@ class Graph:
     issues: list[Issue] = field(default_factory=list)
     focus: list[str] = field(default_factory=list)  # ordered Focus references (Pursuit heading ids)
     focus_line: int | None = None  # line of `## Focus` in PURSUITS.md (optional section)
+    #: backing file -> digest of its bytes and of every backing file it pulls in (what the hash
+    #: of a heading above it covers); every backing file some heading names, "" when missing
+    backing_digests: dict[str, str] = field(default_factory=dict)
 
     @property
     def errors(self) -> list[Issue]:
@@ -352,7 +366,7 @@ class _FileScan:
 
 #: Bumped when what a file's own parse records changes; the cache key also covers this
 #: module's source, so a parser edit never reads results of the parser before it.
-PARSE_VERSION = 2  # 2: no item text (each item's text is its lines, joined again when linked)
+PARSE_VERSION = 2  # 2: no item text (an item's text is its lines, joined when first read)
 
 
 @dataclass
@@ -531,7 +545,7 @@ class _Parser:
             cont = items[up] if up >= 0 else parent
             item = Item(kind, ident, name, line, end, domain, title, level, hk,
                         [Edge(t, target) for t, target in edges] if edges else [], cont, [], None, digest,
-                        "\n".join(lines[line - 1:end]))
+                        lines)
             if cont is not None:
                 cont.children.append(item)
             if up < 0:
@@ -739,7 +753,7 @@ class _Parser:
                 end -= 1
             h.end_line = end
         for item in scan.every:
-            item.text = "\n".join(lines[item.line - 1: item.end_line])
+            item.source = lines  # end lines are final now: its text is its lines
         self.check_heading_structure(name, scan.headings)
         for heading in scan.backing:
             if heading.heading_kind in ("MF#", "MQ#"):
@@ -927,6 +941,8 @@ def _assign_hashes(graph: Graph) -> None:
         backed = backed_by_file[name]  # in source order, so sorted by line
         lines = [b.line for b in backed]
         digests = [_backing_digest(graph, b.backing_file, memo, backed_by_file) for b in backed]
+        for b, digest in zip(backed, digests, strict=True):
+            graph.backing_digests[b.backing_file or ""] = digest
         if not backed:
             continue
         for item in items:
