@@ -184,14 +184,13 @@ def test_a_damaged_reuse_file_is_ignored_and_rewritten(root):
 
 
 def test_a_reuse_file_with_a_flipped_byte_or_bad_indices_is_not_trusted(root, monkeypatch):
-    import hashlib
     import marshal
 
     _write(root, FILES)
     load_corpus(root.path)
     path = root.path / ".runtime" / "cache" / REUSE_FILE
     good = path.read_bytes()
-    head = len(corpus_mod._REUSE_MAGIC) + 16
+    head = len(corpus_mod._REUSE_MAGIC) + corpus_mod._REUSE_SUM
     flipped = bytearray(good)
     flipped[len(good) // 2] ^= 0x40
     path.write_bytes(bytes(flipped))
@@ -203,7 +202,7 @@ def test_a_reuse_file_with_a_flipped_byte_or_bad_indices_is_not_trusted(root, mo
     items, events, focus = marshal.loads(blob)
     data["graph"]["parses"][0] = (key, marshal.dumps((items, [*events, ("id", len(items) + 5)], focus)))
     payload = marshal.dumps(data)
-    path.write_bytes(corpus_mod._REUSE_MAGIC + hashlib.blake2b(payload, digest_size=16).digest() + payload)
+    path.write_bytes(corpus_mod._REUSE_MAGIC + corpus_mod.reuse_checksum(payload) + payload)
     assert len(corpus_mod._read_reuse(path).parses.parses) == len(data["graph"]["parses"])
     corpus_mod._MEMO.clear()
     corpus_mod._REUSE.clear()
