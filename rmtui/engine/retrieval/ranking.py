@@ -269,8 +269,8 @@ class LexicalIndex:
                 corpus, rows, docs, params, vocab, memo, previous.bare if previous is not None else None,
                 old_window.rows if old_window is not None else None)
             made += more
-        live = [r for r in (rows, bare, window_rows) if r is not None]
-        vocab = bm25.compact(vocab, live)
+        vocab = bm25.compact(vocab, [r for r in (rows, bare) if r is not None],
+                             (window_rows,) if window_rows is not None else ())
         idx = cls._scored(key, vocab, rows, owner, len(corpus.entries), params)
         idx.bare, idx.rows_key, idx.rebuilt, idx.docs = bare, rkey, made, docs
         if window_rows is not None:
