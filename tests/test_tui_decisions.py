@@ -166,6 +166,14 @@ async def test_the_queue_header_says_why_queued_evidence_waits_and_u_runs_update
     provider = FakeProvider()
     try:
         app = RmtuiApp(demo)
+        said: list[str] = []  # every notification, kept: they expire from the screen after seconds
+        shown_notify = app.notify
+
+        def notify(message, *args, **kwargs):
+            said.append(str(message))
+            return shown_notify(message, *args, **kwargs)
+
+        app.notify = notify  # type: ignore[method-assign]
         async with app.run_test(size=SIZE) as pilot:
             await evidence_pane(app, pilot)
             screen = app.screen
@@ -197,6 +205,7 @@ async def test_the_queue_header_says_why_queued_evidence_waits_and_u_runs_update
             await pilot.press("e")  # the evidence pane focused again, whatever a reload focused
             assert app.focused is screen.query_one(EvidenceTable)
             app.clear_notifications()
+            said.clear()
             await pilot.press("U")
             line = screen.query_one(ProgressLine)
             try:
@@ -205,14 +214,14 @@ async def test_the_queue_header_says_why_queued_evidence_waits_and_u_runs_update
             except AssertionError as exc:  # if U refused, what it said is the diagnosis; a bug, its error
                 errors = [repr(w.error) for w in app.workers if w.error is not None]
                 shown = getattr(app.screen, "error", None)
-                raise AssertionError(f"{exc}; U said {[n.message for n in app._notifications]}; screen "
+                raise AssertionError(f"{exc}; U said {said}; screen "
                                      f"{type(app.screen).__name__} {shown!r}; worker errors {errors}") from None
             await wait_for(pilot, lambda: line.progress is not None and "update role" in line.progress.what,
                            timeout=30, what="the engine's step on the progress line")
             await wait_for(pilot, lambda: all(state(demo, u) == "consumed" for u in queued), timeout=30,
                            what="the Update to consume the queued evidence")
             await wait_for(pilot, lambda: not line.display, what="the progress line to go")
-            assert any("Update no_change" in n.message for n in app._notifications)
+            assert any("Update no_change" in m for m in said), said
             await wait_for(pilot, lambda: "queued" not in header(app), what="the header to update")
     finally:
         provider.close()
