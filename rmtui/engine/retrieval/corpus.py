@@ -226,14 +226,12 @@ def _traversal(graph: Graph) -> list[Item]:
     """Items in reading order, following F# headings into their backing files."""
     out: list[Item] = []
     stack = list(reversed(graph.roots))
-    seen: set[int] = set()
+    # each item has one parent and comes after it in its parse, so no item is met twice
     while stack:
         item = stack.pop()
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
         out.append(item)
-        stack.extend(reversed(item.children))
+        if item.children:
+            stack.extend(reversed(item.children))
     return out
 
 
@@ -499,7 +497,6 @@ class _Projection:
         self.dups = {i for i, n in self.id_counts.items() if n > 1}
         self.previous = previous or {}
         self.local: dict[str, dict[int, Local]] = {}  # what this build's files' items project to on their own
-        self._child_spans: dict[int, list[tuple[str, int, int]]] | None = None
         self.headings: list[HeadingRef] = []
         self.heading_index: dict[int, int] = {}
         #: each entry as a row (Entry.to_tuple's order): a list, its neighbours linked last, or a reused final tuple
@@ -683,21 +680,13 @@ class _Projection:
         words = [node_prose(lines[item.line - 1])] + [lines[n - 1].strip() for n in own[1:]]
         return " ".join(w for w in words if w), own, item.end_line
 
-    def child_spans(self) -> dict[int, list[tuple[str, int, int]]]:
-        if self._child_spans is None:
-            self._child_spans = {}
-            for item in self.order:
-                if item.parent is not None:
-                    self._child_spans.setdefault(id(item.parent), []).append((item.file, item.line, item.end_line))
-        return self._child_spans
-
     def heading_local(self, item: Item) -> Local:
         """A heading's own lines (its children's spans in its file left out); None for a bare grouping heading."""
         lines = self.texts.get(item.file, [])
         covered: set[int] = set()
-        for f, a, b in self.child_spans().get(id(item), []):
-            if f == item.file:
-                covered.update(range(a, b + 1))
+        for child in item.children:
+            if child.file == item.file:
+                covered.update(range(child.line, child.end_line + 1))
         own = [n for n in range(item.line, item.end_line + 1) if n not in covered]
         while own and not lines[own[-1] - 1].strip():
             own.pop()
