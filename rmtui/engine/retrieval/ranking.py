@@ -505,11 +505,19 @@ def load_lexical(corpus: Corpus, params: RankParams, cache_dir: Path | None) -> 
     if memo is not None and memo.key == key:
         return memo
     previous = memo
-    if path is not None and path.exists():
+    raw = None
+    # the file as this process last wrote or read it holds the memo's (stale) index: not read
+    # again (16 MB at 10,000 nodes); if another process replaced it, its status differs
+    if path is not None and not (memo is not None and _status(path) == _LEXICAL_STATUS.get(str(path))):
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            pass  # none yet (or replaced just now): built, or updated from the memo
+    if raw is not None and path is not None:
         with collector_paused():  # as for a corpus build: what it allocates stays alive
-            idx = LexicalIndex.loads(path.read_bytes())
+            idx = LexicalIndex.loads(raw)
         if idx is not None and idx.key == key:
-            _LEXICAL_MEMO[str(path)] = idx
+            _remember(path, idx)
             return idx
         previous = previous or idx
     with collector_paused():
@@ -521,12 +529,27 @@ def load_lexical(corpus: Corpus, params: RankParams, cache_dir: Path | None) -> 
             atomic_write_bytes(path, idx.dump_parts(), durable=False)  # a derived cache, checked when read
         except OSError:
             pass
-        _LEXICAL_MEMO[str(path)] = idx
+        _remember(path, idx)
     return idx
+
+
+def _status(path: Path) -> tuple[int, ...] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _remember(path: Path, idx: LexicalIndex) -> None:
+    _LEXICAL_MEMO[str(path)] = idx
+    _LEXICAL_STATUS[str(path)] = _status(path)
 
 
 #: The last BM25 index per cache file in this process (a long-lived front reads it once).
 _LEXICAL_MEMO: dict[str, LexicalIndex] = {}
+#: The status of each cache file when this process last wrote or read it (see load_lexical).
+_LEXICAL_STATUS: dict[str, tuple[int, ...] | None] = {}
 
 
 # -- fusion -----------------------------------------------------------------------
