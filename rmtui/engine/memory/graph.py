@@ -197,6 +197,9 @@ class GraphFile:
     items: list[Item] = field(default_factory=list)  # top-level items of this file
     claimed_by: Item | None = None
     parse_key: str = ""  # name, domain and digest: what the file's own parse depends on (graph files)
+    #: SHA-256 of the bytes as read ("" when none were: a symbolic link, an empty file): what
+    #: the retrieval cache records, so it describes exactly the bytes this parse read
+    raw_digest: str = ""
 
 
 @dataclass
@@ -453,7 +456,7 @@ class _Parser:
             if data is None:
                 self.err(name, 0, "missing-file", f"{name} does not exist")
                 continue
-            self.parse_graph_file(name, domain, _decode(name, data, self.issues), parent=None)
+            self.parse_graph_file(name, domain, _decode(name, data, self.issues), parent=None, raw=data)
         self.check_edges()
         if self.cache is not None:
             self.cache.parses = self.used
@@ -483,23 +486,26 @@ class _Parser:
             return
         if kind == "F#":
             self.parse_graph_file(name, heading.domain, _decode(name, data, self.issues), parent=heading,
-                                  visiting=visiting + (name,))
+                                  visiting=visiting + (name,), raw=data)
         else:
             text = _decode(name, data, self.issues)
-            self.graph.files[name] = GraphFile(name, heading.domain, False, text.split("\n"),
-                                               hashlib.sha256(data).hexdigest(), claimed_by=heading)
+            digest = hashlib.sha256(data).hexdigest()
+            self.graph.files[name] = GraphFile(name, heading.domain, False, text.split("\n"), digest,
+                                               claimed_by=heading, raw_digest=digest if data else "")
 
     # -- one graph file ----------------------------------------------------
     def parse_graph_file(self, name: str, domain: str, text: str, parent: Item | None,
-                         visiting: tuple[str, ...] = ()) -> None:
+                         visiting: tuple[str, ...] = (), raw: bytes = b"") -> None:
         if text.startswith("\ufeff"):
             text = text[1:]
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines = lines[:-1]
-        digest = hashlib.sha256(text.encode()).hexdigest()
+        raw_digest = hashlib.sha256(raw).hexdigest() if raw else ""
+        encoded = text.encode()
+        digest = raw_digest if raw_digest and encoded == raw else hashlib.sha256(encoded).hexdigest()
         key = f"{name}\0{domain}\0{digest}"
-        gf = GraphFile(name, domain, True, lines, digest, claimed_by=parent, parse_key=key)
+        gf = GraphFile(name, domain, True, lines, digest, claimed_by=parent, parse_key=key, raw_digest=raw_digest)
         self.graph.files[name] = gf
         fp = self.used.get(key) or (self.cache.parses.get(key) if self.cache is not None else None)
         if fp is None:
