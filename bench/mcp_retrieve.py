@@ -1,10 +1,13 @@
 """MCP benchmark: `rightmemory_retrieve` through the official client over stdio, 10,000-node root.
 
 Prints, against its targets (the "Benchmarks" table of README.md):
-- start to first answer: a new MCP server process (vectors cached, model not loaded) from
-  spawn until its first retrieve answers, the in-process model load included (<= 1.0 s), and
-  which runtime loaded the model (ONNX Runtime or torch); then the first retrieve when it
-  comes 2 s after the server initialised, as an agent's does (the model warmed up meanwhile);
+- start to first answer: a new MCP server process (vectors cached) from spawn until its first
+  retrieve answers (<= 1.0 s), and which runtime loads the model (ONNX Runtime or torch); first
+  with no warm service running, so that the server launches it before importing the SDK and
+  the first answer comes from it (its start, model load and index reads included), then with
+  the warm service already running (as after any CLI retrieve or another agent's server within
+  its idle time), then with ``embedding.local_service`` off (the model loads in the server);
+  then the first retrieve when it comes 2 s after the server initialised, as an agent's does;
 - warm retrieve: median and p95 over N calls (median <= 25 ms).
 
 Each line ends with the floor measured in the same run: a bare ``python -c pass`` and the
@@ -114,16 +117,40 @@ async def first_answer(root: Path, pause: float = 0.0) -> tuple[float, float]:
     return ready, total
 
 
-async def run(root: Path, calls: int, starts: int) -> None:
+async def starts_to_first_answer(root: Path, starts: int, how: str, before=None) -> None:
     totals = []
     for i in range(starts):
+        if before is not None:
+            before()
         ready, total = await first_answer(root)
         totals.append(total)
         print(f"  start {i + 1}: server initialised after {ready * 1000:.0f} ms, first retrieve answered after "
               f"{total * 1000:.0f} ms")
-    print(f"MCP server start to first answer (vectors cached, model loaded in-process on {runtime_used()}): "
+    print(f"MCP server start to first answer ({how}; vectors cached, model on {runtime_used()}): "
           f"median {statistics.median(totals):.2f} s, worst {max(totals):.2f} s "
           f"(target: <= {START_TARGET_S} s: {verdict(statistics.median(totals) <= START_TARGET_S)}) {FLOOR}")
+
+
+def stop_service() -> None:
+    from rmtui.engine.retrieval.modelhost.embed_client import service_dir, stop_local_service
+    from rmtui.engine.retrieval.modelhost.service_state import resolve_model_path
+
+    stop_local_service(service_dir(resolve_model_path(None, None), None))
+
+
+def local_service(root: Path, on: bool) -> None:
+    from rmtui.engine.memory.config import set_config_value
+
+    set_config_value(root, "embedding.local_service", on)
+
+
+async def run(root: Path, calls: int, starts: int) -> None:
+    await starts_to_first_answer(root, starts, "no warm service running: the server launches it", stop_service)
+    await starts_to_first_answer(root, starts, "the warm service already running")
+    stop_service()
+    local_service(root, False)
+    await starts_to_first_answer(root, starts, "embedding.local_service off: the model loads in the server")
+    local_service(root, True)
     late = [(await first_answer(root, pause=2.0))[1] for _ in range(starts)]
     print(f"first retrieve 2 s after the server initialised (the model warmed up meanwhile): median "
           f"{1000 * statistics.median(late):.0f} ms, worst {1000 * max(late):.0f} ms {FLOOR}")
@@ -135,6 +162,7 @@ async def run(root: Path, calls: int, starts: int) -> None:
         assert not first.is_error, first
         for i in range(5):  # settle
             await client.call_tool("rightmemory_retrieve", {"session_id": f"settle-{i}", "need": "release budget"})
+        await asyncio.sleep(3)  # the server's own model has loaded: warm calls answer in its process
         times = []
         for i, need in enumerate(warm_needs(calls)):
             t0 = time.perf_counter()
@@ -184,7 +212,10 @@ def main(argv: list[str] | None = None) -> int:
 
         stop_local_service(service_dir(resolve_model_path(None, None), None))
         measure_floor(root.path, args.calls)
-        asyncio.run(run(root.path, args.calls, args.starts))
+        try:
+            asyncio.run(run(root.path, args.calls, args.starts))
+        finally:
+            stop_service()
     return 0
 
 

@@ -187,16 +187,19 @@ def _call(fn):
         raise ToolError(f"{exc.kind}: {exc.message}") from None
 
 
-def serve(root: MemoryRoot) -> None:
-    """Serve one root over stdio. Retrieval warms up in a thread meanwhile: the model's
-    session is built outside the GIL while recovery runs, the tools are registered and the
-    client says hello."""
+def serve(root: MemoryRoot, retriever: WarmRetriever | None = None) -> None:
+    """Serve one root over stdio. Retrieval warms up meanwhile (``retriever``: one prepared
+    before the SDK's import, see :mod:`rmtui.mcp_retriever`) while recovery runs, the tools
+    are registered and the client says hello."""
     from rmtui.engine.writes.supervisor import Supervisor
 
-    warm = WarmRetriever(root).start()
+    warm = (retriever or WarmRetriever(root)).start()
     with Supervisor(root) as sup:
         sup.recover()  # engine start: settle unfinished operations first
-    build_server(root, warm).run("stdio")
+    try:
+        build_server(root, warm).run("stdio")
+    finally:
+        warm.close()
 
 
 # -- the stdio transport -----------------------------------------------------------------

@@ -28,7 +28,8 @@ class _Fallback(Exception):
     """This call is the full path's."""
 
 
-def _trace(what: str) -> None:
+def trace(what: str) -> None:
+    """Which path answered, on stderr, when ``RMTUI_CLIENT_TRACE=1`` (the MCP server's too)."""
     if os.environ.get("RMTUI_CLIENT_TRACE") == "1":
         sys.stderr.write(f"rmtui: trace: {what}\n")
 
@@ -228,12 +229,12 @@ def thin_retrieve(argv: list[str]) -> str | None:
     try:
         out, err = _answer(_parse(argv))
     except _Fallback as why:
-        _trace(f"full path ({why})")
+        trace(f"full path ({why})")
         return None
     except Exception as exc:  # noqa: BLE001  (whatever went wrong, the full path says it properly)
-        _trace(f"full path ({type(exc).__name__})")
+        trace(f"full path ({type(exc).__name__})")
         return None
     sys.stderr.write(err)
     sys.stderr.flush()
-    _trace("thin client answered")
+    trace("thin client answered")
     return out

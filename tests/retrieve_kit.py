@@ -28,6 +28,21 @@ PEOPLE = """\
 """
 
 
+def service_pids(state_root: Path) -> list[int]:
+    """Pids of embedding-service processes serving state dirs under ``state_root``."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"embedding-service" in cmd and any(str(state_root).encode() in c for c in cmd):
+            pids.append(int(d.name))
+    return pids
+
+
 def write_small_root(root) -> None:
     (root.path / "MEMORY.md").write_text(MEMORY)
     (root.path / "MEMORY_people.md").write_text(PEOPLE)

@@ -35,6 +35,8 @@ PEOPLE = """\
 ### Visitors {#visitors}
 
 - `carol-dog` Carol adopted a puppy named Biscuit → []
+
+### Guide {M#guide}
 """
 
 SERVICES = """\
@@ -104,6 +106,12 @@ CHANGES = {
     "an edge made dangling": {"MEMORY_people.md": PEOPLE.replace("`bob-role`", "`bob-owner`")},
     "a free-form file edited": {"MEMORY_runbooks.md": RUNBOOKS + "\nPage the oncall when it fails twice.\n"},
     "a backing cycle": {"MEMORY_search.md": SEARCH + "\n### Back {F#services}\n"},
+    "a nested backing file edited": {"MEMORY_search.md": SEARCH + "- `search-shards` Four shards → []\n"},
+    "a named backing file created": {"MEMORY_guide.md": "# Guide\n\nAsk Alice before a release.\n"},
+    "a heading added above the backed ones": {
+        "MEMORY.md": MEMORY.replace("## People", "## Notes {#notes}\n\nSee below.\n\n## People")},
+    "a node added before a later file": {
+        "MEMORY_people.md": PEOPLE.replace(CAROL, CAROL + "- `carol-cat` And a cat → []\n")},
 }
 
 
@@ -176,14 +184,13 @@ def test_a_damaged_reuse_file_is_ignored_and_rewritten(root):
 
 
 def test_a_reuse_file_with_a_flipped_byte_or_bad_indices_is_not_trusted(root, monkeypatch):
-    import hashlib
     import marshal
 
     _write(root, FILES)
     load_corpus(root.path)
     path = root.path / ".runtime" / "cache" / REUSE_FILE
     good = path.read_bytes()
-    head = len(corpus_mod._REUSE_MAGIC) + 16
+    head = len(corpus_mod._REUSE_MAGIC) + corpus_mod._REUSE_SUM
     flipped = bytearray(good)
     flipped[len(good) // 2] ^= 0x40
     path.write_bytes(bytes(flipped))
@@ -195,7 +202,7 @@ def test_a_reuse_file_with_a_flipped_byte_or_bad_indices_is_not_trusted(root, mo
     items, events, focus = marshal.loads(blob)
     data["graph"]["parses"][0] = (key, marshal.dumps((items, [*events, ("id", len(items) + 5)], focus)))
     payload = marshal.dumps(data)
-    path.write_bytes(corpus_mod._REUSE_MAGIC + hashlib.blake2b(payload, digest_size=16).digest() + payload)
+    path.write_bytes(corpus_mod._REUSE_MAGIC + corpus_mod.reuse_checksum(payload) + payload)
     assert len(corpus_mod._read_reuse(path).parses.parses) == len(data["graph"]["parses"])
     corpus_mod._MEMO.clear()
     corpus_mod._REUSE.clear()
@@ -204,3 +211,58 @@ def test_a_reuse_file_with_a_flipped_byte_or_bad_indices_is_not_trusted(root, mo
     corpus_mod._MEMO.clear()
     corpus_mod._REUSE.clear()  # and the file written after it is whole again
     assert corpus_mod._read_reuse(path).parses.parses
+
+
+def _projected(monkeypatch) -> list[str]:
+    """The files of the items projected one by one (not taken from the last build's segments)."""
+    seen: list[str] = []
+    real = corpus_mod._Projection.one
+
+    def one(self, item, rank):
+        seen.append(item.file)
+        return real(self, item, rank)
+
+    monkeypatch.setattr(corpus_mod._Projection, "one", one)
+    return seen
+
+
+@pytest.mark.parametrize("new_process", [False, True])
+def test_a_one_node_change_projects_only_its_file_and_the_root_files(root, monkeypatch, new_process):
+    _write(root, FILES)
+    load_corpus(root.path)
+    _write(root, {"MEMORY_people.md": PEOPLE.replace("morning meetings", "afternoon meetings")})
+    if new_process:  # the segments come from the corpus file
+        corpus_mod._MEMO.clear()
+        corpus_mod._REUSE.clear()
+    seen = _projected(monkeypatch)
+    rebuilt = load_corpus(root.path)
+    # the root files (their own items are no segment) and the changed file; not services nor search
+    assert set(seen) - {"MEMORY.md", "PURSUITS.md"} == {"MEMORY_people.md"}
+    assert corpus_snapshot(rebuilt) == corpus_snapshot(build_corpus(root.path))
+    assert "afternoon" in rebuilt.by_id()["alice-tz"].text
+
+
+def test_a_damaged_segment_in_the_corpus_file_is_projected_again(root, monkeypatch):
+    import marshal
+
+    _write(root, FILES)
+    load_corpus(root.path)
+    path = root.path / ".runtime" / "cache" / "corpus.bin"
+    raw = bytearray(path.read_bytes())
+    size = int.from_bytes(raw[:4], "little")
+    head = marshal.loads(bytes(raw[4:4 + size]))
+    off = 4 + size
+    for key, n, _ in head["pieces"]:  # flip a byte in the middle of the first segment
+        if key:
+            raw[off + n // 2] ^= 0x20
+            break
+        off += n
+    path.write_bytes(bytes(raw))
+    corpus_mod._MEMO.clear()
+    corpus_mod._REUSE.clear()
+    assert corpus_mod._read_cache(root.path, path) is None  # its checksum refuses the whole file
+    _write(root, {"MEMORY_services.md": SERVICES.replace("nightly", "hourly")})  # and a rebuild does not trust it
+    seen = _projected(monkeypatch)
+    rebuilt = load_corpus(root.path)
+    assert corpus_snapshot(rebuilt) == corpus_snapshot(build_corpus(root.path))
+    assert "MEMORY_people.md" in seen  # the damaged segment (people, the first) was projected again

@@ -1,18 +1,26 @@
-"""The MCP server's first retrieve: the background indexer it starts (with the same warm model)
-holds the indexer lock at once but reads nothing until that first answer is out."""
+"""The MCP server's first retrieve: the local warm service answers it when it is the root's model
+host (the server launched it before importing the SDK); otherwise the background indexer the
+server starts (with the same warm model) holds the indexer lock at once but reads nothing until
+that first answer is out."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 
 import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from rmtui import mcp_retriever
 from rmtui.engine.errors import UsageError
+from rmtui.engine.memory.config import set_config_value
 from rmtui.engine.retrieval import retrieve as retrieve_mod
 from rmtui.engine.retrieval.modelhost import embeddings
-from tests.retrieve_kit import write_small_root
+from rmtui.engine.retrieval.modelhost.embed_client import stop_local_service
+from tests.retrieve_kit import service_pids, write_small_root
 
 
 def test_the_background_indexer_starts_its_work_after_the_first_answer(root, plain_backend, monkeypatch):
@@ -91,3 +99,44 @@ def _deliveries(db) -> int:
     with sqlite3.connect(db) as conn:
         tables = [r[0] for r in conn.execute("select name from sqlite_master where type='table'")]
         return sum(conn.execute(f"select count(*) from {t}").fetchone()[0] for t in tables if t.startswith("retrieve_"))
+
+
+async def test_a_root_with_cached_vectors_gets_its_first_answers_from_the_warm_service(root, plain_backend,
+                                                                                         tmp_path):
+    write_small_root(root)
+    set_config_value(root.path, "embedding.dense_budget_seconds", 90)
+    set_config_value(root.path, "embedding.idle_timeout_seconds", 60)
+    retrieve_mod.retrieve(root, "earlier-session", "billing owner", backend=plain_backend)  # vectors cached
+    services = tmp_path / "services"
+    env = {**os.environ, "RMTUI_SERVICE_DIR": str(services), "RMTUI_CLIENT_TRACE": "1"}
+    params = StdioServerParameters(command=sys.executable, env=env,
+                                   args=["-m", "rmtui", "--headless", "mcp", "--root", str(root.path)])
+    errlog = tmp_path / "server-stderr.txt"
+    try:
+        with errlog.open("w") as err:
+            async with Client(stdio_client(params, errlog=err), read_timeout_seconds=120) as client:
+                first = await client.call_tool("rightmemory_retrieve", {"session_id": "s1", "need": "who owns billing"})
+                assert not first.is_error and "Bob owns the billing service" in first.content[0].text
+                assert "answered by the local service" in errlog.read_text()
+                assert len(service_pids(services)) == 1  # launched by the server, not by any CLI call
+                # meanwhile the model loads in the server too: later calls answer there, the same way
+                deadline, n = time.monotonic() + 90, 1
+                while "answered in this process" not in errlog.read_text():
+                    assert time.monotonic() < deadline, errlog.read_text()
+                    n += 1  # a new session each time: one session is never sent the same item twice
+                    later = await client.call_tool("rightmemory_retrieve",
+                                                   {"session_id": f"s{n}", "need": "does anyone have a dog"})
+                    assert not later.is_error and "golden retriever" in later.content[0].text
+                    time.sleep(0.2)
+        assert "Traceback" not in errlog.read_text() and "terminate" not in errlog.read_text()
+    finally:
+        for state_dir in services.iterdir() if services.is_dir() else ():
+            stop_local_service(state_dir)
+
+
+def test_a_new_root_launches_no_service_and_warms_up_here(root, tmp_path, monkeypatch):
+    monkeypatch.setenv("RMTUI_SERVICE_DIR", str(tmp_path / "services"))
+    write_small_root(root)  # no vectors cached yet: it may not need the model at all
+    warm = mcp_retriever.WarmRetriever(root).prepare()
+    assert warm.via_service is False
+    assert service_pids(tmp_path / "services") == []

@@ -49,7 +49,9 @@ def test_a_stale_cache_is_refused_by_its_head_before_the_entries_are_read(root, 
     write_small_root(root)
     load_corpus(root.path)
     head, _ = _head(_cache(root).read_bytes())
-    assert set(head) == {"version", "fingerprint", "files", "missing", "issues"}  # no entries in the head
+    # no entries in the head: each piece's key, size and checksum only
+    assert set(head) == {"version", "fingerprint", "files", "missing", "issues", "pieces"}
+    assert all(isinstance(k, bytes) and isinstance(n, int) and isinstance(c, int) for k, n, c in head["pieces"])
     (root.path / "MEMORY.md").write_text((root.path / "MEMORY.md").read_text() + "\n- `late` A late note. → []\n")
     reads = []
     real_loads = marshal.loads

@@ -246,3 +246,30 @@ def test_entry_keys_that_do_not_fit_the_index_are_refused(root):
     assert wrong is not None and wrong.docs is not None
     wrong.docs.owner = wrong.docs.owner[::-1].copy()  # passages no longer in entry order
     assert LexicalIndex.loads(wrong.dumps()) is None
+
+
+def test_a_long_lived_process_reads_the_index_file_only_when_another_process_replaced_it(root, monkeypatch):
+    from rmtui.engine.retrieval import ranking
+
+    write_root(root.path)
+    cache = root.runtime / "cache"
+    load_lexical(load_corpus(root.path), DEFAULT_PARAMS, cache)
+    reads: list[int] = []
+    real = LexicalIndex.loads
+    monkeypatch.setattr(LexicalIndex, "loads", classmethod(lambda cls, raw: reads.append(len(raw)) or real(raw)))
+    target = node_line(root.path, "MEMORY_area-0.md", 2)
+    edit(root.path, "MEMORY_area-0.md", target, target.replace(" → []", " Quokka. → []"))
+    mine = load_lexical(load_corpus(root.path), DEFAULT_PARAMS, cache)
+    assert reads == [] and 0 < mine.rebuilt <= 7  # the file holds what its memo holds: updated from the memo
+    # another process (its own memo) changes the root and writes the file; this one then reads it
+    edit(root.path, "MEMORY_area-0.md", target.replace(" → []", " Quokka. → []"), target)
+    status = dict(ranking._LEXICAL_STATUS)
+    ranking._LEXICAL_MEMO.clear()
+    corpus = load_corpus(root.path)
+    theirs = load_lexical(corpus, DEFAULT_PARAMS, cache)
+    ranking._LEXICAL_MEMO[str(cache / "bm25.bin")] = mine  # back to this process's stale memo
+    ranking._LEXICAL_STATUS.update(status)
+    before = len(reads)
+    got = load_lexical(corpus, DEFAULT_PARAMS, cache)
+    assert len(reads) > before and got.rebuilt == 0 and got.key == theirs.key  # read, not rebuilt
+    assert_same_scores(got, LexicalIndex.build(corpus, DEFAULT_PARAMS, got.key))

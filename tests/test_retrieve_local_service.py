@@ -7,25 +7,10 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from rmtui.engine.memory.config import set_config_value
+from tests.retrieve_kit import service_pids as _services
 from tests.retrieve_kit import write_small_root
-
-
-def _services(state_root: Path) -> list[int]:
-    """Pids of embedding-service processes serving state dirs under ``state_root``."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"embedding-service" in cmd and any(str(state_root).encode() in c for c in cmd):
-            pids.append(int(d.name))
-    return pids
 
 
 def test_retrieve_starts_one_warm_service_reuses_it_and_it_exits_when_idle(root, tmp_path):
@@ -88,3 +73,54 @@ def test_a_service_started_by_other_code_is_not_reused(monkeypatch, tmp_path):
     here = service_state.service_dir(tmp_path / "model", None)
     monkeypatch.setattr(service_lookup, "_CODE_STAMP", "0" * 64)
     assert service_state.service_dir(tmp_path / "model", None) != here
+
+
+def test_a_service_answer_of_the_wrong_shape_is_not_used_and_an_error_keeps_its_exit_code(root, monkeypatch,
+                                                                                          tmp_path):
+    """What the warm service answers is read only in the shape the engine writes; anything else
+    leaves the retrieval to the caller's own process, and a reported error is raised as it was."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import pytest
+
+    from rmtui.engine.errors import EngineError
+    from rmtui.engine.retrieval.modelhost import embed_client, service_state
+
+    answers: list[object] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - the http.server hook's name
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps(answers[0]).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("RMTUI_SERVICE_DIR", str(tmp_path / "services"))
+        cfg = root.config()
+        state_dir = service_state.service_dir(service_state.resolve_model_path(None, None), None)
+        state_dir.mkdir(parents=True)
+        (state_dir / "state.json").write_text(json.dumps(
+            {"url": f"http://127.0.0.1:{server.server_address[1]}", "token": "t", "pid": os.getpid()}))
+        for wrong in ([1, 2], {"ok": "yes", "data": {}, "text": ""}, {"ok": True, "text": "memory"},
+                      {"ok": True, "data": {}, "text": None}, {"ok": False, "exit_code": "2", "error": {}},
+                      {"ok": False, "exit_code": 2, "error": "no"}):
+            answers[:] = [wrong]
+            assert embed_client.delegate_retrieve(root.path, cfg, "s1", "billing", top=None,
+                                                  include_returned=False) is None, wrong
+        answers[:] = [{"ok": False, "exit_code": 3, "error": {"error": "conflict", "message": "root is busy"}}]
+        answer = embed_client.delegate_retrieve(root.path, cfg, "s1", "billing", top=None, include_returned=False)
+        with pytest.raises(EngineError, match="root is busy") as caught:
+            embed_client.delegated_result(answer)
+        assert caught.value.exit_code == 3 and caught.value.kind == "conflict"
+    finally:
+        server.shutdown()

@@ -143,7 +143,11 @@ def cmd_skills_install(args) -> Result:
 
 
 def cmd_mcp(args) -> Result:
+    from rmtui.mcp_retriever import WarmRetriever
+
+    root = root_of(args)
+    warm = WarmRetriever(root).prepare()  # before the SDK's import, which takes half a second
     from rmtui.mcp_server import serve
 
-    serve(root_of(args))
+    serve(root, warm)
     return Result(None)

@@ -82,9 +82,8 @@ def cmd_retrieve(args) -> Result:
 
 def _retrieve(args) -> Result:
     from rmtui.commands.core import root_of
-    from rmtui.engine.errors import EngineError
     from rmtui.engine.retrieval.modelhost.client_settings import settings_digest
-    from rmtui.engine.retrieval.modelhost.embed_client import delegate_retrieve
+    from rmtui.engine.retrieval.modelhost.embed_client import delegate_retrieve, delegated_result
 
     root = root_of(args)
     need = " ".join(args.need)
@@ -100,13 +99,8 @@ def _retrieve(args) -> Result:
         refresh_before_retrieve(root)
     answer = delegate_retrieve(root.path, cfg, args.session, need, top=args.top,
                                include_returned=args.include_returned, include_pending=args.include_pending)
-    if answer is not None and not answer["ok"]:
-        err = answer["error"]
-        exc = EngineError(err.get("message", "retrieval failed"), details=err.get("details"))
-        exc.exit_code, exc.kind = int(answer["exit_code"]), err.get("error", "failed")
-        raise exc
     if answer is not None:
-        data, text = answer["data"], answer["text"]
+        data, text = delegated_result(answer)
         data["via"] = "local-service"
         _record_for_thin_client(root.path, digest, cfg)
     else:  # no warm service yet: retrieve here (this starts one for the next call)

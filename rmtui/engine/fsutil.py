@@ -22,7 +22,10 @@ def atomic_write_bytes(path: Path, data: bytes | list, *, mode: int = 0o644, dur
     readers see the old or the new file, never a part.
 
     ``durable=False`` skips the fsyncs, for a derived cache its reader checks (a crash may
-    then leave the old file or a damaged one, which is rebuilt, never a wrong one read)."""
+    then leave the old file or a damaged one, which is rebuilt, never a wrong one read). It
+    also removes the old file before the rename: ext4 starts writing back a file renamed
+    over another (its replace-by-rename heuristic), about 15 ms for 16 MB on every index
+    update, and a cache's reader takes a missing file as a miss, never as an error."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -34,6 +37,11 @@ def atomic_write_bytes(path: Path, data: bytes | list, *, mode: int = 0o644, dur
             if durable:
                 os.fsync(fh.fileno())
         os.chmod(tmp, mode)
+        if not durable:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -148,7 +148,18 @@ class Item:
     children: list[Item] = field(default_factory=list)
     backing_file: str | None = None
     hash: str = ""
-    text: str = ""
+    #: the lines of the item's file; :attr:`text` joins its own from them when first asked for
+    #: (a heading's block holds its children's: joining every block on every parse is wasted
+    #: where only a few texts are read)
+    source: list[str] | None = field(default=None, repr=False)
+    _text: str | None = field(default=None, repr=False)
+
+    @property
+    def text(self) -> str:
+        """The item's block as written: its lines ``line..end_line``."""
+        if self._text is None:
+            self._text = "\n".join(self.source[self.line - 1:self.end_line]) if self.source is not None else ""
+        return self._text
 
     @property
     def uncertain(self) -> bool:
@@ -197,6 +208,9 @@ class Graph:
     issues: list[Issue] = field(default_factory=list)
     focus: list[str] = field(default_factory=list)  # ordered Focus references (Pursuit heading ids)
     focus_line: int | None = None  # line of `## Focus` in PURSUITS.md (optional section)
+    #: backing file -> digest of its bytes and of every backing file it pulls in (what the hash
+    #: of a heading above it covers); every backing file some heading names, "" when missing
+    backing_digests: dict[str, str] = field(default_factory=dict)
 
     @property
     def errors(self) -> list[Issue]:
@@ -352,7 +366,7 @@ class _FileScan:
 
 #: Bumped when what a file's own parse records changes; the cache key also covers this
 #: module's source, so a parser edit never reads results of the parser before it.
-PARSE_VERSION = 1
+PARSE_VERSION = 2  # 2: no item text (an item's text is its lines, joined when first read)
 
 
 @dataclass
@@ -362,7 +376,10 @@ class FileParse:
     never shared between graphs) and its events, replayed in order when the graph is linked."""
 
     key: str
-    items: list[tuple]  # (kind, id, line, end_line, title, level, heading_kind, edges, parent index, text, hash)
+    #: (kind, id, line, end_line, title, level, heading_kind, edges, parent index, hash); an item's text is
+    #: its lines ``line..end_line``, not kept here (a heading's block holds its children's: the texts
+    #: would be most of the reuse file, written and read again on every change)
+    items: list[tuple]
     events: list[tuple]  # Issue fields ("issue", ...) or ("id" | "backing", item index) or ("focus", id, line)
     focus_line: int | None
     blob: bytes = b""  # the three above, marshalled once: an unchanged file's parse is written as it was read
@@ -508,7 +525,7 @@ class _Parser:
         index = {id(item): n for n, item in enumerate(scan.every)}
         items = [(i.kind, i.id, i.line, i.end_line, i.title, i.level, i.heading_kind,
                   tuple((e.type, e.target) for e in i.edges), index[id(i.parent)] if i.parent is not None else -1,
-                  i.text, hashlib.sha256(i.text.encode()).hexdigest()) for i in scan.every]
+                  hashlib.sha256(i.text.encode()).hexdigest()) for i in scan.every]
         out: list[tuple] = []
         for ev in events:
             if isinstance(ev, Issue):
@@ -522,12 +539,13 @@ class _Parser:
     def link(self, fp: FileParse, gf: GraphFile, parent: Item | None, visiting: tuple[str, ...]) -> None:
         """Fresh items of one file parse hung under ``parent`` (the claiming F# heading), then its
         events in order: findings, first uses of ids, Focus entries, backing files last."""
-        name, domain = gf.path, gf.domain
+        name, domain, lines = gf.path, gf.domain, gf.lines
         items: list[Item] = []
-        for kind, ident, line, end, title, level, hk, edges, up, text, digest in fp.items:
+        for kind, ident, line, end, title, level, hk, edges, up, digest in fp.items:
             cont = items[up] if up >= 0 else parent
             item = Item(kind, ident, name, line, end, domain, title, level, hk,
-                        [Edge(t, target) for t, target in edges] if edges else [], cont, [], None, digest, text)
+                        [Edge(t, target) for t, target in edges] if edges else [], cont, [], None, digest,
+                        lines)
             if cont is not None:
                 cont.children.append(item)
             if up < 0:
@@ -735,7 +753,7 @@ class _Parser:
                 end -= 1
             h.end_line = end
         for item in scan.every:
-            item.text = "\n".join(lines[item.line - 1: item.end_line])
+            item.source = lines  # end lines are final now: its text is its lines
         self.check_heading_structure(name, scan.headings)
         for heading in scan.backing:
             if heading.heading_kind in ("MF#", "MQ#"):
@@ -923,6 +941,8 @@ def _assign_hashes(graph: Graph) -> None:
         backed = backed_by_file[name]  # in source order, so sorted by line
         lines = [b.line for b in backed]
         digests = [_backing_digest(graph, b.backing_file, memo, backed_by_file) for b in backed]
+        for b, digest in zip(backed, digests, strict=True):
+            graph.backing_digests[b.backing_file or ""] = digest
         if not backed:
             continue
         for item in items:

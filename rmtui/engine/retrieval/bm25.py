@@ -5,10 +5,11 @@ loops each time (about a second at 10,000 entries, plus the scipy import), and h
 to update an index. Here each document's distinct terms and counts are one row, keyed by a
 digest of what the document was made from (and each entry's keys are kept by what its
 text is made from, :class:`DocKeys`); after a change only the rows whose key is new
-are tokenised and counted, and the scores of every (term, document) pair are recomputed
-from all rows in a few numpy operations, because the collection statistics (document
-count, mean length, document frequencies) move with any change. A full build is the same
-code with no rows to reuse, so an updated index scores exactly as a rebuilt one.
+are tokenised and counted, and the postings are grouped by term again (one sort). Scores are
+not stored: the collection statistics (document count, mean length, document frequencies)
+move with any change, so a query scores the postings of its own terms only, a few
+thousand pairs. A full build is the same code with no rows to reuse, so an updated index
+scores exactly as a rebuilt one.
 
 The scores are bm25s's "lucene" variant (the one rmtui used through bm25s before):
 ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))`` times ``tf / (k1 * (1 - b + b * len / avglen) + tf)``;
@@ -83,6 +84,13 @@ def stack_rows(keys: np.ndarray, taken: list[Taken], fresh: dict[int, Counted]) 
     terms = np.empty(int(ptr[-1]), np.int32)
     counts = np.empty(int(ptr[-1]), np.int32)
     for rows, dest, src in taken:
+        runs = _runs(dest, src)
+        if runs is not None:  # a few runs of consecutive rows (an update): slices, not gathers
+            for d0, d1, s0 in runs:
+                a, b, c = int(ptr[d0]), int(ptr[d1]), int(rows.ptr[s0])
+                terms[a:b] = rows.terms[c:c + b - a]
+                counts[a:b] = rows.counts[c:c + b - a]
+            continue
         take = _ranges(rows.ptr[src], rows.ptr[src + 1])
         put = _ranges(ptr[dest], ptr[dest + 1])
         terms[put] = rows.terms[take]
@@ -92,6 +100,19 @@ def stack_rows(keys: np.ndarray, taken: list[Taken], fresh: dict[int, Counted]) 
         terms[a:b] = ids
         counts[a:b] = cnt
     return TermRows(keys, ptr, terms, counts, lengths)
+
+
+def _runs(dest: np.ndarray, src: np.ndarray, most: int = 64) -> list[tuple[int, int, int]] | None:
+    """``dest`` and ``src`` as runs where both go up by one: (dest start, dest end, src start)
+    each; None when there are more than ``most`` (then one gather is cheaper)."""
+    if not len(dest):
+        return []
+    cuts = np.flatnonzero((np.diff(dest) != 1) | (np.diff(src) != 1)) + 1
+    if len(cuts) >= most:
+        return None
+    starts = [0, *cuts.tolist()]
+    ends = [*cuts.tolist(), len(dest)]
+    return [(int(dest[a]), int(dest[b - 1]) + 1, int(src[a])) for a, b in zip(starts, ends, strict=True)]
 
 
 def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -115,6 +136,15 @@ def match_keys(keys: np.ndarray, old: TermRows | None) -> np.ndarray:
     if old is None or not len(old) or not len(keys):
         return out
     new_h, old_h = _halves(keys), _halves(old.keys)
+    m = min(len(keys), len(old))
+    same = np.flatnonzero((new_h[:m] == old_h[:m]).all(axis=1))  # most rows stay where they were
+    out[same] = same
+    rest = np.flatnonzero(out < 0)
+    if len(rest) * len(old) <= 1 << 22:  # the few others against every old key at once
+        eq = (new_h[rest, None, 0] == old_h[None, :, 0]) & (new_h[rest, None, 1] == old_h[None, :, 1])
+        found = eq.any(axis=1)
+        out[rest[found]] = eq[found].argmax(axis=1)
+        return out
     order = np.lexsort((old_h[:, 1], old_h[:, 0]))
     sorted_h = old_h[order]
     at = np.searchsorted(sorted_h[:, 0], new_h[:, 0])
@@ -166,16 +196,17 @@ def update_sums(keys: np.ndarray, old: TermRows | None, members_of: Callable[[np
     return stack_rows(keys, taken, {}), len(todo)
 
 
-def compact(vocab: dict[str, int], rows: list[TermRows]) -> dict[str, int]:
+def compact(vocab: dict[str, int], rows: list[TermRows], sums: tuple[TermRows, ...] = ()) -> dict[str, int]:
     """Drop the words no row uses any more (left by updates) once they are a quarter of the
-    vocabulary; term ids are renumbered in ``rows`` in place. Scores do not change."""
+    vocabulary; term ids are renumbered in ``rows`` and ``sums`` (rows that are sums of
+    ``rows``: they use no other word, so they are not scanned) in place. Scores do not change."""
     used = np.zeros(len(vocab), bool)
     for r in rows:
         used[r.terms] = True
     if int(used.sum()) >= 0.75 * len(vocab):
         return vocab
     remap = np.cumsum(used) - 1
-    for r in rows:
+    for r in (*rows, *sums):
         r.terms = remap[r.terms].astype(np.int32)
     return {w: int(remap[i]) for w, i in vocab.items() if used[i]}
 
@@ -202,23 +233,36 @@ def sum_rows(keys: np.ndarray, parts: list[Taken], vocab_size: int) -> TermRows:
     return TermRows(keys, ptr, (uniq % vocab_size).astype(np.int32), summed.astype(np.int32), lengths)
 
 
-def postings(rows: TermRows, vocab_size: int, k1: float, b: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """BM25 score of every (term, document) pair, grouped by term: (scores, documents, term offsets)."""
+def by_term(rows: TermRows, vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The postings of ``rows`` grouped by term: (documents, counts, term offsets); term ``t``'s
+    are ``[offsets[t]:offsets[t + 1]]``, documents in order. No score is computed here: the
+    collection statistics move with any change, so scores are made per query term at query
+    time (:func:`term_scores`), and a change costs one sort, not a score for every pair."""
     n = len(rows)
-    if not n:
-        return np.zeros(0, np.float32), np.zeros(0, np.int32), np.zeros(vocab_size + 1, np.int64)
-    # by term, documents in order within a term; a stable sort of 16-bit ids is a radix sort
-    order = np.argsort(rows.terms.astype(np.uint16) if vocab_size <= 1 << 16 else rows.terms, kind="stable")
-    terms = rows.terms[order]
-    doc = np.repeat(np.arange(n, dtype=np.int32), np.diff(rows.ptr))[order]
-    df = np.bincount(rows.terms, minlength=vocab_size)
-    idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
-    norm = k1 * ((1.0 - b) + b * rows.lengths / float(rows.lengths.mean()))  # per document
-    tf = rows.counts[order].astype(np.float64)
-    score = idf[terms] * (tf / (norm[doc] + tf))
+    df = np.bincount(rows.terms, minlength=vocab_size)[:vocab_size] if n else np.zeros(vocab_size, np.int64)
     indptr = np.zeros(vocab_size + 1, np.int64)
     np.cumsum(df, out=indptr[1:])
-    return score.astype(np.float32), doc, indptr
+    if not n:
+        return np.zeros(0, np.int32), np.zeros(0, np.int32), indptr
+    # documents in order within a term; a stable sort of 16-bit ids is a radix sort
+    order = np.argsort(rows.terms.astype(np.uint16) if vocab_size <= 1 << 16 else rows.terms, kind="stable")
+    doc = np.repeat(np.arange(n, dtype=np.int32), np.diff(rows.ptr))[order]
+    return doc, rows.counts[order], indptr
+
+
+def collection_weights(lengths: np.ndarray, indptr: np.ndarray, k1: float, b: float) -> tuple[np.ndarray, np.ndarray]:
+    """(idf per term, length norm per document) of a collection, both float64."""
+    n = len(lengths)
+    df = np.diff(indptr)
+    idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    norm = k1 * ((1.0 - b) + b * lengths / float(lengths.mean())) if n else np.zeros(0)
+    return idf, norm
+
+
+def term_scores(idf: float, norm: np.ndarray, docs: np.ndarray, tf: np.ndarray) -> np.ndarray:
+    """The BM25 score of one term in each of its documents (float32)."""
+    tf64 = tf.astype(np.float64)
+    return (idf * (tf64 / (norm[docs] + tf64))).astype(np.float32)
 
 
 @dataclass
@@ -255,27 +299,33 @@ def doc_keys(idents: list, previous: DocKeys | None,
     takes SHA-256, the vector cache's keys, with ``dtype`` S32)."""
     key = key or _key
     n = len(idents)
-    before: dict = {}
-    if previous is not None:
-        try:
-            before = {ident: i for i, ident in enumerate(previous.idents)}
-        except TypeError:  # not what a build stores (an unhashable identity): nothing reused
-            previous, before = None, {}
-    if previous is not None:
-        starts = np.searchsorted(previous.owner, np.arange(len(previous.idents) + 1))
     src = np.full(n, -1, np.int64)
+    if previous is not None:
+        prev = previous.idents
+        # most entries are where they were: compared in place, the others looked up by identity
+        same = np.flatnonzero(np.fromiter((a == b for a, b in zip(idents, prev, strict=False)), bool,
+                                          min(n, len(prev))))
+        src[same] = same
+        misses = np.flatnonzero(src < 0).tolist()
+        if misses:
+            try:
+                before = {ident: i for i, ident in enumerate(prev)}
+                src[misses] = [before.get(idents[j], -1) for j in misses]
+            except TypeError:  # not what a build stores (an unhashable identity): nothing reused
+                previous = None
+                src[:] = -1
     counts = np.zeros(n, np.int64)
+    hit = np.flatnonzero(src >= 0)
+    if len(hit):
+        assert previous is not None
+        starts = np.searchsorted(previous.owner, np.arange(len(previous.idents) + 1))
+        counts[hit] = starts[src[hit] + 1] - starts[src[hit]]
     fresh: dict[int, tuple[bytes, list[bytes], bytes]] = {}
-    for j, ident in enumerate(idents):
-        i = before.get(ident, -1)
-        if i >= 0:
-            src[j] = i
-            counts[j] = starts[i + 1] - starts[i]
-        else:
-            text, parts, own = texts_of(j)
-            whole = key(text)
-            fresh[j] = (whole, [whole if p == text else key(p) for p in parts], key(own) if own is not None else b"")
-            counts[j] = len(parts)
+    for j in np.flatnonzero(src < 0).tolist():
+        text, parts, own = texts_of(j)
+        whole = key(text)
+        fresh[j] = (whole, [whole if p == text else key(p) for p in parts], key(own) if own is not None else b"")
+        counts[j] = len(parts)
     entry_keys = np.zeros(n, dtype)
     own_keys = np.zeros(n, dtype)
     owner = np.repeat(np.arange(n, dtype=np.int64), counts)

@@ -14,8 +14,12 @@ status has not moved since it was last hashed, see :func:`current_fingerprint`).
 When a file did change, the rebuild takes from the last build what only depends on an
 unchanged file's own content: its parse (graph.py's ``ParseCache``) and its share of the
 projection (each item's words and lines), both by the file's parse key, kept in memory
-and in ``.runtime/cache/parse.bin``. Everything that spans files (ids, backing chains,
-hashes, ranks, ancestors, neighbours) is computed again, so the result is a cold build's.
+and in ``.runtime/cache/parse.bin``. The entries under each top-level ``F#`` heading (a
+:class:`Segment`) are taken whole from the last build (in memory, or from the pieces of
+the stale corpus file) when everything they depend on across files is as it was: the
+heading and its scope, where the subtree starts, which of its ids are used elsewhere, the
+digests of the backing files it names. Anything else is projected again item by item, so
+the result is a cold build's, and after a one-node change only that file is projected.
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ import marshal
 import os
 import re
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rmtui.engine.errors import UsageError
 
@@ -40,7 +45,7 @@ if TYPE_CHECKING:  # the parser is imported only when the corpus must be rebuilt
     from rmtui.engine.memory.graph import Graph, Item, ParseCache
     from rmtui.engine.memory.roots import MemoryRoot
 
-CACHE_VERSION = 7  # 7: a head of file digests first, so a stale cache is refused before its entries are read
+CACHE_VERSION = 8  # 8: entries stored in pieces (segments and what lies between), each with its CRC-32
 PASSAGE_CHARS = 1500
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _EDGE_TAIL_RE = re.compile(r"(?:→|->)\s*\[[^\]]*\]\s*$")  # an edge list ends a line: `→ [rel:x, dep:y]`
@@ -136,6 +141,8 @@ class Corpus:
     texts: dict[str, list[str]] = field(default_factory=dict)  # file -> lines (filled on demand)
     #: file -> its status when this process last found it unchanged (see current_fingerprint)
     checked: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
+    #: the entries and heading records cut as the cache file stores them (_Projection.pieces)
+    pieces: list = field(default_factory=list, repr=False, compare=False)
 
     def by_id(self) -> dict[str, Entry]:
         return {e.id: e for e in self.entries if e.id is not None and e.kind != "source"}
@@ -219,14 +226,12 @@ def _traversal(graph: Graph) -> list[Item]:
     """Items in reading order, following F# headings into their backing files."""
     out: list[Item] = []
     stack = list(reversed(graph.roots))
-    seen: set[int] = set()
+    # each item has one parent and comes after it in its parse, so no item is met twice
     while stack:
         item = stack.pop()
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
         out.append(item)
-        stack.extend(reversed(item.children))
+        if item.children:
+            stack.extend(reversed(item.children))
     return out
 
 
@@ -316,6 +321,8 @@ class Reuse:
     local: dict[str, dict[int, Local]] = field(default_factory=dict)
     #: each memo of ``local`` marshalled, with its size then: a file's memo is written as it was read
     blobs: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+    #: the entries of the last build's segments (:class:`Segment`) by key; None until looked for
+    segments: Segments | None = None
 
     def to_data(self) -> dict:
         blobs = {}
@@ -335,6 +342,71 @@ class Reuse:
             memo = local[key] = marshal.loads(blob)
             blobs[key] = (len(memo), blob)
         return cls(ParseCache.from_data(data.get("graph")), local, blobs)
+
+
+@dataclass
+class Segment:
+    """The entries and heading records a top-level ``F#`` heading's subtree projected to.
+
+    A subtree's entries depend on its files' content and on a few facts from outside: the
+    heading's own record and scope, the positions the subtree starts at (rank, entry and
+    heading indices: ranks, ancestors and neighbours are global indices), which of its ids
+    are used elsewhere too, and the digests of the backing files its headings name. The
+    ``key`` digests the first ones; ``dup`` and ``backing`` hold the last two as they were.
+    When all are the same the entries are the same, so they are taken as they are: a
+    one-node change projects one file again."""
+
+    key: bytes
+    ids: tuple[str, ...]  # every id in the subtree
+    dup: tuple[str, ...]  # those used more than once in the whole graph then
+    backing: tuple[tuple[str, str, bool], ...]  # (name, digest chain, is a graph file) of each named backing file
+    items: int  # items of the subtree (how far the traversal moves past it)
+    rows: list[tuple]  # its entries, final (neighbours linked)
+    headings: list[tuple]  # its heading records' fields (HeadingRef's order)
+    blob: bytes = b""  # the five above marshalled, as the corpus file holds them
+
+    def dumped(self) -> bytes:
+        if not self.blob:
+            self.blob = marshal.dumps((self.ids, self.dup, self.backing, self.items, self.rows, self.headings))
+        return self.blob
+
+    @classmethod
+    def loads(cls, key: bytes, blob: bytes) -> Segment:
+        ids, dup, backing, items, rows, headings = marshal.loads(blob)
+        return cls(key, ids, dup, backing, items, rows, headings, blob)
+
+
+@dataclass
+class _Made:
+    """A segment projected by this build, recorded once its rows are final."""
+
+    key: bytes
+    ids: tuple[str, ...]
+    backing: tuple[str, ...]  # the backing files its headings name
+    items: int
+
+
+class Segments:
+    """The last build's segments by key: those of this process's last build, or the corpus
+    file's, each read from it (and its checksum checked) only when a key asks for it."""
+
+    def __init__(self, made: dict[bytes, Segment] | None = None, raw: bytes = b"",
+                 where: dict[bytes, tuple[int, int, int]] | None = None) -> None:
+        self.made = made or {}
+        self.raw = raw
+        self.where = where or {}  # key -> (offset, size, crc32) in ``raw``
+
+    def get(self, key: bytes) -> Segment | None:
+        got = self.made.get(key)
+        if got is None and key in self.where:
+            off, size, crc = self.where[key]
+            blob = self.raw[off:off + size]
+            if len(blob) == size and zlib.crc32(blob) == crc:
+                try:
+                    got = self.made[key] = Segment.loads(key, blob)
+                except (EOFError, ValueError, TypeError):
+                    got = None  # a damaged block: that subtree is projected again
+        return got
 
 
 def build_corpus(root: Path, graph: Graph | None = None, *, imports: bool = True, reuse: Reuse | None = None) -> Corpus:
@@ -372,15 +444,19 @@ def _build(root: Path, graph: Graph | None, imports: bool, reuse: Reuse | None) 
     missing = sorted({i.backing_file for i in graph.ordered
                       if i.backing_file and i.backing_file not in graph.files} |
                      {n for n in ("MEMORY.md", "PURSUITS.md") if n not in graph.files})
-    projection = _Projection(graph, reuse.local if reuse is not None else {})
+    projection = _Projection(graph, reuse.local if reuse is not None else {},
+                             reuse.segments if reuse is not None else None)
     projection.project()
-    if reuse is not None:
-        reuse.local = projection.local
     corpus = Corpus(root, graph.fingerprint(), [], projection.headings, files, missing,
                     len(graph.issues), texts=dict(projection.texts))
     if imports:
         _add_imports(corpus, projection)
-    corpus.entries = EntryList([tuple(row) for row in projection.entries])  # as a cached corpus holds them
+    rows = [tuple(row) for row in projection.entries]  # as a cached corpus holds them (a reused row is one)
+    corpus.entries = EntryList(rows)
+    corpus.pieces = projection.pieces(rows)
+    if reuse is not None:
+        reuse.local = projection.local
+        reuse.segments = Segments({seg.key: seg for seg in corpus.pieces if isinstance(seg, Segment)})
     if parsed_here:
         _untie(graph)
     return corpus
@@ -406,20 +482,25 @@ class _Projection:
     """The walk that turns a parsed graph into entries, with the state its steps share:
     heading records, ancestor scopes per parent, and runs of neighbouring nodes."""
 
-    def __init__(self, graph: Graph, previous: dict[str, dict[int, Local]] | None = None) -> None:
+    def __init__(self, graph: Graph, previous: dict[str, dict[int, Local]] | None = None,
+                 segments: Segments | None = None) -> None:
         self.graph = graph
+        self.segments = segments or Segments()
+        #: (entry start, heading start, entry end, heading end, the segment reused or one to record), in order
+        self.marks: list[tuple[int, int, int, int, Segment | _Made]] = []
         self.texts = {name: gf.lines for name, gf in graph.files.items()}
         self.order = _traversal(graph)
         self.id_counts: dict[str, int] = {}
         for item in self.order:
             if item.id:
                 self.id_counts[item.id] = self.id_counts.get(item.id, 0) + 1
+        self.dups = {i for i, n in self.id_counts.items() if n > 1}
         self.previous = previous or {}
         self.local: dict[str, dict[int, Local]] = {}  # what this build's files' items project to on their own
-        self._child_spans: dict[int, list[tuple[str, int, int]]] | None = None
         self.headings: list[HeadingRef] = []
         self.heading_index: dict[int, int] = {}
-        self.entries: list[list] = []  # each entry as a row (Entry.to_tuple's order), neighbours linked last
+        #: each entry as a row (Entry.to_tuple's order): a list, its neighbours linked last, or a reused final tuple
+        self.entries: list[Any] = []
         self.scopes: dict[int, tuple[list[int], str]] = {}  # parent -> (ancestor records, context), shared
         # Neighbours are the nodes of one run: the same parent, where a bare grouping heading (a
         # title with no text of its own: a speaker, a date, a sub-topic label) does not start a
@@ -429,33 +510,141 @@ class _Projection:
 
     def project(self) -> None:
         files = self.graph.files
-        memo_of: dict[str, dict[int, Local]] = {}  # file name -> its memo of Local by line
+        self.memo_of: dict[str, dict[int, Local]] = {}  # file name -> its memo of Local by line
         for name, gf in files.items():
             if gf.graph and gf.parse_key:
-                memo_of[name] = self.local[gf.parse_key] = self.previous.get(gf.parse_key) or {}
-        for rank, item in enumerate(self.order):
-            anc, context = self.scope_of(item.parent)
-            memo = memo_of.get(item.file)
-            if memo is not None and item.line in memo:
-                local = memo[item.line]
-            else:
-                local = self.node_local(item) if item.kind == "node" else self.heading_local(item)
-                if memo is not None:
-                    memo[item.line] = local
-            if local is None:
-                if item.heading_kind not in ("F#", "MF#", "MQ#"):
-                    self.bare.add(id(item))
-                continue  # a bare grouping heading is context, not a result
-            text, own, end = local
-            self.runs.setdefault(self.run_of(item.parent), []).append(len(self.entries))
-            # the ancestors list is the scope's, shared by its entries (read only; marshal writes it once)
-            self.entries.append([self.key_for(item), item.id, item.kind, item.file, item.line, end, item.hash, rank,
-                                 text, list(own), anc, context, -1, -1, item.uncertain, ""])
-            if item.kind == "heading" and item.backing_file and item.backing_file in self.graph.files \
-                    and not self.graph.files[item.backing_file].graph:
-                _source_entries(item, self.graph, self.entries, anc + [self.heading_ref(item)], self.headings,
-                                rank)
+                self.memo_of[name] = self.local[gf.parse_key] = self.previous.get(gf.parse_key) or {}
+        roots = self.segment_roots()
+        rank, order = 0, self.order
+        while rank < len(order):
+            item = order[rank]
+            self.one(item, rank)
+            rank += 1
+            got = roots.get(id(item))
+            if got is not None and id(item) not in self.heading_index:
+                rank = self.segment(item, rank, *got)
         self.link_neighbours()
+
+    def one(self, item: Item, rank: int) -> None:
+        """Project one item: its entry (unless it is a bare grouping heading) and its sources."""
+        anc, context = self.scope_of(item.parent)
+        memo = self.memo_of.get(item.file)
+        if memo is not None and item.line in memo:
+            local = memo[item.line]
+        else:
+            local = self.node_local(item) if item.kind == "node" else self.heading_local(item)
+            if memo is not None:
+                memo[item.line] = local
+        if local is None:
+            if item.heading_kind not in ("F#", "MF#", "MQ#"):
+                self.bare.add(id(item))
+            return  # a bare grouping heading is context, not a result
+        text, own, end = local
+        self.runs.setdefault(self.run_of(item.parent), []).append(len(self.entries))
+        # the ancestors list is the scope's, shared by its entries (read only; marshal writes it once)
+        self.entries.append([self.key_for(item), item.id, item.kind, item.file, item.line, end, item.hash, rank,
+                             text, list(own), anc, context, -1, -1, item.uncertain, ""])
+        if item.kind == "heading" and item.backing_file and item.backing_file in self.graph.files \
+                and not self.graph.files[item.backing_file].graph:
+            _source_entries(item, self.graph, self.entries, anc + [self.heading_ref(item)], self.headings,
+                            rank)
+
+    def segment_roots(self) -> dict[int, tuple[tuple, int]]:
+        """Each heading of a root file whose children all come from the graph file it backs:
+        id -> (the files of its subtree with their parse keys, how many items the subtree has)."""
+        files = self.graph.files
+        top: dict[int, list[tuple]] = {}  # id of a root file's heading -> the files under it
+        for name, gf in files.items():
+            claim, steps = gf.claimed_by, 0
+            while claim is not None and files[claim.file].claimed_by is not None and steps < len(files):
+                claim, steps = files[claim.file].claimed_by, steps + 1
+            if claim is not None and files[claim.file].claimed_by is None:
+                top.setdefault(id(claim), []).append((name, gf.parse_key or gf.digest, gf.graph))
+        counts: dict[str, int] = {}
+        for item in self.order:
+            counts[item.file] = counts.get(item.file, 0) + 1
+        out: dict[int, tuple[tuple, int]] = {}
+        for name, gf in files.items():
+            h = gf.claimed_by
+            if h is None or id(h) not in top or files[h.file].claimed_by is not None or not gf.graph \
+                    or h.backing_file != name or any(c.file == h.file for c in h.children):
+                continue
+            sub = top[id(h)]
+            out[id(h)] = (tuple(sub), sum(counts.get(n, 0) for n, _, graph in sub if graph))
+        return out
+
+    def segment(self, head: Item, start: int, files: tuple, items: int) -> int:
+        """The subtree under ``head`` (``items`` items from traversal position ``start``): the
+        last build's entries when nothing they depend on moved, else projected item by item
+        (and recorded for the next build). Returns the position after the subtree."""
+        anc, context = self.scope_of(head.parent)
+        line = self.texts[head.file][head.line - 1] if head.file in self.texts else head.title
+        ref = (head.id, head.file, head.line, heading_title(line) or head.title, head.hash)
+        e0, h0 = len(self.entries), len(self.headings)
+        # repr, not marshal: marshal's bytes for equal values vary with how objects are shared
+        key = hashlib.blake2b(repr((ref, tuple(anc), context, start, e0, h0, files)).encode("utf-8", "surrogatepass"),
+                              digest_size=16).digest()
+        seg = self.segments.get(key)
+        if seg is not None and seg.items == items and self.fits(seg):
+            self.entries.extend(seg.rows)
+            self.headings.extend(HeadingRef(*h) for h in seg.headings)
+            if seg.headings:
+                self.heading_index[id(head)] = h0  # the subtree's first record is its heading's
+            self.marks.append((e0, h0, len(self.entries), len(self.headings), seg))
+            return start + items
+        names = {n for n, _, _ in files}
+        span = self.order[start:start + items]
+        if len(span) != items or any(i.file not in names for i in span) \
+                or (start + items < len(self.order) and self.order[start + items].file in names):
+            return start  # not the subtree it should be (no parse makes one): projected item by item
+        ids: list[str] = []
+        backing: dict[str, None] = {}
+        recordable = True
+        for rank, item in enumerate(span, start):
+            if item.id:
+                ids.append(item.id)
+            if item.kind == "heading":
+                if item.heading_kind == "MF#":
+                    recordable = False  # an import is merged under it later, by its scope
+                if item.backing_file:
+                    backing[item.backing_file] = None
+            self.one(item, rank)
+        if recordable:
+            self.marks.append((e0, h0, len(self.entries), len(self.headings),
+                               _Made(key, tuple(ids), tuple(backing), items)))
+        return start + items
+
+    def fits(self, seg: Segment) -> bool:
+        """Whether the ids and backing files a segment depends on are as they were."""
+        return (self.duplicated(seg.ids) == seg.dup
+                and self.backing_of(tuple(n for n, _, _ in seg.backing)) == seg.backing)
+
+    def duplicated(self, ids: tuple[str, ...]) -> tuple[str, ...]:
+        if not self.dups:
+            return ()
+        return tuple(i for i in ids if i in self.dups)
+
+    def backing_of(self, names: tuple[str, ...]) -> tuple[tuple[str, str, bool], ...]:
+        files, digests = self.graph.files, self.graph.backing_digests
+        return tuple((n, digests.get(n, ""), n in files and files[n].graph) for n in names)
+
+    def pieces(self, rows: list[tuple]) -> list[Segment | tuple[list[tuple], list[tuple]]]:
+        """The entries and heading records in order, cut into the segments (reused, or made by
+        this build) and what lies between them, as the corpus file stores them."""
+        out: list[Segment | tuple[list[tuple], list[tuple]]] = []
+        heads = [(h.id, h.file, h.line, h.title, h.hash) for h in self.headings]
+        e, h = 0, 0
+        for e0, h0, e1, h1, seg in self.marks:
+            if e0 > e or h0 > h:
+                out.append((rows[e:e0], heads[h:h0]))
+            if isinstance(seg, _Made):
+                seg = Segment(seg.key, seg.ids, self.duplicated(seg.ids), self.backing_of(seg.backing), seg.items,
+                              rows[e0:e1], heads[h0:h1])
+            out.append(seg)
+            e, h = e1, h1
+        if e < len(rows) or h < len(heads):
+            out.append((rows[e:], heads[h:]))
+        return out
 
     def heading_ref(self, h: Item) -> int:
         if id(h) not in self.heading_index:
@@ -491,21 +680,13 @@ class _Projection:
         words = [node_prose(lines[item.line - 1])] + [lines[n - 1].strip() for n in own[1:]]
         return " ".join(w for w in words if w), own, item.end_line
 
-    def child_spans(self) -> dict[int, list[tuple[str, int, int]]]:
-        if self._child_spans is None:
-            self._child_spans = {}
-            for item in self.order:
-                if item.parent is not None:
-                    self._child_spans.setdefault(id(item.parent), []).append((item.file, item.line, item.end_line))
-        return self._child_spans
-
     def heading_local(self, item: Item) -> Local:
         """A heading's own lines (its children's spans in its file left out); None for a bare grouping heading."""
         lines = self.texts.get(item.file, [])
         covered: set[int] = set()
-        for f, a, b in self.child_spans().get(id(item), []):
-            if f == item.file:
-                covered.update(range(a, b + 1))
+        for child in item.children:
+            if child.file == item.file:
+                covered.update(range(child.line, child.end_line + 1))
         own = [n for n in range(item.line, item.end_line + 1) if n not in covered]
         while own and not lines[own[-1] - 1].strip():
             own.pop()
@@ -622,6 +803,8 @@ def load_corpus(root: Path) -> Corpus:
     if corpus is None:
         with collector_paused():  # what the reuse file holds stays alive too
             reuse = _REUSE.get(key) or _read_reuse(path.with_name(REUSE_FILE))
+            if reuse.segments is None:
+                reuse.segments = _read_segments(path)
             try:
                 corpus = build_corpus(root, reuse=reuse)
             except (IndexError, KeyError, TypeError, ValueError, AttributeError):
@@ -650,8 +833,8 @@ def _read_reuse(path: Path) -> Reuse:
     again)."""
     try:
         raw = path.read_bytes()
-        head = len(_REUSE_MAGIC) + 16
-        if raw.startswith(_REUSE_MAGIC) and hashlib.blake2b(raw[head:], digest_size=16).digest() == raw[head - 16:head]:
+        head = len(_REUSE_MAGIC) + _REUSE_SUM
+        if raw.startswith(_REUSE_MAGIC) and reuse_checksum(raw[head:]) == raw[head - _REUSE_SUM:head]:
             data = marshal.loads(raw[head:])
             if isinstance(data, dict) and data.get("version") == _reuse_version():
                 return Reuse.from_data(data)
@@ -660,7 +843,14 @@ def _read_reuse(path: Path) -> Reuse:
     return Reuse(_empty_parses())
 
 
-_REUSE_MAGIC = b"RMTREUSE1"
+_REUSE_MAGIC = b"RMTREUSE2"
+_REUSE_SUM = 4
+
+
+def reuse_checksum(payload: bytes) -> bytes:
+    """CRC-32 of the reuse file's payload: it catches a torn or damaged file (what a derived
+    cache must detect) at a tenth of a cryptographic digest's cost over megabytes."""
+    return zlib.crc32(payload).to_bytes(_REUSE_SUM, "little")
 
 
 def _empty_parses() -> ParseCache:
@@ -683,7 +873,7 @@ def _write_reuse(path: Path, reuse: Reuse) -> None:
 
     try:
         payload = marshal.dumps(reuse.to_data())
-        atomic_write_bytes(path, [_REUSE_MAGIC, hashlib.blake2b(payload, digest_size=16).digest(), payload],
+        atomic_write_bytes(path, [_REUSE_MAGIC, reuse_checksum(payload), payload],
                            durable=False)
     except (OSError, ValueError):
         pass  # a derived cache: failing to write it costs time, never correctness
@@ -693,9 +883,12 @@ def _read_cache(root: Path, path: Path) -> Corpus | None:
     """The cached corpus if every file it was built from is unchanged, else None.
 
     The file holds the length of a small marshalled head (version, file digests, missing
-    names), the head, then the marshalled entries. The head is checked first, so after an
-    edit the stale entries are never read. Each part is read as bytes and unmarshalled from
-    them: ``marshal.load`` on the file object is six times slower than ``loads``."""
+    names, and each piece's key, size and CRC-32), the head, then the pieces: the entries and
+    heading records of each segment (see :class:`Segment`) and of what lies between them,
+    each marshalled on its own. The head is checked first, so after an edit the stale entries
+    are never read; a piece whose checksum fails makes the whole file a miss. Each part is
+    read as bytes and unmarshalled from them: ``marshal.load`` on the file object is six times
+    slower than ``loads``."""
     try:
         with path.open("rb") as fh:
             size = int.from_bytes(fh.read(4), "little")
@@ -706,13 +899,48 @@ def _read_cache(root: Path, path: Path) -> Corpus | None:
             if texts is None:
                 return None
             raw = fh.read()
+        rows: list[tuple] = []
+        headings: list[HeadingRef] = []
+        pieces: list = []
+        off = 0
         with collector_paused():
-            data = marshal.loads(raw)
-        return Corpus(root, head["fingerprint"], EntryList(data["entries"]),
-                      [HeadingRef(*h) for h in data["headings"]], head["files"], list(head["missing"]),
-                      head["issues"], texts=texts)
+            for key, n, crc in head["pieces"]:
+                blob = raw[off:off + n]
+                off += n
+                if len(blob) != n or zlib.crc32(blob) != crc:
+                    return None
+                if key:
+                    seg = Segment.loads(key, blob)
+                    got_rows, got_heads = seg.rows, seg.headings
+                    pieces.append(seg)
+                else:
+                    got_rows, got_heads = marshal.loads(blob)
+                    pieces.append((got_rows, got_heads))
+                rows.extend(got_rows)
+                headings.extend(HeadingRef(*h) for h in got_heads)
+        return Corpus(root, head["fingerprint"], EntryList(rows), headings, head["files"], list(head["missing"]),
+                      head["issues"], texts=texts, pieces=pieces)
     except (OSError, EOFError, ValueError, TypeError, KeyError, AttributeError):
         return None  # a damaged or foreign cache file: rebuilt
+
+
+def _read_segments(path: Path) -> Segments:
+    """The segments of the corpus file as it is (stale: a file changed since), each read when asked for."""
+    try:
+        raw = path.read_bytes()
+        size = int.from_bytes(raw[:4], "little")
+        head = marshal.loads(raw[4:4 + size])
+        if not isinstance(head, dict) or head.get("version") != CACHE_VERSION:
+            return Segments()
+        where: dict[bytes, tuple[int, int, int]] = {}
+        off = 4 + size
+        for key, n, crc in head["pieces"]:
+            if key:
+                where[key] = (off, n, crc)
+            off += n
+        return Segments(raw=raw, where=where)
+    except (OSError, EOFError, ValueError, TypeError, KeyError):
+        return Segments()
 
 
 def _unchanged_texts(root: Path, head: dict) -> dict[str, list[str]] | None:
@@ -742,21 +970,24 @@ def _unchanged_texts(root: Path, head: dict) -> dict[str, list[str]] | None:
 def _write_cache(path: Path, corpus: Corpus) -> None:
     from rmtui.engine.fsutil import atomic_write_bytes
 
+    blobs: list[tuple[bytes, bytes]] = []
+    pieces = corpus.pieces or [(corpus.entries.rows() if isinstance(corpus.entries, EntryList) else
+                                [e.to_tuple() for e in corpus.entries],
+                                [(h.id, h.file, h.line, h.title, h.hash) for h in corpus.headings])]
+    for piece in pieces:
+        blobs.append((piece.key, piece.dumped()) if isinstance(piece, Segment) else (b"", marshal.dumps(piece)))
     head = {
         "version": CACHE_VERSION,
         "fingerprint": corpus.fingerprint,
         "files": corpus.files,
         "missing": corpus.missing,
         "issues": corpus.issues,
-    }
-    body = {
-        "entries": corpus.entries.rows() if isinstance(corpus.entries, EntryList) else
-        [e.to_tuple() for e in corpus.entries],
-        "headings": [(h.id, h.file, h.line, h.title, h.hash) for h in corpus.headings],
+        "pieces": [(key, len(blob), zlib.crc32(blob)) for key, blob in blobs],
     }
     try:
         raw_head = marshal.dumps(head)
-        atomic_write_bytes(path, [len(raw_head).to_bytes(4, "little"), raw_head, marshal.dumps(body)], durable=False)
+        atomic_write_bytes(path, [len(raw_head).to_bytes(4, "little"), raw_head, *(b for _, b in blobs)],
+                           durable=False)
     except OSError:
         pass  # a derived cache: failing to write it costs time, never correctness
 

@@ -16,9 +16,9 @@ Why each piece is here:
 - Fusion is a weighted sum of per-query normalised scores; weights are general, measured
   on the LoCoMo bench (bench/locomo.py), never tuned per file.
 
-The score matrix is computed (bm25.py) only when the corpus changes, from term counts
-kept per passage so that only changed passages are tokenised again; it is stored in
-``.runtime/cache/`` and queried with numpy alone.
+The postings (bm25.py) are updated only when the corpus changes, from term counts kept
+per passage so that only changed passages are tokenised again; they are stored in
+``.runtime/cache/`` and a query scores the postings of its own terms with numpy alone.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from rmtui.engine.retrieval.bm25 import TermRows
 from rmtui.engine.retrieval.corpus import Corpus, Entry, EntryList, collector_paused, slug_words, split_passages
 from rmtui.engine.retrieval.subjects import dense_label
 
-LEXICAL_VERSION = 8  # 8: each entry's keys ride along, by what its text is made from (bm25.DocKeys), as one string
+LEXICAL_VERSION = 9  # 9: postings by term hold counts, scored at query time (no stored scores)
 _TOKEN_RE = re.compile(r"(?u)\b\w[\w.]*\w\b|\b\w\w+\b")
 
 # English stop words (those of bm25s plus question words): dropped from documents and
@@ -212,17 +212,19 @@ def best_per_entry(passage_scores: np.ndarray, owner: np.ndarray, n: int) -> np.
 
 @dataclass
 class LexicalIndex:
-    """BM25 scores of every (term, passage) pair, and the term counts they were computed
-    from (bm25.py): a changed corpus re-tokenises only its changed passages."""
+    """The postings of every term (which passages hold it, how often), and the term counts
+    of each passage they were grouped from (bm25.py): a changed corpus re-tokenises only its
+    changed passages, and a query scores only the postings of its own terms."""
 
     key: str
     vocab: dict[str, int]
-    data: np.ndarray
-    indices: np.ndarray
+    tf: np.ndarray  # int32 occurrences, grouped by term (term t's are [indptr[t]:indptr[t + 1]])
+    indices: np.ndarray  # int32 passage of each posting
     indptr: np.ndarray
     owner: np.ndarray  # passage -> entry index
     num_entries: int
-    idf: dict[str, float] = field(default_factory=dict)
+    k1: float = 1.5
+    b: float = 0.75
     window: LexicalIndex | None = None  # the same entries with their neighbours' words
     window_weight: float = 0.0
     rows: TermRows | None = None  # each passage's term counts, keyed by its text
@@ -230,6 +232,8 @@ class LexicalIndex:
     rows_key: str = ""  # what the rows depend on besides the text (tokenizer, settings)
     rebuilt: int = 0  # passages and windows tokenised or summed by this build (0: all reused)
     docs: bm25.DocKeys | None = None  # each entry's keys, by what its text is made from
+    #: (idf per term, length norm per passage), made from the postings on the first query
+    _weights: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def build(cls, corpus: Corpus, params: RankParams, key: str,
@@ -244,8 +248,8 @@ class LexicalIndex:
                              lambda i: _texts(entries[i], params))
         owner = docs.owner
         if not len(owner):
-            empty = np.zeros(0, dtype=np.float32)
-            return cls(key, {}, empty, np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64), owner, 0)
+            none = np.zeros(0, dtype=np.int32)
+            return cls(key, {}, none, none, np.zeros(1, dtype=np.int64), owner, 0, params.bm25_k1, params.bm25_b)
         vocab = dict(previous.vocab) if previous is not None else {}
         memo: dict[str, list[str]] = {}
         first = np.searchsorted(owner, np.arange(len(entries)))  # an entry's first passage
@@ -265,8 +269,8 @@ class LexicalIndex:
                 corpus, rows, docs, params, vocab, memo, previous.bare if previous is not None else None,
                 old_window.rows if old_window is not None else None)
             made += more
-        live = [r for r in (rows, bare, window_rows) if r is not None]
-        vocab = bm25.compact(vocab, live)
+        vocab = bm25.compact(vocab, [r for r in (rows, bare) if r is not None],
+                             (window_rows,) if window_rows is not None else ())
         idx = cls._scored(key, vocab, rows, owner, len(corpus.entries), params)
         idx.bare, idx.rows_key, idx.rebuilt, idx.docs = bare, rkey, made, docs
         if window_rows is not None:
@@ -278,18 +282,32 @@ class LexicalIndex:
     @classmethod
     def _scored(cls, key: str, vocab: dict[str, int], rows: TermRows, owner: np.ndarray, n: int,
                 params: RankParams) -> LexicalIndex:
-        data, indices, indptr = bm25.postings(rows, len(vocab), params.bm25_k1, params.bm25_b)
-        return cls(key, vocab, data, indices, indptr, owner, n, rows=rows)
+        indices, tf, indptr = bm25.by_term(rows, len(vocab))
+        return cls(key, vocab, tf, indices, indptr, owner, n, params.bm25_k1, params.bm25_b, rows=rows)
+
+    def weights(self) -> tuple[np.ndarray, np.ndarray]:
+        """(idf per term, length norm per passage): the collection statistics, made once."""
+        if self._weights is None:
+            lengths = self.rows.lengths if self.rows is not None else np.zeros(len(self.owner), np.int64)
+            self._weights = bm25.collection_weights(lengths, self.indptr, self.k1, self.b)
+        return self._weights
 
     def own_scores(self, query_tokens: list[str]) -> np.ndarray:
-        """BM25 score of each entry (its best passage) for the query tokens, this index alone."""
+        """BM25 score of each entry (its best passage) for the query tokens, this index alone:
+        each token's postings scored now (a repeated token counts again)."""
         per_passage = np.zeros(len(self.owner), dtype=np.float32)
+        idf, norm = self.weights()
+        made: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for tok in query_tokens:
             t = self.vocab.get(tok)
             if t is None:
                 continue
-            a, b = self.indptr[t], self.indptr[t + 1]
-            np.add.at(per_passage, self.indices[a:b], self.data[a:b])
+            got = made.get(t)
+            if got is None:
+                a, b = self.indptr[t], self.indptr[t + 1]
+                docs = self.indices[a:b]
+                got = made[t] = docs, bm25.term_scores(float(idf[t]), norm, docs, self.tf[a:b])
+            per_passage[got[0]] += got[1]  # a term's passages are distinct: no repeated index
         return best_per_entry(per_passage, self.owner, self.num_entries)
 
     def score_parts(self, query_tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -334,13 +352,13 @@ class LexicalIndex:
     def dump_parts(self) -> list:
         """:meth:`dumps` as the buffers it joins (the arrays' own memory): a file takes them
         one after the other without a 14 MB copy being made first."""
-        arrays = [self.data, self.indices, self.indptr, self.owner]
+        arrays = [self.tf, self.indices, self.indptr, self.owner]
         for rows in (self.rows, self.bare):
             arrays.extend(rows.arrays() if rows is not None else ())
         arrays.extend(self.docs.arrays() if self.docs is not None else ())
         inner = self.window.dump_parts() if self.window is not None else []
         head = {"version": LEXICAL_VERSION, "key": self.key, "vocab": self.vocab, "rows_key": self.rows_key,
-                "num_entries": self.num_entries, "window_weight": self.window_weight,
+                "num_entries": self.num_entries, "window_weight": self.window_weight, "k1": self.k1, "b": self.b,
                 "window_bytes": sum(len(p) if isinstance(p, bytes) else p.nbytes for p in inner),
                 "has_rows": self.rows is not None, "has_bare": self.bare is not None,
                 "idents": self.docs.idents if self.docs is not None else None,
@@ -366,10 +384,10 @@ class LexicalIndex:
                 arrays.append(np.frombuffer(raw, dtype=dtype, count=count, offset=off))
                 off += dtype.itemsize * count
                 off += len(_pad(off))
-            data, indices, indptr, owner = arrays[:4]
+            tf, indices, indptr, owner = arrays[:4]
             rest = arrays[4:]
-            idx = cls(head["key"], head["vocab"], data, indices, indptr, owner, head["num_entries"],
-                      rows_key=head["rows_key"])
+            idx = cls(head["key"], head["vocab"], tf, indices, indptr, owner, head["num_entries"],
+                      float(head["k1"]), float(head["b"]), rows_key=head["rows_key"])
             if head["has_rows"]:
                 idx.rows, rest = TermRows(*rest[:5]), rest[5:]
             if head["has_bare"]:
@@ -391,10 +409,12 @@ class LexicalIndex:
         never indexed out of bounds)."""
         v, p = len(self.vocab), len(self.owner)
         if not (isinstance(self.vocab, dict) and len(self.indptr) == v + 1 and self.indptr[0] == 0
-                and self.indptr[-1] == len(self.data) == len(self.indices) and bool((np.diff(self.indptr) >= 0).all())
+                and self.indptr[-1] == len(self.tf) == len(self.indices) and bool((np.diff(self.indptr) >= 0).all())
                 and (not len(self.indices) or (int(self.indices.min()) >= 0 and int(self.indices.max()) < p))
                 and (not p or (int(self.owner.min()) >= 0 and int(self.owner.max()) < self.num_entries))):
             return False
+        if p and (self.rows is None or len(self.rows) != p):
+            return False  # the length norms of the passages come from their rows
         for rows in (self.rows, self.bare):
             if rows is not None and not rows.consistent(v):
                 return False
@@ -485,11 +505,19 @@ def load_lexical(corpus: Corpus, params: RankParams, cache_dir: Path | None) -> 
     if memo is not None and memo.key == key:
         return memo
     previous = memo
-    if path is not None and path.exists():
+    raw = None
+    # the file as this process last wrote or read it holds the memo's (stale) index: not read
+    # again (16 MB at 10,000 nodes); if another process replaced it, its status differs
+    if path is not None and not (memo is not None and _status(path) == _LEXICAL_STATUS.get(str(path))):
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            pass  # none yet (or replaced just now): built, or updated from the memo
+    if raw is not None and path is not None:
         with collector_paused():  # as for a corpus build: what it allocates stays alive
-            idx = LexicalIndex.loads(path.read_bytes())
+            idx = LexicalIndex.loads(raw)
         if idx is not None and idx.key == key:
-            _LEXICAL_MEMO[str(path)] = idx
+            _remember(path, idx)
             return idx
         previous = previous or idx
     with collector_paused():
@@ -501,12 +529,27 @@ def load_lexical(corpus: Corpus, params: RankParams, cache_dir: Path | None) -> 
             atomic_write_bytes(path, idx.dump_parts(), durable=False)  # a derived cache, checked when read
         except OSError:
             pass
-        _LEXICAL_MEMO[str(path)] = idx
+        _remember(path, idx)
     return idx
+
+
+def _status(path: Path) -> tuple[int, ...] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _remember(path: Path, idx: LexicalIndex) -> None:
+    _LEXICAL_MEMO[str(path)] = idx
+    _LEXICAL_STATUS[str(path)] = _status(path)
 
 
 #: The last BM25 index per cache file in this process (a long-lived front reads it once).
 _LEXICAL_MEMO: dict[str, LexicalIndex] = {}
+#: The status of each cache file when this process last wrote or read it (see load_lexical).
+_LEXICAL_STATUS: dict[str, tuple[int, ...] | None] = {}
 
 
 # -- fusion -----------------------------------------------------------------------

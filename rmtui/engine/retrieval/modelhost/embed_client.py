@@ -335,28 +335,43 @@ def stop_local_service(state_dir: Path, timeout: float = 10.0) -> bool:
     return False
 
 
-def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int | None,
-                      include_returned: bool, include_pending: bool = True, timeout: float = 120.0) -> dict | None:
-    """Ask an already-running local warm service to run the retrieval; None when there is none.
-
-    The service runs the very same engine ``retrieve`` (same locks, same delivery history);
-    a short-lived CLI then pays neither numpy nor the corpus load. Anything unusual (a
-    configured remote service, the agent backend, no service yet) answers None, and the
-    caller retrieves in its own process, starting the service as usual.
-    ``include_pending`` is sent only when false (the route's default is true), so a service
-    that does not know the field still serves the default; one that refuses it answers 422,
-    and the caller then retrieves in its own process.
-    """
+def delegation_model(cfg) -> Path | None:
+    """The model whose local warm service runs this root's retrievals, or None where they are
+    not its to run (the agent backend, a configured service, ``embedding.local_service`` off,
+    no model)."""
     from rmtui.engine.memory.config import embedding_service
 
     if (cfg.get("retrieve.backend") != "embedding" or embedding_service(cfg) is not None
             or not cfg.get("embedding.local_service")):
         return None
     try:
-        model = resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path"))
+        return resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path"))
     except (UsageError, UnavailableError):
         return None
-    st = read_state(service_dir(model, cfg.get("embedding.reranker_path")))
+
+
+def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int | None,
+                      include_returned: bool, include_pending: bool = True, timeout: float = 120.0,
+                      wait_seconds: float = 0.0) -> dict | None:
+    """Ask an already-running local warm service to run the retrieval; None when there is none.
+
+    The service runs the very same engine ``retrieve`` (same locks, same delivery history);
+    a short-lived CLI then pays neither numpy nor the corpus load. Anything unusual (a
+    configured remote service, the agent backend, no service yet) answers None, and the
+    caller retrieves in its own process, starting the service as usual. With
+    ``wait_seconds``, a service that is starting is waited for that long (the MCP server,
+    which launched it, waits rather than load a model of its own).
+    ``include_pending`` is sent only when false (the route's default is true), so a service
+    that does not know the field still serves the default; one that refuses it answers 422,
+    and the caller then retrieves in its own process.
+    """
+    model = delegation_model(cfg)
+    if model is None:
+        return None
+    state_dir = service_dir(model, cfg.get("embedding.reranker_path"))
+    st = read_state(state_dir)
+    if st is None and wait_seconds > 0:
+        st = _state_once_started(state_dir, wait_seconds)
     if st is None or not st.get("token"):
         _launch_early(root_path, cfg, model)
         return None
@@ -374,7 +389,49 @@ def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int
         client.close()
     if status != 200:
         return None  # an older service without the route, or a stale state file
-    return answer if isinstance(answer, dict) and "ok" in answer else None
+    return answer if isinstance(answer, dict) and _well_formed(answer) else None
+
+
+def _state_once_started(state_dir: Path, wait_seconds: float) -> dict | None:
+    """The state of a service that is starting, once it is ready (None if it stops or is late)."""
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+        st = read_state(state_dir)
+        if st is not None or not (_starting(state_dir) or _alive(state_dir)):
+            return st
+        time.sleep(0.01)
+    return None
+
+
+def _well_formed(answer: dict) -> bool:
+    """A service answer of the shape :func:`delegated_result` reads (anything else: retrieve here)."""
+    if type(answer.get("ok")) is not bool:
+        return False
+    if answer["ok"]:
+        return isinstance(answer.get("data"), dict) and isinstance(answer.get("text"), str)
+    return type(answer.get("exit_code")) is int and isinstance(answer.get("error"), dict)
+
+
+def delegated_result(answer: dict) -> tuple[dict, str]:
+    """The data and text of a delegated retrieve's answer, or the engine error it reports,
+    raised as the same error (the service is this user's own, reached with its token)."""
+    if answer["ok"]:
+        return answer["data"], answer["text"]
+    err = answer["error"]
+    exc = EngineError(str(err.get("message", "retrieval failed")), details=err.get("details"))
+    exc.exit_code, exc.kind = answer["exit_code"], str(err.get("error", "failed"))
+    raise exc
+
+
+def launch_for_root(root_path: Path, cfg) -> bool:
+    """Start the local warm service now, without waiting, if this root's retrievals are its
+    and the root's vectors are cached (True: it runs or is starting)."""
+    model = delegation_model(cfg)
+    if model is None:
+        return False
+    _launch_early(root_path, cfg, model)
+    state_dir = service_dir(model, cfg.get("embedding.reranker_path"))
+    return read_state(state_dir) is not None or _starting(state_dir) or _alive(state_dir)
 
 
 def _launch_early(root_path: Path, cfg, model: Path) -> None:
