@@ -73,6 +73,53 @@ def test_features_one_row_per_candidate(root, plain_backend):
     # MaxSim: the turn holding the need's words matches them token by token, the printer does not
     assert col["maxsim"][ids.index("q1")] > col["maxsim"][ids.index("x3")] + 0.1
     assert 0 < col["maxsim"].max() <= 1.0
+    # every feature also comes times the pool's thread (mean coherence with the node before)
+    t = stage2.thread(col["coherence_prev"])
+    assert t == pytest.approx(float(col["coherence_prev"].mean()) - stage2.THREAD_CENTRE, abs=1e-6)
+    for f in stage2.BASE + ("maxsim",):
+        assert np.allclose(col[f"{f}*thread"], col[f] * np.float32(t), atol=1e-6), f
+
+
+THREAD = [  # one conversation: each turn follows from the one before
+    "Ana: should the ledger move from mysql to postgres?",
+    "Bo: postgres would give the ledger proper transactions.",
+    "Ana: then we plan the ledger migration to postgres next sprint.",
+    "Bo: I will draft the postgres migration plan for the ledger.",
+    "Ana: the migration plan should cover ledger backups in postgres.",
+    "Bo: postgres backups for the ledger run nightly after the migration.",
+]
+FACTS = [  # separate facts: a node says nothing about the one before it
+    "The printer on floor two jams on thick paper.",
+    "Postgres listens on port 5432 by default.",
+    "Lunch orders close at eleven on Fridays.",
+    "The ledger totals are reconciled nightly.",
+    "Badges are renewed every January.",
+    "The staging cluster runs in Frankfurt.",
+]
+
+
+def _thread_of(tmp_path, name, texts, backend) -> float:
+    from rmtui.engine.memory.roots import init_root
+
+    root = init_root(tmp_path / name)
+    lines = [f"- `{name}-{i}` {t} → []" for i, t in enumerate(texts)]
+    (root.path / "MEMORY.md").write_text("# Memory {#mem}\n\n## Notes {#notes}\n\n" + "\n".join(lines) + "\n",
+                                         encoding="utf-8")
+    corpus = load_corpus(root.path)
+    params = params_from_config(root.config())
+    first = first_stage(root, "postgres ledger migration", corpus=corpus, backend=backend, params=params)
+    assert first.signals is not None
+    fused = fuse(corpus, first.lexical, first.dense, params)
+    cand = stage2.candidates(fused)
+    x = stage2.features(corpus, first.signals, fused, cand)
+    return stage2.thread(x[:, stage2.FEATURES.index("coherence_prev")])
+
+
+def test_thread_tells_a_conversation_from_a_list_of_facts(tmp_path, plain_backend):
+    conversation = _thread_of(tmp_path, "talk", THREAD, plain_backend)
+    facts = _thread_of(tmp_path, "facts", FACTS, plain_backend)
+    assert conversation > facts + 0.1
+    assert stage2.thread(np.zeros(0, dtype=np.float32)) == 0.0  # no candidates: no lean either way
 
 
 def test_lead_label_and_maxsim():
