@@ -38,7 +38,7 @@ from rmtui.engine.retrieval.bm25 import TermRows
 from rmtui.engine.retrieval.corpus import Corpus, Entry, EntryList, collector_paused, slug_words, split_passages
 from rmtui.engine.retrieval.subjects import dense_label
 
-LEXICAL_VERSION = 10  # 10: a CRC-32 of the arrays; 9: postings by term hold counts, scored at query time
+LEXICAL_VERSION = 11  # 11: ids and counts stored narrow; 10: a CRC-32 of the arrays; 9: counts by term
 _TOKEN_RE = re.compile(r"(?u)\b\w[\w.]*\w\b|\b\w\w+\b")
 
 # English stop words (those of bm25s plus question words): dropped from documents and
@@ -353,9 +353,11 @@ class LexicalIndex:
     def dump_parts(self) -> list:
         """:meth:`dumps` as the buffers it joins (the arrays' own memory): a file takes them
         one after the other without a 14 MB copy being made first."""
-        arrays = [self.tf, self.indices, self.indptr, self.owner]
+        # the postings' bulk (ids and counts) in the narrowest type that holds it
+        arrays = [bm25.narrow(self.tf), bm25.narrow(self.indices), self.indptr, self.owner]
         for rows in (self.rows, self.bare):
-            arrays.extend(rows.arrays() if rows is not None else ())
+            if rows is not None:
+                arrays += [rows.keys, rows.ptr, bm25.narrow(rows.terms), bm25.narrow(rows.counts), rows.lengths]
         arrays.extend(self.docs.arrays() if self.docs is not None else ())
         inner = self.window.dump_parts() if self.window is not None else []
         body: list = []
