@@ -382,15 +382,29 @@ class FileParse:
     #: (kind, id, line, end_line, title, level, heading_kind, edges, parent index, hash); an item's text is
     #: its lines ``line..end_line``, not kept here (a heading's block holds its children's: the texts
     #: would be most of the reuse file, written and read again on every change)
-    items: list[tuple]
-    events: list[tuple]  # Issue fields ("issue", ...) or ("id" | "backing", item index) or ("focus", id, line)
+    items: list[tuple] | None  # None: not decoded from ``blob`` yet
+    events: list[tuple] | None  # Issue fields ("issue", ...) or ("id" | "backing", item index) or ("focus", id, line)
     focus_line: int | None
     blob: bytes = b""  # the three above, marshalled once: an unchanged file's parse is written as it was read
+    #: whether a decoded parse is kept: not on its first use (a new process links each file once,
+    #: and tens of thousands of tuples kept alive cost the collector more than a second decode),
+    #: from its second on (the process is a long-lived one, rebuilding again and again)
+    keep: bool = False
 
     def dumped(self) -> bytes:
         if not self.blob:
             self.blob = marshal.dumps((self.items, self.events, self.focus_line))
         return self.blob
+
+    def parts(self) -> tuple[list[tuple], list[tuple], int | None]:
+        """(items, events, focus line), decoded from the blob when not kept."""
+        if self.items is not None and self.events is not None:
+            return self.items, self.events, self.focus_line
+        items, events, focus_line = marshal.loads(self.blob)
+        if self.keep:
+            self.items, self.events, self.focus_line = items, events, focus_line
+        self.keep = True
+        return items, events, focus_line
 
 
 class ParseCache:
@@ -414,12 +428,10 @@ class ParseCache:
                 or not isinstance(data.get("parses"), list):
             return cls()
         try:
-            parses = {}
-            for key, blob in data["parses"]:
-                items, events, focus_line = marshal.loads(blob)
-                parses[key] = FileParse(key, items, events, focus_line, blob)
+            parses = {key: FileParse(key, None, None, None, blob) for key, blob in data["parses"]
+                      if isinstance(key, str) and isinstance(blob, bytes)}  # each decoded when linked
             return cls(parses)
-        except (TypeError, ValueError, EOFError):
+        except (TypeError, ValueError):
             return cls()
 
 
@@ -547,7 +559,8 @@ class _Parser:
         events in order: findings, first uses of ids, Focus entries, backing files last."""
         name, domain, lines = gf.path, gf.domain, gf.lines
         items: list[Item] = []
-        for kind, ident, line, end, title, level, hk, edges, up, digest in fp.items:
+        parsed, events, focus_line = fp.parts()
+        for kind, ident, line, end, title, level, hk, edges, up, digest in parsed:
             cont = items[up] if up >= 0 else parent
             item = Item(kind, ident, name, line, end, domain, title, level, hk,
                         [Edge(t, target) for t, target in edges] if edges else [], cont, [], None, digest,
@@ -558,9 +571,9 @@ class _Parser:
                 gf.items.append(item)
             items.append(item)
         self.graph.ordered.extend(items)
-        if fp.focus_line is not None and self.graph.focus_line is None:
-            self.graph.focus_line = fp.focus_line
-        for ev in fp.events:
+        if focus_line is not None and self.graph.focus_line is None:
+            self.graph.focus_line = focus_line
+        for ev in events:
             tag = ev[0]
             if tag == "issue":
                 self.issues.append(Issue(*ev[1:]))

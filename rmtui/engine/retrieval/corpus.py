@@ -807,7 +807,7 @@ def load_corpus(root: Path) -> Corpus:
                 reuse.segments = _read_segments(path)
             try:
                 corpus = build_corpus(root, reuse=reuse)
-            except (IndexError, KeyError, TypeError, ValueError, AttributeError):
+            except (IndexError, KeyError, TypeError, ValueError, AttributeError, EOFError):
                 # what was reused does not fit (only a damaged reuse file that passed its checksum
                 # could do that): built from nothing, as a cold start is
                 reuse = Reuse(_empty_parses())
