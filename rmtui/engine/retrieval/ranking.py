@@ -219,8 +219,8 @@ class LexicalIndex:
 
     key: str
     vocab: dict[str, int]
-    tf: np.ndarray  # int32 occurrences, grouped by term (term t's are [indptr[t]:indptr[t + 1]])
-    indices: np.ndarray  # int32 passage of each posting
+    tf: np.ndarray  # occurrences, grouped by term (term t's are [indptr[t]:indptr[t + 1]]); any integer type
+    indices: np.ndarray  # the passage of each posting
     indptr: np.ndarray
     owner: np.ndarray  # passage -> entry index
     num_entries: int
