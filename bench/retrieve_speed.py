@@ -306,11 +306,13 @@ def reindex_after_change(root: MemoryRoot, env: dict, repeats: int = 5) -> None:
     """One node edited, ``repeats`` times in each of two processes' situations (a new sentence
     each time, so one passage is new): corpus rebuild, BM25 update, dense keys, re-embedding,
     in-process, on the engine functions the CLI runs; medians. "As a new process": the BM25
-    index and the unchanged files' parses come from their files (the in-process memos
-    cleared); "in a long-lived process" (the warm service, the MCP server): from its memory.
+    index, the dense keys and the unchanged files' parses and segments come from their files
+    (the in-process memos cleared); "in a long-lived process" (the warm service, the MCP
+    server): from its memory.
     Then the first CLI call after another change."""
     from rmtui.engine.retrieval import corpus as corpus_mod
     from rmtui.engine.retrieval import ranking
+    from rmtui.engine.retrieval import retrieve as retrieve_mod
 
     details = sorted(root.path.glob("MEMORY_*.md"))  # 200 nodes each: a small root has only one
     target = details[len(details) // 2]
@@ -332,7 +334,8 @@ def reindex_after_change(root: MemoryRoot, env: dict, repeats: int = 5) -> None:
             target.write_text("\n".join(lines) + "\n")
             if mode == "new process":
                 ranking._LEXICAL_MEMO.clear()  # the index comes from its file
-                corpus_mod._REUSE.clear()  # and the unchanged files' parses from theirs
+                retrieve_mod._DENSE_MEMO.clear()  # the dense keys from theirs
+                corpus_mod._REUSE.clear()  # and the unchanged files' parses and segments from theirs
             t0 = time.perf_counter()
             corpus = load_corpus(root.path)
             t1 = time.perf_counter()
