@@ -16,16 +16,23 @@ here, no MCP framing), whose stages are printed (query embedding, BM25, dense, s
 stage, rendering, pending evidence).
 
 Run: ``.venv/bin/python bench/mcp_retrieve.py [--nodes 10000] [--calls N] [--starts N]``.
+``--root DIR`` measures a copy of a kept bench root whose vectors are cached (for 50,000 nodes,
+``bench/retrieve_speed.py --nodes 50000 --keep-root DIR`` makes one: embedding them again here
+would take another half hour); ``--warm-only`` prints only the floor and the warm line;
+``--save FILE`` / ``--baseline FILE`` write the warm and in-process medians and print a later
+run's ratio to them (target for 50,000 nodes: within 1.5x of 10,000).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the CLI sets it for the server it starts
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -40,7 +47,7 @@ from mcp.client.stdio import StdioServerParameters
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from foundation import WORDS, build_root  # noqa: E402
 
-from rmtui.engine.memory.roots import init_root  # noqa: E402
+from rmtui.engine.memory.roots import MemoryRoot, init_root  # noqa: E402
 
 START_TARGET_S = 1.0
 WARM_TARGET_MS = 25.0
@@ -144,7 +151,14 @@ def local_service(root: Path, on: bool) -> None:
     set_config_value(root, "embedding.local_service", on)
 
 
-async def run(root: Path, calls: int, starts: int) -> None:
+async def run(root: Path, calls: int, starts: int, warm_only: bool = False) -> float:
+    """The target lines; the warm median (ms)."""
+    if not warm_only:
+        await start_lines(root, starts)
+    return await warm_line(root, calls)
+
+
+async def start_lines(root: Path, starts: int) -> None:
     await starts_to_first_answer(root, starts, "no warm service running: the server launches it", stop_service)
     await starts_to_first_answer(root, starts, "the warm service already running")
     stop_service()
@@ -155,6 +169,8 @@ async def run(root: Path, calls: int, starts: int) -> None:
     print(f"first retrieve 2 s after the server initialised (the model warmed up meanwhile): median "
           f"{1000 * statistics.median(late):.0f} ms, worst {1000 * max(late):.0f} ms {FLOOR}")
 
+
+async def warm_line(root: Path, calls: int) -> float:
     params = StdioServerParameters(command=sys.executable,
                                    args=["-m", "rmtui", "--headless", "mcp", "--root", str(root)])
     async with Client(params, read_timeout_seconds=600) as client:
@@ -174,6 +190,7 @@ async def run(root: Path, calls: int, starts: int) -> None:
     print(f"warm MCP retrieve over stdio, {calls} calls: median {med:.1f} ms, "
           f"p95 {times[int(len(times) * 0.95) - 1] * 1000:.1f} ms "
           f"(target: median <= {WARM_TARGET_MS:.0f} ms: {verdict(med <= WARM_TARGET_MS)}) {FLOOR}")
+    return med
 
 
 def runtime_used() -> str:
@@ -194,29 +211,50 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=10000, help="a multiple of 2,000 (20 nodes per detail file)")
     ap.add_argument("--calls", type=int, default=40)
     ap.add_argument("--starts", type=int, default=3)
+    ap.add_argument("--root", type=Path, help="a kept bench root with its vectors cached (bench/retrieve_speed.py "
+                                              "--keep-root), measured on a copy instead of a root built here")
+    ap.add_argument("--warm-only", action="store_true", help="only the floor and the warm retrieve line")
+    ap.add_argument("--save", type=Path, help="write the warm and in-process medians as JSON here")
+    ap.add_argument("--baseline", type=Path, help="a --save file of another root's run: print the ratios")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["RMTUI_SERVICE_DIR"] = str(Path(tmp) / "services")  # the indexing service: ours to stop
-        root = init_root(Path(tmp) / "root")
-        n = build_root(root.path, files=args.nodes // 20)
-        repo = git.Repo(root.path)
-        repo.git.add("-A")
-        repo.git.commit("-qm", "bench root")
-        print(f"root: {n} nodes in {args.nodes // 20} detail files")
+        if args.root:
+            root = MemoryRoot(Path(shutil.copytree(args.root, Path(tmp) / "root", symlinks=True)))
+            print(f"root: a copy of {args.root} ({count_nodes(root)} nodes), vectors cached there")
+        else:
+            root = init_root(Path(tmp) / "root")
+            n = build_root(root.path, files=args.nodes // 20)
+            repo = git.Repo(root.path)
+            repo.git.add("-A")
+            repo.git.commit("-qm", "bench root")
+            print(f"root: {n} nodes in {args.nodes // 20} detail files")
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "rmtui", "--headless", "retrieve-index", "--root", str(root.path)],
                        check=True, stdout=subprocess.DEVNULL)
         print(f"dense index built once, before the server starts: {time.perf_counter() - t0:.0f} s")
-        from rmtui.engine.retrieval.modelhost.embed_client import service_dir, stop_local_service
-        from rmtui.engine.retrieval.modelhost.service_state import resolve_model_path
-
-        stop_local_service(service_dir(resolve_model_path(None, None), None))
+        stop_service()
         measure_floor(root.path, args.calls)
         try:
-            asyncio.run(run(root.path, args.calls, args.starts))
+            warm = asyncio.run(run(root.path, args.calls, args.starts, args.warm_only))
         finally:
             stop_service()
+        figures = {"nodes": count_nodes(root), "warm_mcp_ms": warm, "inproc_ms": 1000 * FLOOR.inproc}
+        if args.baseline:
+            base = json.loads(args.baseline.read_text())
+            for key, label in (("warm_mcp_ms", "warm MCP retrieve"), ("inproc_ms", "in-process retrieve")):
+                ratio = figures[key] / base[key]
+                print(f"{label} vs the baseline's {base['nodes']} nodes: {figures[key]:.1f} ms vs {base[key]:.1f} ms "
+                      f"= {ratio:.2f}x (target: <= 1.5x: {verdict(ratio <= 1.5)}) {FLOOR}")
+        if args.save:
+            args.save.write_text(json.dumps(figures, indent=1) + "\n")
     return 0
+
+
+def count_nodes(root: MemoryRoot) -> int:
+    from rmtui.engine.memory.graph import load_graph
+
+    return sum(1 for i in load_graph(root.path).ordered if i.kind == "node")
 
 
 if __name__ == "__main__":

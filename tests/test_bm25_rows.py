@@ -65,3 +65,13 @@ def test_many_moved_keys_are_matched_by_the_sorted_search_too():
     got = bm25.match_keys(np.array(new, dtype=bm25.KEY_DTYPE), old)
     assert got[0] == -1
     assert [old_keys[i] for i in got[1:].tolist()] == new[1:]
+
+
+def test_ids_and_counts_are_stored_in_the_narrowest_type_that_holds_them():
+    assert bm25.narrow(np.array([0, 255], np.int32)).dtype == np.uint8
+    assert bm25.narrow(np.array([3, 256], np.int32)).dtype == np.uint16
+    assert bm25.narrow(np.array([70000], np.int64)).dtype == np.uint32
+    for kept in (np.array([-1, 5], np.int32), np.array([1.5]), np.zeros(0, np.int32)):  # not ids: as they are
+        assert bm25.narrow(kept) is kept
+    values = np.array([7, 65535, 0], np.int64)
+    assert bm25.narrow(values).tolist() == values.tolist()

@@ -266,3 +266,19 @@ def test_a_damaged_segment_in_the_corpus_file_is_projected_again(root, monkeypat
     rebuilt = load_corpus(root.path)
     assert corpus_snapshot(rebuilt) == corpus_snapshot(build_corpus(root.path))
     assert "MEMORY_people.md" in seen  # the damaged segment (people, the first) was projected again
+
+
+def test_a_parse_read_from_the_reuse_file_is_kept_decoded_only_from_its_second_use(root):
+    _write(root, FILES)
+    load_corpus(root.path)
+    corpus_mod._MEMO.clear()
+    corpus_mod._REUSE.clear()  # a new process
+    _write(root, {"MEMORY_people.md": PEOPLE.replace("Lisbon", "Porto")})
+    load_corpus(root.path)
+    parses = corpus_mod._REUSE[str(root.path.resolve())].parses.parses
+    services = next(fp for key, fp in parses.items() if key.startswith("MEMORY_services.md\0"))
+    assert services.items is None and services.keep  # linked once from its blob, not kept
+    _write(root, {"MEMORY_people.md": PEOPLE.replace("Lisbon", "Braga")})
+    rebuilt = load_corpus(root.path)  # the same process again: a long-lived one
+    assert services.items is not None
+    assert corpus_snapshot(rebuilt) == corpus_snapshot(build_corpus(root.path))

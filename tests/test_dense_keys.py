@@ -94,3 +94,34 @@ def test_identities_that_cannot_be_keys_reuse_nothing(root, monkeypatch):
     index = dense_index(corpus, DEFAULT_PARAMS, cache)
     assert made[-1] == len(corpus.entries)
     _same_as_cold(index, corpus)
+
+
+def test_a_long_lived_process_reads_the_keys_file_once_and_follows_each_change(root, monkeypatch):
+    from pathlib import Path
+
+    from rmtui.engine.retrieval import retrieve as retrieve_mod
+
+    write_root(root.path)
+    cache = root.runtime / "cache"
+    monkeypatch.setattr(retrieve_mod, "_DENSE_MEMO", {})
+    dense_index(load_corpus(root.path), DEFAULT_PARAMS, cache)
+    reads: list[str] = []
+    real_read = Path.read_bytes
+
+    def counting(self):
+        reads.append(self.name)
+        return real_read(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counting)
+    corpus = load_corpus(root.path)
+    again = dense_index(corpus, DEFAULT_PARAMS, cache)
+    assert "dense.bin" not in reads  # the same corpus: the keys from memory
+    _same_as_cold(again, corpus)
+    target = node_line(root.path, "MEMORY_area-1.md", 2)
+    edit(root.path, "MEMORY_area-1.md", target, target.replace(" → []", " Quokka zyzzyva. → []"))
+    changed = load_corpus(root.path)
+    index = dense_index(changed, DEFAULT_PARAMS, cache)
+    _same_as_cold(index, changed)  # not the keys kept in memory: those were of the corpus before
+    assert any("Quokka" in index.part(i) for i in range(len(index.owner)))
+    with np.testing.assert_raises(ValueError):
+        index.keys[0] = b"x"  # shared by later calls: nobody may write into them

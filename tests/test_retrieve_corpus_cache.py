@@ -121,3 +121,28 @@ def test_coverage_counts_an_entry_once_however_many_passages_hold_the_word(root)
                 want[e] += w
         assert np.allclose(got, want / total)
         assert got.max() <= 1.0 + 1e-6
+
+
+def test_the_cache_records_the_digest_of_the_bytes_each_file_had(root):
+    import hashlib
+
+    write_small_root(root)
+    memory = root.path / "MEMORY.md"
+    memory.write_bytes(b"\xef\xbb\xbf" + memory.read_bytes())  # a BOM: the parse reads the text after it
+    corpus = load_corpus(root.path)
+    assert corpus.files and all(
+        digest == hashlib.sha256((root.path / name).read_bytes()).hexdigest() for name, digest in corpus.files.items())
+
+
+def test_a_symlinked_graph_file_is_watched_through_its_target(root, tmp_path):
+    write_small_root(root)
+    memory = (root.path / "MEMORY.md").read_text()
+    (root.path / "MEMORY.md").write_text(memory + "\n## Linked {F#linked}\n")
+    target = tmp_path / "elsewhere.md"
+    target.write_text("- `far-away` A note kept elsewhere → []\n")
+    (root.path / "MEMORY_linked.md").symlink_to(target)
+    first = load_corpus(root.path)  # the link is refused (an issue), its target is not parsed
+    assert "far-away" not in first.by_id() and first.issues
+    target.write_text("- `far-away` Changed → []\n")
+    corpus_mod._MEMO.clear()
+    assert corpus_mod._read_cache(root.path, _cache(root)) is None  # the target's change is seen

@@ -273,3 +273,16 @@ def test_a_long_lived_process_reads_the_index_file_only_when_another_process_rep
     got = load_lexical(corpus, DEFAULT_PARAMS, cache)
     assert len(reads) > before and got.rebuilt == 0 and got.key == theirs.key  # read, not rebuilt
     assert_same_scores(got, LexicalIndex.build(corpus, DEFAULT_PARAMS, got.key))
+
+
+def test_an_index_file_with_a_flipped_byte_is_refused(root):
+    """A flipped bit in a count fits every array's shape: the checksum refuses it."""
+    write_root(root.path)
+    good = LexicalIndex.build(build_corpus(root.path), DEFAULT_PARAMS, "k")
+    raw = good.dumps()
+    assert LexicalIndex.loads(raw) is not None
+    head = int.from_bytes(raw[:8], "little")
+    for at in (8 + head + 64, len(raw) // 2, len(raw) - 9):  # the own index's arrays, the window's
+        flipped = bytearray(raw)
+        flipped[at] ^= 0x01
+        assert LexicalIndex.loads(bytes(flipped)) is None, at

@@ -197,6 +197,9 @@ class GraphFile:
     items: list[Item] = field(default_factory=list)  # top-level items of this file
     claimed_by: Item | None = None
     parse_key: str = ""  # name, domain and digest: what the file's own parse depends on (graph files)
+    #: SHA-256 of the bytes as read ("" when none were: a symbolic link, an empty file): what
+    #: the retrieval cache records, so it describes exactly the bytes this parse read
+    raw_digest: str = ""
 
 
 @dataclass
@@ -379,15 +382,29 @@ class FileParse:
     #: (kind, id, line, end_line, title, level, heading_kind, edges, parent index, hash); an item's text is
     #: its lines ``line..end_line``, not kept here (a heading's block holds its children's: the texts
     #: would be most of the reuse file, written and read again on every change)
-    items: list[tuple]
-    events: list[tuple]  # Issue fields ("issue", ...) or ("id" | "backing", item index) or ("focus", id, line)
+    items: list[tuple] | None  # None: not decoded from ``blob`` yet
+    events: list[tuple] | None  # Issue fields ("issue", ...) or ("id" | "backing", item index) or ("focus", id, line)
     focus_line: int | None
     blob: bytes = b""  # the three above, marshalled once: an unchanged file's parse is written as it was read
+    #: whether a decoded parse is kept: not on its first use (a new process links each file once,
+    #: and tens of thousands of tuples kept alive cost the collector more than a second decode),
+    #: from its second on (the process is a long-lived one, rebuilding again and again)
+    keep: bool = False
 
     def dumped(self) -> bytes:
         if not self.blob:
             self.blob = marshal.dumps((self.items, self.events, self.focus_line))
         return self.blob
+
+    def parts(self) -> tuple[list[tuple], list[tuple], int | None]:
+        """(items, events, focus line), decoded from the blob when not kept."""
+        if self.items is not None and self.events is not None:
+            return self.items, self.events, self.focus_line
+        items, events, focus_line = marshal.loads(self.blob)
+        if self.keep:
+            self.items, self.events, self.focus_line = items, events, focus_line
+        self.keep = True
+        return items, events, focus_line
 
 
 class ParseCache:
@@ -411,12 +428,10 @@ class ParseCache:
                 or not isinstance(data.get("parses"), list):
             return cls()
         try:
-            parses = {}
-            for key, blob in data["parses"]:
-                items, events, focus_line = marshal.loads(blob)
-                parses[key] = FileParse(key, items, events, focus_line, blob)
+            parses = {key: FileParse(key, None, None, None, blob) for key, blob in data["parses"]
+                      if isinstance(key, str) and isinstance(blob, bytes)}  # each decoded when linked
             return cls(parses)
-        except (TypeError, ValueError, EOFError):
+        except (TypeError, ValueError):
             return cls()
 
 
@@ -453,7 +468,7 @@ class _Parser:
             if data is None:
                 self.err(name, 0, "missing-file", f"{name} does not exist")
                 continue
-            self.parse_graph_file(name, domain, _decode(name, data, self.issues), parent=None)
+            self.parse_graph_file(name, domain, _decode(name, data, self.issues), parent=None, raw=data)
         self.check_edges()
         if self.cache is not None:
             self.cache.parses = self.used
@@ -483,23 +498,26 @@ class _Parser:
             return
         if kind == "F#":
             self.parse_graph_file(name, heading.domain, _decode(name, data, self.issues), parent=heading,
-                                  visiting=visiting + (name,))
+                                  visiting=visiting + (name,), raw=data)
         else:
             text = _decode(name, data, self.issues)
-            self.graph.files[name] = GraphFile(name, heading.domain, False, text.split("\n"),
-                                               hashlib.sha256(data).hexdigest(), claimed_by=heading)
+            digest = hashlib.sha256(data).hexdigest()
+            self.graph.files[name] = GraphFile(name, heading.domain, False, text.split("\n"), digest,
+                                               claimed_by=heading, raw_digest=digest if data else "")
 
     # -- one graph file ----------------------------------------------------
     def parse_graph_file(self, name: str, domain: str, text: str, parent: Item | None,
-                         visiting: tuple[str, ...] = ()) -> None:
+                         visiting: tuple[str, ...] = (), raw: bytes = b"") -> None:
         if text.startswith("\ufeff"):
             text = text[1:]
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines = lines[:-1]
-        digest = hashlib.sha256(text.encode()).hexdigest()
+        raw_digest = hashlib.sha256(raw).hexdigest() if raw else ""
+        encoded = text.encode()
+        digest = raw_digest if raw_digest and encoded == raw else hashlib.sha256(encoded).hexdigest()
         key = f"{name}\0{domain}\0{digest}"
-        gf = GraphFile(name, domain, True, lines, digest, claimed_by=parent, parse_key=key)
+        gf = GraphFile(name, domain, True, lines, digest, claimed_by=parent, parse_key=key, raw_digest=raw_digest)
         self.graph.files[name] = gf
         fp = self.used.get(key) or (self.cache.parses.get(key) if self.cache is not None else None)
         if fp is None:
@@ -541,7 +559,8 @@ class _Parser:
         events in order: findings, first uses of ids, Focus entries, backing files last."""
         name, domain, lines = gf.path, gf.domain, gf.lines
         items: list[Item] = []
-        for kind, ident, line, end, title, level, hk, edges, up, digest in fp.items:
+        parsed, events, focus_line = fp.parts()
+        for kind, ident, line, end, title, level, hk, edges, up, digest in parsed:
             cont = items[up] if up >= 0 else parent
             item = Item(kind, ident, name, line, end, domain, title, level, hk,
                         [Edge(t, target) for t, target in edges] if edges else [], cont, [], None, digest,
@@ -552,9 +571,9 @@ class _Parser:
                 gf.items.append(item)
             items.append(item)
         self.graph.ordered.extend(items)
-        if fp.focus_line is not None and self.graph.focus_line is None:
-            self.graph.focus_line = fp.focus_line
-        for ev in fp.events:
+        if focus_line is not None and self.graph.focus_line is None:
+            self.graph.focus_line = focus_line
+        for ev in events:
             tag = ev[0]
             if tag == "issue":
                 self.issues.append(Issue(*ev[1:]))

@@ -54,6 +54,19 @@ class TermRows:
                 and (not len(self.terms) or (int(self.terms.min()) >= 0 and int(self.terms.max()) < vocab_size)))
 
 
+def narrow(a: np.ndarray) -> np.ndarray:
+    """A non-negative integer array in the smallest unsigned type that holds its values: what
+    the cache file stores of term ids, counts and documents (at 10,000 nodes 6 MB, not 16, to
+    write, read and checksum). Any array works in every step here whatever its integer type."""
+    if a.dtype.kind not in "iu" or not len(a) or int(a.min()) < 0:
+        return a
+    top = int(a.max())
+    for dt in (np.uint8, np.uint16, np.uint32):
+        if top <= np.iinfo(dt).max:
+            return a if a.dtype == dt else a.astype(dt)
+    return a
+
+
 def count_tokens(tokens: list[str], vocab: dict[str, int]) -> tuple[list[int], list[int], int]:
     """One document's (term ids, counts, length); new words join ``vocab``."""
     c = Counter(tokens)

@@ -440,7 +440,7 @@ def collector_paused():
 def _build(root: Path, graph: Graph | None, imports: bool, reuse: Reuse | None) -> Corpus:
     parsed_here = graph is None
     graph = graph if graph is not None else _parse_root(root, reuse.parses if reuse is not None else None)
-    files = {name: d for name in graph.files if (d := _digest(root / name)) is not None}
+    files = {name: d for name, gf in graph.files.items() if (d := gf.raw_digest or _digest(root / name)) is not None}
     missing = sorted({i.backing_file for i in graph.ordered
                       if i.backing_file and i.backing_file not in graph.files} |
                      {n for n in ("MEMORY.md", "PURSUITS.md") if n not in graph.files})
@@ -807,7 +807,7 @@ def load_corpus(root: Path) -> Corpus:
                 reuse.segments = _read_segments(path)
             try:
                 corpus = build_corpus(root, reuse=reuse)
-            except (IndexError, KeyError, TypeError, ValueError, AttributeError):
+            except (IndexError, KeyError, TypeError, ValueError, AttributeError, EOFError):
                 # what was reused does not fit (only a damaged reuse file that passed its checksum
                 # could do that): built from nothing, as a cold start is
                 reuse = Reuse(_empty_parses())

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import marshal
 import re
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,7 +38,7 @@ from rmtui.engine.retrieval.bm25 import TermRows
 from rmtui.engine.retrieval.corpus import Corpus, Entry, EntryList, collector_paused, slug_words, split_passages
 from rmtui.engine.retrieval.subjects import dense_label
 
-LEXICAL_VERSION = 9  # 9: postings by term hold counts, scored at query time (no stored scores)
+LEXICAL_VERSION = 11  # 11: ids and counts stored narrow; 10: a CRC-32 of the arrays; 9: counts by term
 _TOKEN_RE = re.compile(r"(?u)\b\w[\w.]*\w\b|\b\w\w+\b")
 
 # English stop words (those of bm25s plus question words): dropped from documents and
@@ -352,23 +353,27 @@ class LexicalIndex:
     def dump_parts(self) -> list:
         """:meth:`dumps` as the buffers it joins (the arrays' own memory): a file takes them
         one after the other without a 14 MB copy being made first."""
-        arrays = [self.tf, self.indices, self.indptr, self.owner]
+        # the postings' bulk (ids and counts) in the narrowest type that holds it
+        arrays = [bm25.narrow(self.tf), bm25.narrow(self.indices), self.indptr, self.owner]
         for rows in (self.rows, self.bare):
-            arrays.extend(rows.arrays() if rows is not None else ())
+            if rows is not None:
+                arrays += [rows.keys, rows.ptr, bm25.narrow(rows.terms), bm25.narrow(rows.counts), rows.lengths]
         arrays.extend(self.docs.arrays() if self.docs is not None else ())
         inner = self.window.dump_parts() if self.window is not None else []
-        head = {"version": LEXICAL_VERSION, "key": self.key, "vocab": self.vocab, "rows_key": self.rows_key,
+        body: list = []
+        crc = 0
+        for a in arrays:  # each array starts 8-byte aligned: numpy reads unaligned arrays slowly
+            raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+            body += [raw, _pad(raw.nbytes)]
+            crc = zlib.crc32(body[-1], zlib.crc32(raw.data, crc))
+        head = {"version": LEXICAL_VERSION, "crc": crc, "key": self.key, "vocab": self.vocab, "rows_key": self.rows_key,
                 "num_entries": self.num_entries, "window_weight": self.window_weight, "k1": self.k1, "b": self.b,
                 "window_bytes": sum(len(p) if isinstance(p, bytes) else p.nbytes for p in inner),
                 "has_rows": self.rows is not None, "has_bare": self.bare is not None,
                 "idents": self.docs.idents if self.docs is not None else None,
                 "arrays": [(a.dtype.str, a.shape[0]) for a in arrays]}
         h = marshal.dumps(head)
-        out: list = [len(h).to_bytes(8, "little"), h, _pad(8 + len(h))]
-        for a in arrays:  # each array starts 8-byte aligned: numpy reads unaligned arrays slowly
-            raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-            out += [raw, _pad(raw.nbytes)]
-        return out + inner
+        return [len(h).to_bytes(8, "little"), h, _pad(8 + len(h)), *body, *inner]
 
     @classmethod
     def loads(cls, raw: bytes | memoryview) -> LexicalIndex | None:
@@ -377,13 +382,15 @@ class LexicalIndex:
             head = marshal.loads(raw[8:8 + n])
             if head.get("version") != LEXICAL_VERSION:
                 return None
-            off = 8 + n + len(_pad(8 + n))
+            off = start = 8 + n + len(_pad(8 + n))
             arrays = []
             for dt, count in head["arrays"]:
                 dtype = np.dtype(dt)
                 arrays.append(np.frombuffer(raw, dtype=dtype, count=count, offset=off))
                 off += dtype.itemsize * count
                 off += len(_pad(off))
+            if len(raw) < off or zlib.crc32(raw[start:off]) != head["crc"]:
+                return None  # torn or damaged: a value could be wrong however well the arrays fit
             tf, indices, indptr, owner = arrays[:4]
             rest = arrays[4:]
             idx = cls(head["key"], head["vocab"], tf, indices, indptr, owner, head["num_entries"],

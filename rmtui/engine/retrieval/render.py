@@ -308,7 +308,7 @@ def render(corpus: Corpus, units: list[Unit], *, max_chars: int, notices: list[s
            empty_text: str = NO_STRONG_MATCH) -> Rendered:
     """Source text of ``units`` in source order under their headings; error if too long."""
     ordered = sorted(units, key=lambda u: (u.rank, u.start_line))
-    record_at = {(h.file, h.line): i for i, h in enumerate(corpus.headings)}
+    record_at: dict[tuple[str, int], int] = {}  # built only if a heading is shown (it spans every heading)
     blocks: list[str] = []
     path: list[int] = []  # heading records already shown for the current position
     current: list[str] = []
@@ -339,6 +339,8 @@ def render(corpus: Corpus, units: list[Unit], *, max_chars: int, notices: list[s
         if u.kind != "node":
             blocks.append("\n".join(current))
             current = []
+        if u.kind == "heading" and not record_at:
+            record_at = {(h.file, h.line): i for i, h in enumerate(corpus.headings)}
         if u.kind == "heading" and (u.file, u.start_line) in record_at:
             path = list(anc) + [record_at[(u.file, u.start_line)]]  # its children need not repeat it
         last_kind = u.kind

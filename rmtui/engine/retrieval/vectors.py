@@ -189,12 +189,13 @@ class VectorCache:
             first = first[base.keys[pos] != keys[first]]
         if not len(first):
             return base
+        first = first[np.argsort(keys[first], kind="stable")]  # the log's new keys in key order
         vecs = np.frombuffer(recs[first, 32:].tobytes(), dtype=np.float32).reshape(len(first), base.dim)
-        all_keys = np.concatenate([base.keys, keys[first]])
-        order = np.argsort(all_keys, kind="stable")
-        matrix = np.concatenate([base.matrix, vecs])[order]
+        # each slid into its place among the sorted rows: one copy of the matrix, no sort of it
+        at = np.searchsorted(base.keys, keys[first])
+        matrix = np.insert(base.matrix, at, vecs, axis=0)
         matrix.flags.writeable = False
-        out_keys = all_keys[order]
+        out_keys = np.insert(base.keys, at, keys[first])
         out_keys.flags.writeable = False
         return _Loaded(out_keys, matrix, base.dim, log_rows=len(first))
 
