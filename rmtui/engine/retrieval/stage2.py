@@ -95,6 +95,10 @@ TOKEN_FEATURES = ("maxsim", "maxsim*thread")
 #: The pool's mean coherence with the previous node that :func:`thread` counts from (between a
 #: list of facts, about 0.40 in the notes sets, and a conversation, about 0.51 in LoCoMo).
 THREAD_CENTRE = 0.45
+#: :func:`thread` is kept within this much of the centre: the development sets span -0.13 to
+#: +0.17 (a question's pool), and a linear model is not trusted far beyond what it was fitted
+#: on -- a root of a few nodes, most of them first under their heading, has a mean near 0.
+THREAD_SPAN = 0.2
 
 
 @dataclass
@@ -267,7 +271,9 @@ def thread(coherence_prev: np.ndarray) -> float:
     coherence with it, less :data:`THREAD_CENTRE`. Turns of a conversation or entries of a log
     follow from each other; separate facts under a heading do not, and what makes a candidate
     the answer differs (a neighbour's words lend more, a subject label weighs otherwise)."""
-    return float(coherence_prev.mean()) - THREAD_CENTRE if len(coherence_prev) else 0.0
+    if not len(coherence_prev):
+        return 0.0
+    return min(max(float(coherence_prev.mean()) - THREAD_CENTRE, -THREAD_SPAN), THREAD_SPAN)
 
 
 def rerank(corpus: Corpus, sig: Signals, fused: np.ndarray) -> np.ndarray | None:
