@@ -75,7 +75,8 @@ def test_features_one_row_per_candidate(root, plain_backend):
     assert 0 < col["maxsim"].max() <= 1.0
     # every feature also comes times the pool's thread (mean coherence with the node before)
     t = stage2.thread(col["coherence_prev"])
-    assert t == pytest.approx(float(col["coherence_prev"].mean()) - stage2.THREAD_CENTRE, abs=1e-6)
+    mean = float(col["coherence_prev"].mean()) - stage2.THREAD_CENTRE
+    assert t == pytest.approx(min(max(mean, -stage2.THREAD_SPAN), stage2.THREAD_SPAN), abs=1e-6)
     for f in stage2.BASE + ("maxsim",):
         assert np.allclose(col[f"{f}*thread"], col[f] * np.float32(t), atol=1e-6), f
 
@@ -120,6 +121,10 @@ def test_thread_tells_a_conversation_from_a_list_of_facts(tmp_path, plain_backen
     facts = _thread_of(tmp_path, "facts", FACTS, plain_backend)
     assert conversation > facts + 0.1
     assert stage2.thread(np.zeros(0, dtype=np.float32)) == 0.0  # no candidates: no lean either way
+    # a pool far outside what the fit saw (a few nodes, most first under their heading) is
+    # read as the farthest the fit saw, not extrapolated
+    assert stage2.thread(np.zeros(9, dtype=np.float32)) == -stage2.THREAD_SPAN
+    assert stage2.thread(np.ones(9, dtype=np.float32)) == stage2.THREAD_SPAN
 
 
 def test_lead_label_and_maxsim():
