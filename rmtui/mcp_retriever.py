@@ -49,7 +49,6 @@ class WarmRetriever:
         self.backend: InProcessBackend | None = None
         self.via_service = False  # the local warm service answers until the model is warm here
         self._warming: threading.Thread | None = None
-        self._warm_done = threading.Event()
         self._indexing = False
         self._lock = threading.Lock()
 
@@ -73,7 +72,7 @@ class WarmRetriever:
 
     def _start_warming(self) -> None:
         with self._lock:
-            if self._warming is None and not self._warm_done.is_set():
+            if self._warming is None:
                 self._warming = threading.Thread(target=self._warm, name="rmtui-warm-up", daemon=True)
                 self._warming.start()
 
@@ -97,8 +96,6 @@ class WarmRetriever:
             warm_up(self.root, backend)
         except Exception:  # noqa: BLE001 - an optimisation only: the first call meets and reports the error
             pass
-        finally:
-            self._warm_done.set()
 
     def __call__(self, session_id: str, need: str, include_pending: bool = True):
         from rmtui.engine.memory.config import embedding_service
@@ -113,8 +110,8 @@ class WarmRetriever:
             from rmtui.engine.views import refresh_before_retrieve
 
             refresh_before_retrieve(root)
-        if self.via_service and (not self._warm_done.is_set() or self.backend is None) \
-                and embedding_service(cfg) is None:
+        warm = self.backend is not None and not (self._warming is not None and self._warming.is_alive())
+        if self.via_service and not warm and embedding_service(cfg) is None:
             served = self._delegated(cfg, session_id, need, include_pending)
             if served is not None:
                 return served

@@ -122,5 +122,10 @@ def test_a_service_answer_of_the_wrong_shape_is_not_used_and_an_error_keeps_its_
         with pytest.raises(EngineError, match="root is busy") as caught:
             embed_client.delegated_result(answer)
         assert caught.value.exit_code == 3 and caught.value.kind == "conflict"
+        answers[:] = [{"ok": False, "exit_code": 1, "error": {"message": "failed", "details": ["not", "a", "map"]}}]
+        answer = embed_client.delegate_retrieve(root.path, cfg, "s1", "billing", top=None, include_returned=False)
+        with pytest.raises(EngineError) as caught:
+            embed_client.delegated_result(answer)
+        assert caught.value.details == {}  # details of the wrong type are dropped, never passed on
     finally:
         server.shutdown()

@@ -339,10 +339,10 @@ def render(corpus: Corpus, units: list[Unit], *, max_chars: int, notices: list[s
         if u.kind != "node":
             blocks.append("\n".join(current))
             current = []
-        if u.kind == "heading" and not record_at:
-            record_at = {(h.file, h.line): i for i, h in enumerate(corpus.headings)}
-        if u.kind == "heading" and (u.file, u.start_line) in record_at:
-            path = list(anc) + [record_at[(u.file, u.start_line)]]  # its children need not repeat it
+        if u.kind == "heading":
+            record_at = record_at or {(h.file, h.line): i for i, h in enumerate(corpus.headings)}
+            if (u.file, u.start_line) in record_at:
+                path = list(anc) + [record_at[(u.file, u.start_line)]]  # its children need not repeat it
         last_kind = u.kind
     if current:
         blocks.append("\n".join(current))

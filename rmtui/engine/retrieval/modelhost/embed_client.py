@@ -418,7 +418,9 @@ def delegated_result(answer: dict) -> tuple[dict, str]:
     if answer["ok"]:
         return answer["data"], answer["text"]
     err = answer["error"]
-    exc = EngineError(str(err.get("message", "retrieval failed")), details=err.get("details"))
+    details = err.get("details")
+    exc = EngineError(str(err.get("message", "retrieval failed")),
+                      details=details if isinstance(details, dict) else None)
     exc.exit_code, exc.kind = answer["exit_code"], str(err.get("error", "failed"))
     raise exc
 
