@@ -75,7 +75,7 @@ FLOOR = Floor()
 def measure_floor(root: Path, calls: int) -> None:
     from rmtui.engine.memory.roots import MemoryRoot
     from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
-    from rmtui.engine.retrieval.retrieve import retrieve
+    from rmtui.engine.retrieval.retrieve import retrieve, warm_up
 
     runs = []
     for _ in range(7):
@@ -85,6 +85,7 @@ def measure_floor(root: Path, calls: int) -> None:
     FLOOR.python = statistics.median(runs)
     mem = MemoryRoot(root)
     backend = InProcessBackend()
+    warm_up(mem, backend)  # as the server warms up
     for i in range(5):
         retrieve(mem, f"floor-settle-{i}", "release budget", backend=backend)
     times, stages = [], {}

@@ -113,6 +113,42 @@ def bare_python(env: dict, runs: int = 7) -> float:
     return statistics.median(times)
 
 
+def coarse_agreement(root: MemoryRoot, sampled: int = 100) -> None:
+    """On a root large enough for the coarse dense pass of a long-lived process: how often its
+    shown top 10 is the exact scan's, and both dense stages, over the bench's needs and needs
+    cut from random nodes (interleaved, in this process)."""
+    from rmtui.engine.retrieval import coarse
+    from rmtui.engine.retrieval.corpus import load_corpus
+    from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
+    from rmtui.engine.retrieval.retrieve import search, warm_up
+    from rmtui.engine.retrieval.vectors import VectorCache
+
+    backend = InProcessBackend()
+    warm_up(root, backend)
+    if not coarse.worth_it(VectorCache.open(root.runtime / "cache", backend.info().embedding_model).matrix):
+        print(f"coarse dense pass: not used at this size (below {coarse.COARSE_ROWS} vectors) {FLOOR}")
+        return
+    corpus, cfg, rnd = load_corpus(root.path), root.config(), random.Random(11)
+    texts = [e.text for e in corpus.entries]
+    needs = NEEDS + [" ".join(rnd.choice(texts).split()[:rnd.randint(3, 8)]) for _ in range(sampled)]
+    limit, same = coarse.COARSE_ROWS, 0
+    dense: dict[bool, list[float]] = {False: [], True: []}
+    try:
+        for i, need in enumerate(needs):
+            shown = {}
+            for use in (True, False) if i % 2 else (False, True):
+                coarse.COARSE_ROWS = limit if use else 1 << 62
+                out = search(root, need, top=10, corpus=corpus, backend=backend, cfg=cfg)
+                shown[use] = [r.index for r in out.ranked]
+                dense[use].append(out.stages["dense"])
+            same += shown[True] == shown[False]
+    finally:
+        coarse.COARSE_ROWS = limit
+    exact, rough = (1000 * statistics.median(dense[k]) for k in (False, True))
+    print(f"coarse dense pass (a long-lived process, from {limit} vectors): shown top 10 the exact scan's "
+          f"in {same} of {len(needs)} needs; dense stage {rough:.1f} ms against {exact:.1f} ms exact {FLOOR}")
+
+
 class Floor:
     """The floors every line prints: a bare interpreter, and the in-process retrieve of the
     same needs (model loaded in this process, caches warm), with its stages."""
@@ -124,10 +160,11 @@ class Floor:
 
     def measure(self, root: MemoryRoot, env: dict, calls: int = 20) -> None:
         from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
-        from rmtui.engine.retrieval.retrieve import retrieve
+        from rmtui.engine.retrieval.retrieve import retrieve, warm_up
 
         self.python = bare_python(env)
         backend = InProcessBackend()
+        warm_up(root, backend)  # as the MCP server warms up
         for i in range(3):
             retrieve(root, f"floor-warm-{i}", NEEDS[i % len(NEEDS)], backend=backend)
         times, stages = [], {}
@@ -447,6 +484,8 @@ def main() -> None:
               + ", ".join(f"{k} {1000 * v:.1f} ms" for k, v in FLOOR.stages.items())
               + f"; total {1000 * (FLOOR.inproc or 0):.1f} ms (target: <= {INPROC_TARGET_MS} ms: "
               f"{verdict(1000 * (FLOOR.inproc or 0) <= INPROC_TARGET_MS)}) {FLOOR}")
+
+        coarse_agreement(root)
 
         for i in range(3):  # settle the page cache and the service's first requests
             cli(root.path, f"warmup-{i}", NEEDS[i % len(NEEDS)], env)

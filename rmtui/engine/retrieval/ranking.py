@@ -37,6 +37,7 @@ from rmtui.engine.retrieval import bm25
 from rmtui.engine.retrieval.bm25 import TermRows
 from rmtui.engine.retrieval.corpus import Corpus, Entry, EntryList, collector_paused, slug_words, split_passages
 from rmtui.engine.retrieval.subjects import dense_label
+from rmtui.engine.retrieval.topk import largest
 
 LEXICAL_VERSION = 11  # 11: ids and counts stored narrow; 10: a CRC-32 of the arrays; 9: counts by term
 _TOKEN_RE = re.compile(r"(?u)\b\w[\w.]*\w\b|\b\w\w+\b")
@@ -637,9 +638,9 @@ def rank(corpus: Corpus, lexical: np.ndarray, dense: np.ndarray | None, params: 
         return []
     head = second(fused) if second is not None else None
     seen = set(head.tolist()) if head is not None else set()
-    top = np.argpartition(-fused, k - 1)[:k] if k < n else np.arange(n)
-    order = ([] if head is None else head.tolist()[:k]) + sorted(
-        (i for i in top.tolist() if i not in seen), key=lambda i: (-float(fused[i]), i))
+    order = [] if head is None else head.tolist()[:k]
+    if len(order) < k:
+        order += [i for i in largest(fused, k).tolist() if i not in seen]
     order = order[:k]
     return [Ranked(i, float(fused[i]), float(lexical[i]),
                    None if dense is None else float(dense[i])) for i in order]

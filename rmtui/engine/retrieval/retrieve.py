@@ -70,6 +70,7 @@ from rmtui.engine.retrieval.render import NO_STRONG_MATCH, PendingItem, Unit, pe
 from rmtui.engine.retrieval.result import RetrieveResult
 from rmtui.engine.retrieval.stage2 import Signals
 from rmtui.engine.retrieval.tokens import TokenStore, dequantize, quantize
+from rmtui.engine.retrieval.topk import at_least
 from rmtui.engine.retrieval.vectors import KEY_DTYPE, VectorCache, text_key
 
 # Agent retrieval (rmtui.engine.retrieval.agent_retrieve) serves retrieve.backend = "agent" and, when a
@@ -373,21 +374,47 @@ class DenseScores:
 
 
 def dense_scores(corpus: Corpus, need: str, backend, params: RankParams, cache_dir: Path,
-                 *, deadline: float | None, query: np.ndarray | None = None, states: bool = True) -> DenseScores:
+                 *, deadline: float | None, query: np.ndarray | None = None, states: bool = True,
+                 lexical: np.ndarray | None = None) -> DenseScores:
     """Cosine of the need (``query``: its vector, when already embedded) with each entry's
     best passage; coverage of the cached vectors. ``states``: also keep the passages' token
-    states (for the second stage) when the host gives them."""
+    states (for the second stage) when the host gives them. ``lexical``: the entries' BM25
+    scores, whose leaders are scored exactly where a large root is scored coarsely first."""
     info = backend.info()
     index = dense_index(corpus, params, cache_dir)
     cache = VectorCache.open(cache_dir, info.embedding_model)
     tokens = token_store(cache_dir, backend, info.embedding_model) if states else None
     fill_vectors(cache, index, backend, deadline=deadline, tokens=tokens)
     q = backend.embed([need], "query")[0] if query is None else query
-    per_passage, missing = cache.scores(index.keys, q)
+    per_passage, missing = cache.scores(index.keys, q, partial(_exactly_scored, corpus, index, lexical,
+                                                                  params.neighbour_span))
     scores = best_per_entry(per_passage, index.owner, len(corpus.entries))
     coverage = 1.0 - (len(missing) / len(index.keys)) if len(index.keys) else 1.0
     gap = len(tokens.missing(index.keys)) if tokens is not None else 0
     return DenseScores(scores, coverage, index, per_passage, cache, tokens, gap)
+
+
+#: Entries by BM25 score whose passages a coarse dense pass scores exactly (fusion may lift them).
+LEXICAL_LEADERS = 128
+
+
+def _exactly_scored(corpus: Corpus, index: DenseIndex, lexical: np.ndarray | None, span: int,
+                    best: np.ndarray) -> np.ndarray:
+    """The passages whose exact dense score fusion reads near the top (:mod:`coarse`): the
+    best passages' (``best``), the :data:`LEXICAL_LEADERS`', and those of the neighbours
+    (``span`` on each side) each of their entries borrows from."""
+    want = np.zeros(len(corpus.entries), dtype=bool)
+    want[index.owner[best]] = True
+    if lexical is not None and len(lexical):
+        lead = at_least(lexical, LEXICAL_LEADERS)
+        want[lead[lexical[lead] > 0]] = True
+    prev, nxt, _ = corpus.neighbour_arrays()
+    back = ahead = np.flatnonzero(want)
+    for _ in range(max(1, span)):
+        back, ahead = prev[back], nxt[ahead]
+        back, ahead = back[back >= 0], ahead[ahead >= 0]
+        want[back] = want[ahead] = True
+    return np.flatnonzero(want[index.owner])
 
 
 @dataclass
@@ -430,7 +457,7 @@ def first_stage(root: MemoryRoot, need: str, *, corpus: Corpus, backend, params:
     qvec, need_states = embed_need(backend, need, states=params.learned and not params.dense_only)
     stages.lap("query embedding")
     got = dense_scores(corpus, need, backend, params, cache_dir, deadline=deadline, query=qvec,
-                       states=need_states is not None)
+                       states=need_states is not None, lexical=lexical)
     stages.lap("dense")
     if params.dense_only:
         return FirstStage(lexical, got.scores, got.coverage, qvec, "dense", None, stages=stages)
@@ -661,6 +688,8 @@ def warm_up(root: MemoryRoot, backend) -> None:
                      deadline=time.monotonic())
     search_pending(root, need, backend=backend, params=params, query=outcome.query_vec, deadline=time.monotonic(),
                    warnings=[])
+    if outcome.mode == "hybrid":  # a large root's later calls scan its vectors coarsely first
+        VectorCache.open(root.runtime / "cache", backend.info().embedding_model).prepare()
 
 
 def _deliver(root: MemoryRoot, session: str, outcome: SearchOutcome, commit: str | None,

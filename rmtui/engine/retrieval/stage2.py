@@ -76,6 +76,7 @@ from rmtui.engine.retrieval.corpus import Corpus
 from rmtui.engine.retrieval.ranking import LexicalIndex, tokenize_many
 from rmtui.engine.retrieval.subjects import lead_label, subject_label
 from rmtui.engine.retrieval.tokens import dequantize
+from rmtui.engine.retrieval.topk import largest
 
 #: How many first-stage candidates the second stage re-orders.
 POOL = 60
@@ -142,9 +143,7 @@ def _log_rank(x: np.ndarray, cand: np.ndarray) -> np.ndarray:
 
 def candidates(fused: np.ndarray, pool: int = POOL) -> np.ndarray:
     """The first stage's best ``pool`` entries, best first (ties in source order)."""
-    k = min(pool, len(fused))
-    top = np.argpartition(-fused, k - 1)[:k] if k < len(fused) else np.arange(len(fused))
-    return np.asarray(sorted(top.tolist(), key=lambda i: (-float(fused[i]), i)), dtype=np.int64)
+    return largest(fused, pool).astype(np.int64, copy=False)
 
 
 def _label_hits(labels: list[str], query_tokens: list[str], stem: bool) -> np.ndarray:

@@ -37,6 +37,7 @@ import numpy as np
 
 from rmtui.engine.fsutil import atomic_write_bytes
 from rmtui.engine.locks import file_lock
+from rmtui.engine.retrieval import coarse
 
 T = TypeVar("T")
 MAGIC = b"RMTVEC03"
@@ -65,9 +66,11 @@ class _Loaded:
     keys: np.ndarray
     matrix: np.ndarray
     dim: int
-    last_rows: tuple[bytes, np.ndarray, list[int]] | None = None  # (asked keys, rows, missing)
+    #: the last lookup: (the asked keys' bytes, rows, missing, the asked keys)
+    last_rows: tuple[bytes, np.ndarray, list[int], np.ndarray] | None = None
     log_rows: int = 0  # rows merged in from the log
     merged: dict[tuple[int, ...], _Loaded] = field(default_factory=dict)  # log signature -> this file with that log
+    projection: coarse.Slot = field(default_factory=coarse.Slot)  # built only in a long-lived process
 
 
 def signature(st: os.stat_result) -> tuple[int, ...]:
@@ -244,9 +247,12 @@ class VectorCache:
         if not len(self.keys):
             return np.zeros(len(q), dtype=np.int64), list(range(len(q)))
         loaded = self._loaded if self._loaded is not None and self._loaded.keys is self.keys else None
+        last = loaded.last_rows if loaded is not None else None
+        if last is not None and last[3] is q and not q.flags.writeable:  # the same read-only key set
+            return last[1], list(last[2])
         asked = q.tobytes() if loaded is not None else b""
-        if loaded is not None and loaded.last_rows is not None and loaded.last_rows[0] == asked:
-            return loaded.last_rows[1], list(loaded.last_rows[2])
+        if last is not None and last[0] == asked:
+            return last[1], list(last[2])
         pos = np.searchsorted(self.keys, q)
         pos = np.minimum(pos, len(self.keys) - 1)
         hit = self.keys[pos] == q
@@ -255,8 +261,14 @@ class VectorCache:
         out = pos.astype(np.int64)
         if loaded is not None:
             out.flags.writeable = False  # handed to every later caller asking for the same keys
-            loaded.last_rows = (asked, out, missing)
+            loaded.last_rows = (asked, out, missing, q)
         return out, list(missing)
+
+    def prepare(self) -> None:
+        """Build the coarse projection of a large matrix now (:mod:`coarse`): for a process
+        that knows it will retrieve many times, warming up."""
+        if self._loaded is not None and self._loaded.matrix is self.matrix:
+            self._loaded.projection.build(self.matrix)
 
     def lookup(self, keys) -> tuple[np.ndarray, list[int]]:
         """Vectors for ``keys`` (zeros where missing) and the positions that are missing."""
@@ -268,12 +280,15 @@ class VectorCache:
             out[missing] = 0.0
         return out, missing
 
-    def scores(self, keys, query: np.ndarray) -> tuple[np.ndarray, list[int]]:
-        """Dot product of ``query`` with the vector of each key (0 where missing)."""
+    def scores(self, keys, query: np.ndarray, widen: coarse.Widen | None = None) -> tuple[np.ndarray, list[int]]:
+        """Dot product of ``query`` with the vector of each key (0 where missing). A large
+        matrix shared in a long-lived process is scored by :mod:`coarse` first: exact for the
+        best keys and for the positions ``widen`` adds, coarse for the rest."""
         if not self.dim:
             return np.zeros(len(keys), dtype=np.float32), list(range(len(keys)))
         idx, missing = self.rows(keys)
-        out = (self.matrix @ np.asarray(query, dtype=np.float32))[idx]
+        shared = self._loaded if self._loaded is not None and self._loaded.matrix is self.matrix else None
+        out = coarse.scan(self.matrix, query, idx, shared.projection if shared is not None else None, widen)
         if missing:
             out[missing] = 0.0
         return out, missing
