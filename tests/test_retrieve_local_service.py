@@ -129,3 +129,28 @@ def test_a_service_answer_of_the_wrong_shape_is_not_used_and_an_error_keeps_its_
         assert caught.value.details == {}  # details of the wrong type are dropped, never passed on
     finally:
         server.shutdown()
+
+
+def test_the_process_that_launched_a_service_can_launch_another_once_it_stops(monkeypatch, tmp_path):
+    """A stopped service still exiting (its lock released, its process not yet gone) is not
+    "starting": the process that launched it (the MCP server, a bench) starts a new one."""
+    from rmtui.engine.retrieval.modelhost import embed_client
+    from rmtui.engine.retrieval.modelhost.service_state import resolve_model_path
+
+    monkeypatch.setenv("RMTUI_SERVICE_DIR", str(tmp_path / "services"))
+    model = resolve_model_path(None, None)
+    state_dir = embed_client.service_dir(model, None)
+    seen = []
+    try:
+        for _ in range(2):
+            assert embed_client.start_local_service(model, None, idle_timeout=60)
+            deadline = time.monotonic() + 60
+            while embed_client.read_state(state_dir) is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            state = embed_client.read_state(state_dir)
+            assert state is not None, (state_dir / "service.log").read_text()
+            seen.append(state["pid"])
+            assert embed_client.stop_local_service(state_dir)
+    finally:
+        embed_client.stop_local_service(state_dir)
+    assert seen[0] != seen[1]

@@ -198,14 +198,15 @@ def _prepare_dir(model_path: Path, reranker_path: str | None) -> Path:
 
 def _starting(state_dir: Path) -> bool:
     """A launched service that has not yet taken its alive lock (still importing, or exporting)."""
+    launch = _launch_record(state_dir)
     proc = _launched.get(state_dir)
-    if proc is not None:
-        return proc.poll() is None
-    try:
-        launch = json.loads((state_dir / "launch.json").read_text())
-        pid, at = int(launch["pid"]), float(launch["at"])
-    except (OSError, ValueError, KeyError, TypeError):
+    if proc is not None:  # this process launched it: starting while it runs and its record stands
+        # (the service removes the record once it holds its lock: a service that has served and
+        # is stopping is not starting, and a new one may be launched meanwhile)
+        return proc.poll() is None and launch is not None and launch[0] == proc.pid
+    if launch is None:
         return False
+    pid, at = launch
     if time.time() - at > STARTING_SECONDS:
         return False
     try:
@@ -216,6 +217,15 @@ def _starting(state_dir: Path) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return True
+
+
+def _launch_record(state_dir: Path) -> tuple[int, float] | None:
+    """(pid, time) of the launch recorded in ``launch.json``, if any."""
+    try:
+        launch = json.loads((state_dir / "launch.json").read_text())
+        return int(launch["pid"]), float(launch["at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def launch_done(state_dir: Path) -> None:
