@@ -41,6 +41,7 @@ def register(sub, common) -> None:
                    help="what runs the embedding model (default: embedding.backend, \"auto\": ONNX Runtime "
                         "when the model can be exported, else torch)")
     p.add_argument("--state-dir", help=argparse.SUPPRESS)  # used by the local warm service launcher
+    p.add_argument("--warm-root", action="append", default=[], help=argparse.SUPPRESS)  # ditto: read while loading
     p.set_defaults(handler=cmd_embedding_service)
 
     p = sub.add_parser("embedding-export", parents=[common],
@@ -158,7 +159,7 @@ def cmd_embedding_service(args) -> Result:
     backend = args.backend or (cfg.get("embedding.backend") if cfg else "auto")
     code = serve(host=args.host, port=args.port, model=model, model_path=model_path, reranker_path=reranker,
                  token=token, idle_timeout=idle, state_dir=Path(args.state_dir) if args.state_dir else None,
-                 backend=backend)
+                 backend=backend, warm_roots=tuple(Path(r) for r in args.warm_root))
     return Result({"stopped": True}, "", exit_code=code)
 
 

@@ -692,6 +692,24 @@ def warm_up(root: MemoryRoot, backend) -> None:
         VectorCache.open(root.runtime / "cache", backend.info().embedding_model).prepare()
 
 
+def preload(root: MemoryRoot, identity: str) -> None:
+    """Read what a retrieve of ``root`` reads before it needs the model (corpus, BM25 and
+    dense indexes, the vector and token caches of the model ``identity``), into this
+    process's memos: the warm service does it while its model loads, so that its first
+    answer does not wait for these reads after the model is ready."""
+    params = params_from_config(root.config())
+    with file_lock(root.lock_path, shared=True):
+        corpus = load_corpus(root.path)
+    cache_dir = root.runtime / "cache"
+    load_lexical(corpus, params, cache_dir)
+    if params.lexical_only or not corpus.entries:
+        return
+    index = dense_index(corpus, params, cache_dir)
+    VectorCache.open(cache_dir, identity).rows(index.keys)  # the file, and the row lookup memo
+    if params.learned:
+        TokenStore.open(cache_dir, identity)
+
+
 def _deliver(root: MemoryRoot, session: str, outcome: SearchOutcome, commit: str | None,
              include_returned: bool, max_chars: int, record: bool) -> RetrieveResult:
     corpus = outcome.corpus

@@ -239,11 +239,12 @@ def launch_done(state_dir: Path) -> None:
 
 
 def start_local_service(model_path: Path, reranker_path: str | None, *, idle_timeout: float,
-                        backend: str = "auto") -> bool:
+                        backend: str = "auto", warm_root: Path | None = None) -> bool:
     """Launch the local service unless it runs or is starting; never waits for it (True: launched).
 
     A CLI call that finds no service calls this first, so that the service starts while the
     CLI loads the corpus instead of after it (restart to first answer; `bench/retrieve_speed.py`).
+    ``warm_root``: the root the service reads while its model loads (the caller's).
     """
     state_dir = _prepare_dir(model_path, reranker_path)
     try:
@@ -251,7 +252,7 @@ def start_local_service(model_path: Path, reranker_path: str | None, *, idle_tim
             if _alive(state_dir) or _starting(state_dir):
                 return False
             (state_dir / "state.json").unlink(missing_ok=True)
-            _launch(state_dir, model_path, reranker_path, idle_timeout, backend)
+            _launch(state_dir, model_path, reranker_path, idle_timeout, backend, warm_root)
             return True
     except ConflictError:
         return False  # another process holds the launch lock: it is launching or waiting
@@ -305,7 +306,7 @@ def _log_tail(state_dir: Path) -> str:
 
 
 def _launch(state_dir: Path, model_path: Path, reranker_path: str | None,
-            idle_timeout: float, backend: str = "auto") -> subprocess.Popen:
+            idle_timeout: float, backend: str = "auto", warm_root: Path | None = None) -> subprocess.Popen:
     """Start the service detached (own session: it outlives this process)."""
     token = secrets.token_urlsafe(24)
     env = dict(os.environ)
@@ -315,6 +316,8 @@ def _launch(state_dir: Path, model_path: Path, reranker_path: str | None,
             "--token-env", TOKEN_ENV, "--backend", backend]
     if reranker_path:
         argv += ["--reranker-path", str(reranker_path)]
+    if warm_root is not None:
+        argv += ["--warm-root", str(warm_root)]
     log = open(state_dir / "service.log", "ab")  # noqa: SIM115 - closed below once the child holds it
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
@@ -461,6 +464,6 @@ def _launch_early(root_path: Path, cfg, model: Path) -> None:
     try:
         start_local_service(model, cfg.get("embedding.reranker_path"),
                             idle_timeout=float(cfg.get("embedding.idle_timeout_seconds")),
-                            backend=str(cfg.get("embedding.backend")))
+                            backend=str(cfg.get("embedding.backend")), warm_root=root_path)
     except (OSError, EngineError):
         pass  # the call goes on in this process and starts the service itself, reporting any failure

@@ -164,6 +164,7 @@ class EmbeddingServer:
         self._activity = threading.Lock()
         self.model_lock = threading.Lock()
         self.serves_retrieval = False  # the local warm service (token, state dir) also runs retrievals
+        self.preloading: threading.Thread | None = None  # reading a root's indexes while the model loads
         self._uvicorn = None
         self._state = threading.Condition()
         self._phase = "new"  # new -> serving -> stopped
@@ -321,6 +322,8 @@ class EmbeddingServer:
         for flag in ("include_returned", "include_pending"):
             if type(body[flag]) is not bool:
                 raise _ApiError(422, f"{flag} must be true or false")
+        if self.preloading is not None:
+            self.preloading.join()  # what it has not read yet, this call would read anyway
         try:
             root = open_root(body["root"])
             res = retrieve(root, body["session"], body["need"], top=body["top"],
@@ -546,11 +549,13 @@ def _loopback_only(host: str) -> bool:
 
 def serve(*, host: str, port: int, model: str | None, model_path: str | None, reranker_path: str | None,
           token: str | None, idle_timeout: float | None, state_dir: Path | None = None,
-          ready=None, backend: str = "auto") -> int:
+          ready=None, backend: str = "auto", warm_roots: tuple[Path, ...] = ()) -> int:
     """Run the service until interrupted or idle; with ``state_dir``, as the local warm service.
 
     ``backend`` (``embedding.backend``) picks the embedder's runtime: with ONNX the service
-    starts in well under a second, which is what makes its idle exit cheap.
+    starts in well under a second, which is what makes its idle exit cheap. ``warm_roots``:
+    roots whose indexes are read while the model loads (the root of the call that launched
+    the service, which is about to ask for a retrieval of it).
     """
     if not _loopback_only(host) and not token:
         raise UsageError(f"refusing to serve on {host} without a token: other hosts could use the service; "
@@ -562,12 +567,14 @@ def serve(*, host: str, port: int, model: str | None, model_path: str | None, re
         if alive_fd is None:
             raise ConflictError(f"another embedding service already runs for {state_dir}")
         launch_done(state_dir)
+    preloading = _preload(warm_roots, model_path) if state_dir is not None and token and model_path else None
     from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend  # the model: ONNX Runtime or torch
 
     models = InProcessBackend(model, model_path, reranker_path, backend=backend)
     models.warm_up()
     server = EmbeddingServer((host, port), models, token=token, idle_timeout=idle_timeout)
     server.serves_retrieval = state_dir is not None and bool(token)
+    server.preloading = preloading
     server.prepare()  # before the state file announces the service
     state_file = state_dir / "state.json" if state_dir is not None else None
     if state_file is not None:
@@ -599,6 +606,30 @@ def serve(*, host: str, port: int, model: str | None, model_path: str | None, re
         if alive_fd is not None:
             os.close(alive_fd)
     return 0
+
+
+def _preload(roots: tuple[Path, ...], model_path: str) -> threading.Thread | None:
+    """Read the roots' indexes in a thread while the model loads (the ONNX session's build
+    and the file reads leave the interpreter lock free): the launching call's retrieval
+    then finds them in memory. An optimisation only: a failure leaves that to the call."""
+    if not roots:
+        return None
+
+    def run() -> None:
+        from rmtui.engine.memory.roots import open_root
+        from rmtui.engine.retrieval.modelhost.model_cache import model_identity
+        from rmtui.engine.retrieval.retrieve import preload
+
+        identity = model_identity(Path(model_path), "sentence-transformers")
+        for root in roots:
+            try:
+                preload(open_root(root), identity)
+            except Exception:  # noqa: BLE001 - the retrieval that follows meets and reports any error
+                pass
+
+    thread = threading.Thread(target=run, name="rmtui-preload", daemon=True)
+    thread.start()
+    return thread
 
 
 def _stop_on_sigterm() -> None:
