@@ -76,6 +76,7 @@ def measure_floor(root: Path, calls: int) -> None:
     from rmtui.engine.memory.roots import MemoryRoot
     from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
     from rmtui.engine.retrieval.retrieve import retrieve, warm_up
+    from rmtui.engine.retrieval.vectors import VectorCache
 
     runs = []
     for _ in range(7):
@@ -85,7 +86,8 @@ def measure_floor(root: Path, calls: int) -> None:
     FLOOR.python = statistics.median(runs)
     mem = MemoryRoot(root)
     backend = InProcessBackend()
-    warm_up(mem, backend)  # as the server warms up
+    warm_up(mem, backend)  # as the server warms up (and idles until its first call)
+    VectorCache.open(mem.runtime / "cache", backend.info().embedding_model).prepare(wait=True)
     for i in range(5):
         retrieve(mem, f"floor-settle-{i}", "release budget", backend=backend)
     times, stages = [], {}

@@ -121,11 +121,12 @@ def coarse_agreement(root: MemoryRoot, sampled: int = 100) -> None:
     from rmtui.engine.retrieval.corpus import load_corpus
     from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
     from rmtui.engine.retrieval.retrieve import search, warm_up
-    from rmtui.engine.retrieval.vectors import VectorCache
 
     backend = InProcessBackend()
     warm_up(root, backend)
-    if not coarse.worth_it(VectorCache.open(root.runtime / "cache", backend.info().embedding_model).matrix):
+    cache = VectorCache.open(root.runtime / "cache", backend.info().embedding_model)
+    cache.prepare(wait=True)
+    if not coarse.worth_it(cache.matrix):
         print(f"coarse dense pass: not used at this size (below {coarse.COARSE_ROWS} vectors) {FLOOR}")
         return
     corpus, cfg, rnd = load_corpus(root.path), root.config(), random.Random(11)
@@ -164,7 +165,8 @@ class Floor:
 
         self.python = bare_python(env)
         backend = InProcessBackend()
-        warm_up(root, backend)  # as the MCP server warms up
+        warm_up(root, backend)  # as the MCP server warms up (and idles until its first call)
+        VectorCache.open(root.runtime / "cache", backend.info().embedding_model).prepare(wait=True)
         for i in range(3):
             retrieve(root, f"floor-warm-{i}", NEEDS[i % len(NEEDS)], backend=backend)
         times, stages = [], {}

@@ -92,9 +92,10 @@ def test_a_long_lived_process_answers_from_the_coarse_pass_as_the_exact_scan_doe
     monkeypatch.setattr(coarse, "RESCORED", 8)
     monkeypatch.setattr(coarse, "DIM", 383)  # all directions but the weakest: near exact
     vectors._SHARED.clear()
-    warm_up(root, plain_backend)  # as the MCP server warms up: the projection is built now
+    warm_up(root, plain_backend)  # as the MCP server warms up: the projection's build starts
     cache = VectorCache.open(root.runtime / "cache", plain_backend.info().embedding_model)
     assert len(cache.matrix) >= 100
+    assert cache._loaded is not None and cache._loaded.projection.build(cache.matrix) is not None  # waits
     calls.clear()
     got = [[(r.index, r.score) for r in search(root, n, top=8, corpus=corpus, backend=plain_backend,
                                                cfg=cfg).ranked] for n in needs]

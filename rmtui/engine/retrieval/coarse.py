@@ -15,8 +15,8 @@ The other passages keep their coarse score. Measured on a 50,000-node root over 
 on average, no passage of a need's true top 50 ranked below 714th by its coarse score, and
 the shown results matched the exact scan's. Below :data:`COARSE_ROWS` rows the exact scan
 is cheap and always used. The projection is built in a background thread once the same
-matrix is scored a second time, so a one-shot CLI call never pays for it (calls before it is
-ready scan exactly), or at once by a front warming up (the MCP server). See
+matrix is scored a second time, so a one-shot CLI call never pays for it, or as soon as a
+front warms up (the MCP server); calls before it is ready scan exactly. See
 docs/architecture.md, "Retrieval at 50,000 nodes".
 """
 
@@ -107,10 +107,19 @@ class Slot:
                 return self._built
             self._asks += 1
             if self._asks >= 2:
-                self._thread = threading.Thread(target=self._build, args=(matrix,),
-                                                name="rmtui-coarse", daemon=True)
-                self._thread.start()
+                self._start(matrix)
         return None
+
+    def start(self, matrix: np.ndarray) -> None:
+        """Build the projection in the background now (a front warming up knows it is long-lived)."""
+        if worth_it(matrix):
+            with self._lock:
+                if self._built is None and self._thread is None:
+                    self._start(matrix)
+
+    def _start(self, matrix: np.ndarray) -> None:  # under the lock
+        self._thread = threading.Thread(target=self._build, args=(matrix,), name="rmtui-coarse", daemon=True)
+        self._thread.start()
 
     def _build(self, matrix: np.ndarray) -> None:
         built = project(matrix)
@@ -118,8 +127,8 @@ class Slot:
             self._built = self._built or built
 
     def build(self, matrix: np.ndarray) -> Projection | None:
-        """The projection now (a process that knows it is long-lived, warming up), or None for
-        a small matrix; waits for a build already under way rather than starting another."""
+        """The projection now, or None for a small matrix; waits for a build already under way
+        rather than starting another."""
         if not worth_it(matrix):
             return None
         with self._lock:

@@ -264,11 +264,13 @@ class VectorCache:
             loaded.last_rows = (asked, out, missing, q)
         return out, list(missing)
 
-    def prepare(self) -> None:
-        """Build the coarse projection of a large matrix now (:mod:`coarse`): for a process
-        that knows it will retrieve many times, warming up."""
+    def prepare(self, *, wait: bool = False) -> None:
+        """Start building the coarse projection of a large matrix (:mod:`coarse`): for a
+        process that knows it will retrieve many times, warming up. ``wait``: until it is
+        built (the benches, measuring the steady state)."""
         if self._loaded is not None and self._loaded.matrix is self.matrix:
-            self._loaded.projection.build(self.matrix)
+            slot = self._loaded.projection
+            slot.build(self.matrix) if wait else slot.start(self.matrix)
 
     def lookup(self, keys) -> tuple[np.ndarray, list[int]]:
         """Vectors for ``keys`` (zeros where missing) and the positions that are missing."""
