@@ -269,8 +269,10 @@ class VectorCache:
         process that knows it will retrieve many times, warming up. ``wait``: until it is
         built (the benches, measuring the steady state)."""
         if self._loaded is not None and self._loaded.matrix is self.matrix:
-            slot = self._loaded.projection
-            slot.build(self.matrix) if wait else slot.start(self.matrix)
+            if wait:
+                self._loaded.projection.build(self.matrix)
+            else:
+                self._loaded.projection.start(self.matrix)
 
     def lookup(self, keys) -> tuple[np.ndarray, list[int]]:
         """Vectors for ``keys`` (zeros where missing) and the positions that are missing."""

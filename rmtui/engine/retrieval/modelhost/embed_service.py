@@ -322,8 +322,8 @@ class EmbeddingServer:
         for flag in ("include_returned", "include_pending"):
             if type(body[flag]) is not bool:
                 raise _ApiError(422, f"{flag} must be true or false")
-        if self.preloading is not None:
-            self.preloading.join()  # what it has not read yet, this call would read anyway
+        if self.preloading is not None:  # what it has not read yet, this call would read anyway;
+            self.preloading.join(PRELOAD_WAIT_SECONDS)  # bounded: a root held locked by a writer, or another root
         try:
             root = open_root(body["root"])
             res = retrieve(root, body["session"], body["need"], top=body["top"],
@@ -606,6 +606,11 @@ def serve(*, host: str, port: int, model: str | None, model_path: str | None, re
         if alive_fd is not None:
             os.close(alive_fd)
     return 0
+
+
+#: How long a retrieval waits for the preload of the launching root (which may be another root,
+#: or wait itself on a root's lock) before it reads what it needs on its own.
+PRELOAD_WAIT_SECONDS = 2.0
 
 
 def _preload(roots: tuple[Path, ...], model_path: str) -> threading.Thread | None:
