@@ -9,6 +9,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from mcp import Client
@@ -118,7 +119,9 @@ async def test_a_root_with_cached_vectors_gets_its_first_answers_from_the_warm_s
                 first = await client.call_tool("rightmemory_retrieve", {"session_id": "s1", "need": "who owns billing"})
                 assert not first.is_error and "Bob owns the billing service" in first.content[0].text
                 assert "answered by the local service" in errlog.read_text()
-                assert len(service_pids(services)) == 1  # launched by the server, not by any CLI call
+                (pid,) = service_pids(services)  # launched by the server, not by any CLI call
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                assert argv[argv.index(b"--warm-root") + 1] == str(root.path).encode()  # read while it loads
                 # meanwhile the model loads in the server too: later calls answer there, the same way
                 deadline, n = time.monotonic() + 90, 1
                 while "answered in this process" not in errlog.read_text():

@@ -440,21 +440,25 @@ def delegated_result(answer: dict) -> tuple[dict, str]:
 
 def launch_for_root(root_path: Path, cfg) -> bool:
     """Start the local warm service now, without waiting, if this root's retrievals are its
-    and the root's vectors are cached (True: it runs or is starting)."""
+    and the root's vectors are cached (True: it runs or is starting). The caller (the MCP
+    server) delegates its first calls to it, so the service reads the root while it loads."""
     model = delegation_model(cfg)
     if model is None:
         return False
-    _launch_early(root_path, cfg, model)
+    _launch_early(root_path, cfg, model, preload=True)
     state_dir = service_dir(model, cfg.get("embedding.reranker_path"))
     return read_state(state_dir) is not None or _starting(state_dir) or _alive(state_dir)
 
 
-def _launch_early(root_path: Path, cfg, model: Path) -> None:
+def _launch_early(root_path: Path, cfg, model: Path, *, preload: bool = False) -> None:
     """No warm service: start one now, so that it loads its model while this CLI call loads
     the corpus, instead of after it (a restart then costs about one service start; `bench/retrieve_speed.py`).
 
     Only for a root whose vectors are cached already (a restart after the idle exit): a new or
     empty root may not need the model at all, and its first call starts the service as before.
+    ``preload``: the service also reads the root while it loads, for a caller that will wait
+    for its answer; a CLI call answers this time in its own process, which the reads would
+    only slow down (two processes loading a model already fill both cores).
     """
     try:
         if not any((root_path / ".runtime" / "cache" / "vectors").glob("*.bin")):
@@ -464,6 +468,6 @@ def _launch_early(root_path: Path, cfg, model: Path) -> None:
     try:
         start_local_service(model, cfg.get("embedding.reranker_path"),
                             idle_timeout=float(cfg.get("embedding.idle_timeout_seconds")),
-                            backend=str(cfg.get("embedding.backend")), warm_root=root_path)
+                            backend=str(cfg.get("embedding.backend")), warm_root=root_path if preload else None)
     except (OSError, EngineError):
         pass  # the call goes on in this process and starts the service itself, reporting any failure
