@@ -70,6 +70,12 @@ def test_a_small_matrix_or_a_single_call_never_builds_a_projection(monkeypatch):
     assert large.get(m) is None  # the second time: built in the background
     built = large.build(m)  # waits for it rather than building twice
     assert built is not None and large.get(m) is built and built.rows.shape == (1200, coarse.DIM)
+    broken = m.copy()
+    broken[3] = np.nan  # a projection that cannot be made: the matrix keeps its exact scan
+    damaged = coarse.Slot()
+    assert damaged.build(broken) is None and damaged.get(broken) is None
+    q = m[0]
+    assert np.allclose(coarse.scan(broken, q, np.arange(5, 10), damaged), broken[5:10] @ q)
 
 
 def test_a_long_lived_process_answers_from_the_coarse_pass_as_the_exact_scan_does(root, plain_backend,

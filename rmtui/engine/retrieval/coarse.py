@@ -64,7 +64,10 @@ def project(matrix: np.ndarray, dim: int | None = None) -> Projection:
     sample = matrix[::max(1, len(matrix) // SAMPLE)]
     _, vecs = np.linalg.eigh(sample.T.astype(np.float64) @ sample)
     basis = np.ascontiguousarray(vecs[:, ::-1][:, :dim], dtype=np.float32)
-    return Projection(basis, matrix @ basis)
+    rows = matrix @ basis
+    if not (np.isfinite(basis).all() and np.isfinite(rows).all()):  # one bad row would spoil every score
+        raise ValueError("rows that are not finite: no projection")
+    return Projection(basis, rows)
 
 
 def scores(proj: Projection, matrix: np.ndarray, query: np.ndarray, rows: np.ndarray,
@@ -122,7 +125,10 @@ class Slot:
         self._thread.start()
 
     def _build(self, matrix: np.ndarray) -> None:
-        built = project(matrix)
+        try:
+            built = project(matrix)
+        except (np.linalg.LinAlgError, ValueError, MemoryError):
+            return  # no projection: this matrix keeps being scanned exactly
         with self._lock:
             self._built = self._built or built
 
