@@ -26,7 +26,7 @@ from rmtui.engine.memory.roots import MemoryRoot, init_root  # noqa: E402
 
 NOTES = REPO / "bench" / "notes"
 #: Never fitted on, never used to choose a feature.
-HELD_OUT = ("rightmemory",)
+HELD_OUT = ("cargo",)
 
 
 @dataclass(frozen=True)

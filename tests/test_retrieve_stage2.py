@@ -75,8 +75,7 @@ def test_features_one_row_per_candidate(root, plain_backend):
     assert 0 < col["maxsim"].max() <= 1.0
     # every feature also comes times the pool's thread (mean coherence with the node before)
     t = stage2.thread(col["coherence_prev"])
-    mean = float(col["coherence_prev"].mean()) - stage2.THREAD_CENTRE
-    assert t == pytest.approx(min(max(mean, -stage2.THREAD_SPAN), stage2.THREAD_SPAN), abs=1e-6)
+    assert t == pytest.approx(float(col["coherence_prev"].mean()) - stage2.THREAD_CENTRE, abs=1e-6)
     for f in stage2.BASE + ("maxsim",):
         assert np.allclose(col[f"{f}*thread"], col[f] * np.float32(t), atol=1e-6), f
 
@@ -123,8 +122,13 @@ def test_thread_tells_a_conversation_from_a_list_of_facts(tmp_path, plain_backen
     assert stage2.thread(np.zeros(0, dtype=np.float32)) == 0.0  # no candidates: no lean either way
     # a pool far outside what the fit saw (a few nodes, most first under their heading) is
     # read as the farthest the fit saw, not extrapolated
-    assert stage2.thread(np.zeros(9, dtype=np.float32)) == -stage2.THREAD_SPAN
-    assert stage2.thread(np.ones(9, dtype=np.float32)) == stage2.THREAD_SPAN
+    for w in (stage2_weights.PLAIN, stage2_weights.TOKENS):
+        low, high = w.thread_span
+        assert -0.3 < low < 0 < high < 0.3  # the fitted pools: lists of facts below, conversations above
+        assert stage2.thread(np.zeros(9, dtype=np.float32), w.thread_span) == low
+        assert stage2.thread(np.ones(9, dtype=np.float32), w.thread_span) == high
+        centre = np.full(9, stage2.THREAD_CENTRE, dtype=np.float32)
+        assert stage2.thread(centre, w.thread_span) == pytest.approx(0.0, abs=1e-6)
 
 
 def test_lead_label_and_maxsim():
@@ -169,14 +173,14 @@ def test_second_stage_orders_the_head_by_its_weights(root, plain_backend, monkey
     assert lengths == sorted(lengths) and lengths[0] == min(len(t) for t in text.values())
     # weights fitted for other features are not applied: the first stage stands
     for name in ("TOKENS", "PLAIN"):
-        monkeypatch.setattr(stage2_weights, name, Weights(("something", "else"), (0, 0), (1, 1), (1, 1)))
+        monkeypatch.setattr(stage2_weights, name, Weights(("something", "else"), (0, 0), (1, 1), (1, 1), (-0.1, 0.1)))
     again = search(root, need, top=5, corpus=corpus, backend=plain_backend, cfg=cfg)
     assert _ids(again) == _ids(before)
 
 
 def _only_length(names: tuple[str, ...], sign: float) -> Weights:
     coef = tuple(sign if f == "length" else 0.0 for f in names)
-    return Weights(names, (0.0,) * len(names), (1.0,) * len(names), coef)
+    return Weights(names, (0.0,) * len(names), (1.0,) * len(names), coef, (-0.1, 0.1))
 
 
 def test_lexical_only_keeps_the_first_stage(root):

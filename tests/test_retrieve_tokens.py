@@ -74,8 +74,8 @@ def test_a_service_without_token_states_ranks_with_the_plain_weights(root, plain
     used: list[tuple[str, ...]] = []
     real = stage2.features
 
-    def spy(corpus, sig, fused, cand, states=None):
-        out = real(corpus, sig, fused, cand, states)
+    def spy(corpus, sig, fused, cand, states=None, **kw):
+        out = real(corpus, sig, fused, cand, states, **kw)
         used.append(stage2.FEATURES + (stage2.TOKEN_FEATURES if states is not None else ()))
         return out
 

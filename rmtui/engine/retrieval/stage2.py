@@ -55,9 +55,10 @@ came mostly from one of the three development conversations.
 
 The weights live in ``stage2_weights.py``, written by ``bench/fit_stage2.py`` from development
 data only: the LoCoMo development conversations rendered in four layouts of the speaker (label
-first, inside the sentence, last, only in a heading) and four notes-shaped projects
+first, inside the sentence, last, only in a heading) and six notes-shaped projects
 (``bench/notes/``), the conversations weighing 0.6 and the notes 0.4; the held-out
-conversations and the held-out notes project are only scored. The model is fitted listwise
+conversations and the held-out notes project are only scored. The fit also records the span of
+``thread`` over its pools (``Weights.thread_span``), which the stage keeps ``thread`` in. The model is fitted listwise
 (one softmax over each question's candidates), since only their order within a question
 matters. Features, shares and the penalty were chosen by cross-validation on the development
 sets alone (``bench/fit_stage2.py --cv``). The stage
@@ -96,10 +97,6 @@ TOKEN_FEATURES = ("maxsim", "maxsim*thread")
 #: The pool's mean coherence with the previous node that :func:`thread` counts from (between a
 #: list of facts, about 0.40 in the notes sets, and a conversation, about 0.51 in LoCoMo).
 THREAD_CENTRE = 0.45
-#: :func:`thread` is kept within this much of the centre: the development sets span -0.13 to
-#: +0.17 (a question's pool), and a linear model is not trusted far beyond what it was fitted
-#: on -- a root of a few nodes, most of them first under their heading, has a mean near 0.
-THREAD_SPAN = 0.2
 
 
 @dataclass
@@ -221,9 +218,10 @@ def token_states(sig: Signals, cand: np.ndarray) -> list[np.ndarray] | None:
 
 
 def features(corpus: Corpus, sig: Signals, fused: np.ndarray, cand: np.ndarray,
-             states: list[np.ndarray] | None = None) -> np.ndarray:
+             states: list[np.ndarray] | None = None, *, span: tuple[float, float] | None = None) -> np.ndarray:
     """One row of :data:`FEATURES` per candidate (``cand``: entry indexes, best first), then
-    one of :data:`TOKEN_FEATURES` when ``states`` (the candidates' token states) are given."""
+    one of :data:`TOKEN_FEATURES` when ``states`` (the candidates' token states) are given;
+    ``span`` bounds :func:`thread` (a model's ``thread_span``; None for fitting rows)."""
     prev, nxt, _ = corpus.neighbour_arrays()
     own, win, lex, dense = _norm(sig.own), _norm(sig.window), _norm(sig.lexical), sig.dense
 
@@ -261,18 +259,23 @@ def features(corpus: Corpus, sig: Signals, fused: np.ndarray, cand: np.ndarray,
         cols["maxsim"] = maxsim(sig.need_states, states)
         names = BASE + ("maxsim",)
     x = np.stack([np.asarray(cols[f], dtype=np.float32) for f in names], axis=1)
-    t, k = np.float32(thread(coh_p)), len(BASE)
+    t, k = np.float32(thread(coh_p, span)), len(BASE)
     return np.concatenate([x[:, :k], x[:, :k] * t, x[:, k:], x[:, k:] * t], axis=1)  # no maxsim: empty x[:, k:]
 
 
-def thread(coherence_prev: np.ndarray) -> float:
+def thread(coherence_prev: np.ndarray, span: tuple[float, float] | None = None) -> float:
     """How much the pool's nodes run on one thread with the node before them: their mean
-    coherence with it, less :data:`THREAD_CENTRE`. Turns of a conversation or entries of a log
-    follow from each other; separate facts under a heading do not, and what makes a candidate
-    the answer differs (a neighbour's words lend more, a subject label weighs otherwise)."""
+    coherence with it, less :data:`THREAD_CENTRE`, kept within ``span`` when given. Turns of a
+    conversation or entries of a log follow from each other; separate facts under a heading do
+    not, and what makes a candidate the answer differs (a neighbour's words lend more, a
+    subject label weighs otherwise). A model reads it within the span it was fitted on
+    (``Weights.thread_span``): a root of a few nodes, most of them first under their heading,
+    has a mean near 0, far below any fitted pool, and extrapolated interaction weights there
+    put a pursuit above the one note that answers."""
     if not len(coherence_prev):
         return 0.0
-    return min(max(float(coherence_prev.mean()) - THREAD_CENTRE, -THREAD_SPAN), THREAD_SPAN)
+    t = float(coherence_prev.mean()) - THREAD_CENTRE
+    return t if span is None else min(max(t, span[0]), span[1])
 
 
 def rerank(corpus: Corpus, sig: Signals, fused: np.ndarray) -> np.ndarray | None:
@@ -289,7 +292,7 @@ def rerank(corpus: Corpus, sig: Signals, fused: np.ndarray) -> np.ndarray | None
         model, states = w.PLAIN, None  # no token states (or no weights for them)
     else:
         return None  # weights fitted for other features: keep the first stage
-    x = (features(corpus, sig, fused, cand, states) - np.asarray(model.mean, np.float32)) \
-        / np.asarray(model.scale, np.float32)
+    x = features(corpus, sig, fused, cand, states, span=model.thread_span)
+    x = (x - np.asarray(model.mean, np.float32)) / np.asarray(model.scale, np.float32)
     score = x @ np.asarray(model.coef, np.float32)
     return cand[np.argsort(-score, kind="stable")]

@@ -16,3 +16,6 @@ class Weights:
     mean: tuple[float, ...]
     scale: tuple[float, ...]
     coef: tuple[float, ...]
+    #: The lowest and highest ``stage2.thread`` of the pools it was fitted on: a pool outside
+    #: them is read as the nearest end, since a linear model is not trusted beyond its data.
+    thread_span: tuple[float, float]
