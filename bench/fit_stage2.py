@@ -15,9 +15,9 @@ layout, the held-out notes project) are only scored, before and after, so the fi
 for them are fair.
 
 Features and fitting choices are compared by ``--cv``: out-of-fold figures on the development
-rows alone (three folds: the LoCoMo conversations apart, all layouts of one together; the
-notes projects apart, so each is scored by a model that never saw it, as the held-out project
-is), so nothing held out is looked at while choosing; ``--without`` drops features from the
+rows alone (each fold leaves out one LoCoMo conversation, all its layouts together, and one
+notes project, so each is scored by a model that never saw it, as the held-out ones are), so
+nothing held out is looked at while choosing; ``--without`` drops features from the
 comparison.
 
 Usage: .venv/bin/python bench/fit_stage2.py [--work DIR] [--dry-run] [--rows FILE] [--cv [--without F,G]]
