@@ -10,10 +10,11 @@ Prints, against its targets (the "Benchmarks" table of README.md):
   then the first retrieve when it comes 2 s after the server initialised, as an agent's does;
 - warm retrieve: median and p95 over N calls (median <= 25 ms).
 
-Each line ends with the floor measured in the same run: a bare ``python -c pass`` and the
-in-process retrieve of the same needs in this process (the engine and the model loaded
-here, no MCP framing), whose stages are printed (query embedding, BM25, dense, second
-stage, rendering, pending evidence).
+Each line ends with the floor measured in the same run: a bare ``python -c pass``, a
+``python`` that only imports the SDK's server (``mcp.server.mcpserver``: the part of any
+server start this project cannot shorten), and the in-process retrieve of the same needs in
+this process (the engine and the model loaded here, no MCP framing), whose stages are printed
+(query embedding, BM25, dense, second stage, rendering, pending evidence).
 
 Run: ``.venv/bin/python bench/mcp_retrieve.py [--nodes 10000] [--calls N] [--starts N]``.
 ``--root DIR`` measures a copy of a kept bench root whose vectors are cached (for 50,000 nodes,
@@ -59,14 +60,28 @@ def warm_needs(calls: int) -> list[str]:
 
 
 class Floor:
-    """A bare interpreter and the in-process retrieve of the same needs, measured in this run."""
+    """A bare interpreter, an interpreter that only imports the MCP SDK's server (what every
+    server start pays before it can answer, whatever it does itself), and the in-process
+    retrieve of the same needs, measured in this run."""
 
     python = 0.0
+    sdk = 0.0
     inproc = 0.0
     stages: dict[str, float] = {}
 
     def __str__(self) -> str:
-        return f"[floor: python -c pass {1000 * self.python:.0f} ms; in-process retrieve {1000 * self.inproc:.1f} ms]"
+        return (f"[floor: python -c pass {1000 * self.python:.0f} ms; python importing the MCP SDK's server "
+                f"{1000 * self.sdk:.0f} ms; in-process retrieve {1000 * self.inproc:.1f} ms]")
+
+
+def _median_run(*args: str, runs: int = 7) -> float:
+    """Median wall time of ``python *args`` over ``runs`` new processes."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, *args], check=True)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 FLOOR = Floor()
@@ -78,12 +93,8 @@ def measure_floor(root: Path, calls: int) -> None:
     from rmtui.engine.retrieval.retrieve import retrieve, warm_up
     from rmtui.engine.retrieval.vectors import VectorCache
 
-    runs = []
-    for _ in range(7):
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
-        runs.append(time.perf_counter() - t0)
-    FLOOR.python = statistics.median(runs)
+    FLOOR.python = _median_run("-c", "pass")
+    FLOOR.sdk = _median_run("-c", "import mcp.server.mcpserver")
     mem = MemoryRoot(root)
     backend = InProcessBackend()
     warm_up(mem, backend)  # as the server warms up (and idles until its first call)
