@@ -58,12 +58,11 @@ data only: the LoCoMo development conversations rendered in four layouts of the 
 first, inside the sentence, last, only in a heading) and six notes-shaped projects
 (``bench/notes/``), the conversations weighing 0.6 and the notes 0.4; the held-out
 conversations and the held-out notes project are only scored. The fit also records the span of
-``thread`` over its pools (``Weights.thread_span``), which the stage keeps ``thread`` in. The model is fitted listwise
-(one softmax over each question's candidates), since only their order within a question
-matters. Features, shares and the penalty were chosen by cross-validation on the development
-sets alone (``bench/fit_stage2.py --cv``). The stage
-needs dense scores (several features are vector ones); without them the first-stage order
-stands.
+``thread`` over its pools (``Weights.thread_span``), which the stage keeps ``thread`` in. The
+model is fitted listwise (one softmax over each question's candidates), since only their order
+within a question matters. Features, shares and the penalty were chosen by cross-validation on
+the development sets alone (``bench/fit_stage2.py --cv``). The stage needs dense scores
+(several features are vector ones); without them the first-stage order stands.
 """
 
 from __future__ import annotations
