@@ -17,7 +17,8 @@ PURSUITS.md with an empty Focus). Every category 1-4 question is then asked:
   are checked against the in-process ranking.
 
 With several ``--formats`` (default: all of ``FORMATS``), the first layout gets the full table
-and every layout its held-out line, default vs the learned second stage off.
+and every layout its held-out line, default vs the learned second stage off, then how far apart
+the layouts' held-out R@10 are, with a paired bootstrap interval over the questions.
 
 Usage: .venv/bin/python bench/locomo.py [--data DIR] [--sample N] [--explore] [--formats first,inside,...]
 """
@@ -176,6 +177,30 @@ def print_layouts(layout_rows: dict[str, list[dict]]) -> None:
         d, f = summarize(held, "hybrid"), summarize(held, "first")
         print(f"| {fmt}: {LAYOUTS[fmt]} | {len(held)} | {d['R@5']:.3f} | {d['R@10']:.3f} | {f['R@5']:.3f} | "
               f"{f['R@10']:.3f} |")
+    if len(layout_rows) > 1:
+        for key, name in (("hybrid", "default"), ("first", "learned off")):
+            spread, low, high = spread_interval(layout_rows, key)
+            print(f"{name}: R@10 spread over the layouts {spread:.3f} (95 % interval of a paired bootstrap "
+                  f"over the held-out questions: {low:.3f} to {high:.3f})")
+
+
+def spread_interval(layout_rows: dict[str, list[dict]], key: str, k: int = 10, draws: int = 2000,
+                    seed: int = 0) -> tuple[float, float, float]:
+    """The held-out R@k spread over the layouts (best minus worst) and its 95 % bootstrap interval.
+
+    Why: the layouts ask the same questions, so how far apart they are is known only as well as
+    the question sample allows; the questions are drawn again with replacement, the same draw for
+    every layout (paired), and the spread recomputed on each draw."""
+    import numpy as np
+
+    per = np.array([[recall(r[key], r["evidence"], k) for r in rows if r["conv"] in HELD_OUT]
+                    for rows in layout_rows.values()])
+    spread = float(np.ptp(per.mean(axis=1)))
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, per.shape[1], size=(draws, per.shape[1]))
+    spreads = np.ptp(per[:, picks].mean(axis=2), axis=0)
+    low, high = np.percentile(spreads, [2.5, 97.5])
+    return spread, float(low), float(high)
 
 
 def run_layout(data_dir: Path, work: Path, sample: int, explore: bool, fmt: str, quiet: bool = False) -> list[dict]:
