@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rmtui.engine.errors import EngineError
+from rmtui.engine.memory.roots import init_root
+from rmtui.engine.memory.validation import validate_root
 from rmtui.engine.retrieval import stage2, stage2_weights
 from rmtui.engine.retrieval.corpus import Corpus, load_corpus
 from rmtui.engine.retrieval.ranking import fuse, tokenize
@@ -209,3 +213,51 @@ def test_log_rank_counts_every_higher_entry(values, data):
     cand = np.asarray(data.draw(st.lists(st.integers(0, len(x) - 1), min_size=1, max_size=60)), dtype=np.int64)
     want = np.log1p(np.asarray([(x > x[i]).sum() for i in cand], dtype=np.float32))
     assert np.array_equal(stage2._log_rank(x, cand), want)
+
+
+#: Ways memory notes put what a note is about: a lead label, inside the sentence, last, in
+#: markup, nowhere (the heading above holds it).
+NOTE_FORMATS = (
+    lambda name, text: f"{name}: {text}",
+    lambda name, text: f"{name} said that {text}",
+    lambda name, text: f"{text} ({name})",
+    lambda name, text: f"**State:** {text} {name}",
+    lambda name, text: text,
+)
+WORDS = st.text(st.characters(whitelist_categories=("L", "N"), whitelist_characters="'-/."), min_size=1, max_size=12)
+PROSE = st.lists(WORDS, min_size=1, max_size=14).map(" ".join)
+NOTE = st.tuples(st.integers(0, len(NOTE_FORMATS) - 1), WORDS, PROSE, st.sampled_from(("", ":", ";", "!", "?", ",")))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(NOTE, min_size=1, max_size=12), st.lists(WORDS, min_size=1, max_size=6).map(" ".join),
+       st.booleans())
+def test_any_note_format_gets_a_reorder_of_the_first_stage_head(plain_backend, notes, need, headed):
+    """Whatever the notes look like -- any script, labels anywhere or nowhere, punctuation, under
+    a heading or not -- the second stage only re-orders the first stage's candidates: every
+    feature is finite, no entry is dropped or repeated, and the shown results come from the pool."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = init_root(Path(tmp) / "root")
+        lines = ["# Memory {#mem}", ""]
+        for i, (fmt, name, text, mark) in enumerate(notes):
+            if headed and i % 4 == 0:
+                lines += ["", f"## {name} {{#h{i}}}", ""]
+            lines.append(f"- `n{i}` {NOTE_FORMATS[fmt](name, text)}{mark} → []")
+        (root.path / "MEMORY.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        assert validate_root(root.path).ok
+        corpus = load_corpus(root.path)
+        params = params_from_config(root.config())
+        first = first_stage(root, need, corpus=corpus, backend=plain_backend, params=params)
+        assert first.signals is not None
+        fused = fuse(corpus, first.lexical, first.dense, params)
+        cand = stage2.candidates(fused)
+        x = stage2.features(corpus, first.signals, fused, cand, stage2.token_states(first.signals, cand))
+        assert x.shape[0] == len(cand) and np.isfinite(x).all()
+        cfg = root.config()
+        off = search(root, need, top=len(notes), corpus=corpus, backend=plain_backend, cfg=cfg,
+                     params=replace(params, learned=False))
+        on = search(root, need, top=len(notes), corpus=corpus, backend=plain_backend, cfg=cfg)
+        ids = _ids(on)
+        assert len(ids) == len(set(ids)) and all(np.isfinite(r.score) for r in on.ranked)
+        pool = {corpus.entries[i].id for i in cand}
+        assert set(ids) <= pool and len(ids) == len(_ids(off))
