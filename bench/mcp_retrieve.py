@@ -21,7 +21,9 @@ Run: ``.venv/bin/python bench/mcp_retrieve.py [--nodes 10000] [--calls N] [--sta
 ``bench/retrieve_speed.py --nodes 50000 --keep-root DIR`` makes one: embedding them again here
 would take another half hour); ``--warm-only`` prints only the floor and the warm line;
 ``--save FILE`` / ``--baseline FILE`` write the warm and in-process medians and print a later
-run's ratio to them (target for 50,000 nodes: within 1.5x of 10,000).
+run's ratio to them (target for 50,000 nodes: within 1.5x of 10,000); ``--side-by-side ROOT``
+also runs a server on a copy of a second kept root beside the first and times warm calls to
+both, taking turns, so that the ratio is not the machine's drift between two runs.
 """
 
 from __future__ import annotations
@@ -184,27 +186,60 @@ async def start_lines(root: Path, starts: int) -> None:
           f"{1000 * statistics.median(late):.0f} ms, worst {1000 * max(late):.0f} ms {FLOOR}")
 
 
-async def warm_line(root: Path, calls: int) -> float:
+def server(root: Path) -> Client:
+    """An MCP client of a new ``rmtui mcp`` server on ``root`` (stdio)."""
     params = StdioServerParameters(command=sys.executable,
                                    args=["-m", "rmtui", "--headless", "mcp", "--root", str(root)])
-    async with Client(params, read_timeout_seconds=600) as client:
-        first = await client.call_tool("rightmemory_retrieve", {"session_id": "bench-0", "need": "cache invalidation"})
-        assert not first.is_error, first
-        for i in range(5):  # settle
-            await client.call_tool("rightmemory_retrieve", {"session_id": f"settle-{i}", "need": "release budget"})
-        await asyncio.sleep(3)  # the server's own model has loaded: warm calls answer in its process
-        times = []
-        for i, need in enumerate(warm_needs(calls)):
-            t0 = time.perf_counter()
-            res = await client.call_tool("rightmemory_retrieve", {"session_id": f"bench-{i + 1}", "need": need})
-            times.append(time.perf_counter() - t0)
-            assert not res.is_error, res
+    return Client(params, read_timeout_seconds=600)
+
+
+async def warmed(client: Client) -> None:
+    """As an agent's session goes: a first call, a few more, then the server's own model loads."""
+    first = await client.call_tool("rightmemory_retrieve", {"session_id": "bench-0", "need": "cache invalidation"})
+    assert not first.is_error, first
+    for i in range(5):  # settle
+        await client.call_tool("rightmemory_retrieve", {"session_id": f"settle-{i}", "need": "release budget"})
+    await asyncio.sleep(3)  # the server's own model has loaded: warm calls answer in its process
+
+
+async def timed_call(client: Client, session: str, need: str) -> float:
+    t0 = time.perf_counter()
+    res = await client.call_tool("rightmemory_retrieve", {"session_id": session, "need": need})
+    assert not res.is_error, res
+    return time.perf_counter() - t0
+
+
+async def warm_line(root: Path, calls: int) -> float:
+    async with server(root) as client:
+        await warmed(client)
+        times = [await timed_call(client, f"bench-{i + 1}", need) for i, need in enumerate(warm_needs(calls))]
     times.sort()
     med = statistics.median(times) * 1000
     print(f"warm MCP retrieve over stdio, {calls} calls: median {med:.1f} ms, "
           f"p95 {times[int(len(times) * 0.95) - 1] * 1000:.1f} ms "
           f"(target: median <= {WARM_TARGET_MS:.0f} ms: {verdict(med <= WARM_TARGET_MS)}) {FLOOR}")
     return med
+
+
+async def side_by_side(root: Path, other: Path, calls: int) -> float:
+    """Warm calls to two servers at once, one per root, taking turns (which goes first
+    alternates): a machine whose speed drifts from minute to minute slows both alike, where
+    two runs minutes apart (``--save`` / ``--baseline``) can differ by a third. The ratio of
+    the medians, ``root`` over ``other``."""
+    times: dict[Path, list[float]] = {root: [], other: []}
+    async with server(root) as a, server(other) as b:
+        await asyncio.gather(warmed(a), warmed(b))
+        for i, need in enumerate(warm_needs(calls)):
+            pair = ((root, a), (other, b))
+            for path, client in pair if i % 2 == 0 else pair[::-1]:
+                times[path].append(await timed_call(client, f"pair-{i}", need))
+    med = {path: 1000 * statistics.median(ts) for path, ts in times.items()}
+    ratio = med[root] / med[other]
+    print(f"warm MCP retrieve side by side, {calls} calls to each of two servers taking turns: "
+          f"{count_nodes(MemoryRoot(root))} nodes {med[root]:.1f} ms, {count_nodes(MemoryRoot(other))} nodes "
+          f"{med[other]:.1f} ms = {ratio:.2f}x (target at 50,000 against 10,000 nodes: <= 1.5x: "
+          f"{verdict(ratio <= 1.5)}) {FLOOR}")
+    return ratio
 
 
 def runtime_used() -> str:
@@ -230,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm-only", action="store_true", help="only the floor and the warm retrieve line")
     ap.add_argument("--save", type=Path, help="write the warm and in-process medians as JSON here")
     ap.add_argument("--baseline", type=Path, help="a --save file of another root's run: print the ratios")
+    ap.add_argument("--side-by-side", type=Path, metavar="ROOT",
+                    help="a second kept root (say 10,000 nodes beside a 50,000-node --root): after the other "
+                         "lines, warm calls to a server on each, taking turns, and the ratio of their medians")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["RMTUI_SERVICE_DIR"] = str(Path(tmp) / "services")  # the indexing service: ours to stop
@@ -252,6 +290,10 @@ def main(argv: list[str] | None = None) -> int:
         measure_floor(root.path, args.calls)
         try:
             warm = asyncio.run(run(root.path, args.calls, args.starts, args.warm_only))
+            if args.side_by_side:
+                other = Path(shutil.copytree(args.side_by_side, Path(tmp) / "other", symlinks=True))
+                os.sync()
+                asyncio.run(side_by_side(root.path, other, args.calls))
         finally:
             stop_service()
         figures = {"nodes": count_nodes(root), "warm_mcp_ms": warm, "inproc_ms": 1000 * FLOOR.inproc}
