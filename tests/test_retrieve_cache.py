@@ -6,7 +6,7 @@ import numpy as np
 
 from rmtui.engine.memory.config import set_config_value
 from rmtui.engine.retrieval.corpus import load_corpus
-from rmtui.engine.retrieval.ranking import DEFAULT_PARAMS, LexicalIndex, best_per_entry, lexical_key
+from rmtui.engine.retrieval.ranking import DEFAULT_PARAMS, LexicalIndex, best_per_entry, lexical_key, run_starts
 from rmtui.engine.retrieval.retrieve import dense_index, retrieve
 from rmtui.engine.retrieval.vectors import VectorCache, text_key
 from tests.retrieve_kit import PEOPLE, write_small_root
@@ -176,6 +176,8 @@ def test_best_per_entry_is_the_maximum_of_each_entrys_passages():
     for trial in range(300):
         n = int(rng.integers(0, 30))
         owner = np.arange(n) if trial % 3 == 0 else np.sort(rng.integers(0, max(n, 1), int(rng.integers(0, 60))))
+        if trial % 3 == 1:  # one passage for some entries, none for the others
+            owner = np.unique(owner)
         if not n:
             owner = np.zeros(0, np.int64)
         scores = rng.normal(size=len(owner)).astype(np.float32)
@@ -184,3 +186,4 @@ def test_best_per_entry_is_the_maximum_of_each_entrys_passages():
             mine = scores[owner == i]
             expected[i] = mine.max() if mine.size else 0.0
         assert np.array_equal(best_per_entry(scores, owner, n), expected)
+        assert np.array_equal(best_per_entry(scores, owner, n, run_starts(owner)), expected)  # as indexes keep them

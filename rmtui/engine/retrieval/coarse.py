@@ -80,10 +80,10 @@ def scores(proj: Projection, matrix: np.ndarray, query: np.ndarray, rows: np.nda
         return matrix[rows] @ q
     out = (proj.rows @ (proj.basis.T @ q))[rows]
     top = at_least(out, RESCORED)
-    out[top] = matrix[rows[top]] @ q
+    out[top] = np.take(matrix, rows[top], axis=0) @ q  # take: the same rows, a faster gather
     if widen is not None:  # what fusion reads around the best, exactly too
         more = np.setdiff1d(widen(top[at_least(out[top], BEST)]), top, assume_unique=True)
-        out[more] = matrix[rows[more]] @ q
+        out[more] = np.take(matrix, rows[more], axis=0) @ q
     return out
 
 

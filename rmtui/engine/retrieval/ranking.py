@@ -198,14 +198,26 @@ def passages(texts: list[str]) -> tuple[list[str], np.ndarray]:
     return out, np.asarray(owner, dtype=np.int64)
 
 
-def best_per_entry(passage_scores: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
+def run_starts(owner: np.ndarray) -> np.ndarray:
+    """Where each entry's run of passages starts in ``owner`` (:func:`best_per_entry`)."""
+    if not len(owner):
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.concatenate(([True], owner[1:] != owner[:-1])))
+
+
+def best_per_entry(passage_scores: np.ndarray, owner: np.ndarray, n: int,
+                   starts: np.ndarray | None = None) -> np.ndarray:
     """An entry scores as its best passage (0 without one). ``owner`` is in entry order, as
-    :func:`passages` makes it, so each entry's passages are one run: one ``reduceat``."""
+    :func:`passages` makes it, so each entry's passages are one run: one ``reduceat``.
+    ``starts``: :func:`run_starts` of ``owner``, kept by an index that asks every query."""
     out = np.full(n, -np.inf if passage_scores.size else 0.0, dtype=np.float32)
     if passage_scores.size:
         scores = passage_scores.astype(np.float32, copy=False)
-        starts = np.flatnonzero(np.concatenate(([True], owner[1:] != owner[:-1])))
-        out[owner[starts]] = np.maximum.reduceat(scores, starts)
+        starts = run_starts(owner) if starts is None else starts
+        if len(starts) == len(scores):  # one passage per entry: each run is its own best
+            out[owner] = scores
+        else:
+            out[owner[starts]] = np.maximum.reduceat(scores, starts)
     out[~np.isfinite(out)] = 0.0
     return out
 
@@ -236,6 +248,7 @@ class LexicalIndex:
     docs: bm25.DocKeys | None = None  # each entry's keys, by what its text is made from
     #: (idf per term, length norm per passage), made from the postings on the first query
     _weights: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    _starts: np.ndarray | None = field(default=None, repr=False, compare=False)  # run_starts(owner)
 
     @classmethod
     def build(cls, corpus: Corpus, params: RankParams, key: str,
@@ -310,7 +323,9 @@ class LexicalIndex:
                 docs = self.indices[a:b]
                 got = made[t] = docs, bm25.term_scores(float(idf[t]), norm, docs, self.tf[a:b])
             per_passage[got[0]] += got[1]  # a term's passages are distinct: no repeated index
-        return best_per_entry(per_passage, self.owner, self.num_entries)
+        if self._starts is None:
+            self._starts = run_starts(self.owner)
+        return best_per_entry(per_passage, self.owner, self.num_entries, self._starts)
 
     def score_parts(self, query_tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(own BM25, window BM25) of each entry; the window part is zeros without a window index."""

@@ -65,6 +65,7 @@ from rmtui.engine.retrieval.ranking import (
     passages,
     query_tokens,
     rank,
+    run_starts,
 )
 from rmtui.engine.retrieval.render import NO_STRONG_MATCH, PendingItem, Unit, pending_section, render, unit_of
 from rmtui.engine.retrieval.result import RetrieveResult
@@ -174,6 +175,14 @@ class DenseIndex:
     _corpus: Corpus
     _params: RankParams
     _parts: list[str] | None = None
+    _starts: np.ndarray | None = None
+
+    @property
+    def starts(self) -> np.ndarray:
+        """Where each entry's passages start (asked by every query's dense scores)."""
+        if self._starts is None:
+            self._starts = run_starts(self.owner)
+        return self._starts
 
     @property
     def parts(self) -> list[str]:
@@ -222,7 +231,7 @@ def dense_index(corpus: Corpus, params: RankParams, cache_dir: Path | None = Non
     path = cache_dir / "dense.bin" if cache_dir is not None else None
     memo = _DENSE_MEMO.get(str(path)) if path is not None else None
     if memo is not None and memo[0] == key:
-        return DenseIndex(memo[1], memo[2], corpus, params)
+        return DenseIndex(memo[1], memo[2], corpus, params, _starts=memo[3])
     previous = None
     if path is not None:
         try:
@@ -231,7 +240,7 @@ def dense_index(corpus: Corpus, params: RankParams, cache_dir: Path | None = Non
             if head.get("key") == key:
                 found = DenseIndex(np.frombuffer(head["keys"], dtype=KEY_DTYPE),
                                    np.frombuffer(head["owner"], dtype=np.int64), corpus, params)
-                _DENSE_MEMO[str(path)] = (key, found.keys, found.owner)
+                _DENSE_MEMO[str(path)] = (key, found.keys, found.owner, found.starts)
                 return found
             if head.get("settings") == settings and not params.window_in_dense:  # neighbours' words: no reuse
                 old_keys = np.frombuffer(head["entry_keys"], dtype=KEY_DTYPE)
@@ -259,13 +268,13 @@ def dense_index(corpus: Corpus, params: RankParams, cache_dir: Path | None = Non
         except (OSError, ValueError):
             pass
         index.keys.flags.writeable = index.owner.flags.writeable = False
-        _DENSE_MEMO[str(path)] = (key, index.keys, index.owner)
+        _DENSE_MEMO[str(path)] = (key, index.keys, index.owner, index.starts)
     return index
 
 
 #: The last passage keys and owners of each cache folder, by the key of what they were made
 #: from (settings and corpus fingerprint): read-only arrays, shared by every call that fits.
-_DENSE_MEMO: dict[str, tuple[str, np.ndarray, np.ndarray]] = {}
+_DENSE_MEMO: dict[str, tuple[str, np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
 def fill_vectors(cache: VectorCache, index: DenseIndex, backend, *, deadline: float | None,
@@ -388,7 +397,7 @@ def dense_scores(corpus: Corpus, need: str, backend, params: RankParams, cache_d
     q = backend.embed([need], "query")[0] if query is None else query
     per_passage, missing = cache.scores(index.keys, q, partial(_exactly_scored, corpus, index, lexical,
                                                                   params.neighbour_span))
-    scores = best_per_entry(per_passage, index.owner, len(corpus.entries))
+    scores = best_per_entry(per_passage, index.owner, len(corpus.entries), index.starts)
     coverage = 1.0 - (len(missing) / len(index.keys)) if len(index.keys) else 1.0
     gap = len(tokens.missing(index.keys)) if tokens is not None else 0
     return DenseScores(scores, coverage, index, per_passage, cache, tokens, gap)

@@ -94,7 +94,8 @@ class _Index:
     keys: np.ndarray
     offsets: np.ndarray
     counts: np.ndarray
-    last_missing: tuple[bytes, list[int]] | None = None  # (asked keys, answer): a warm query asks the same
+    #: (asked keys, answer, the key array asked): a warm query asks the same
+    last_missing: tuple[bytes, list[int], np.ndarray] | None = None
 
 
 @dataclass
@@ -253,12 +254,15 @@ class TokenStore:
         the last key set asked is kept with the parsed index: every warm query asks it again)."""
         q = as_keys(keys)
         ix = self._index if self._index is not None and self._index.keys is self.keys else None
+        last = ix.last_missing if ix is not None else None
+        if last is not None and last[2] is q and not q.flags.writeable:  # the same read-only key set
+            return list(last[1])
         asked = q.tobytes() if ix is not None else b""
-        if ix is not None and ix.last_missing is not None and ix.last_missing[0] == asked:
-            return list(ix.last_missing[1])
+        if last is not None and last[0] == asked:
+            return list(last[1])
         out = np.flatnonzero(~self._positions(q)[1]).tolist()
         if ix is not None:
-            ix.last_missing = (asked, list(out))
+            ix.last_missing = (asked, list(out), q)
         return out
 
     def get(self, keys) -> list[np.ndarray | None]:
