@@ -10,6 +10,7 @@ from rmtui.engine.retrieval.corpus import load_corpus
 from rmtui.engine.retrieval.ranking import (
     DEFAULT_PARAMS,
     LexicalIndex,
+    fuse,
     tokenize,
 )
 
@@ -105,3 +106,36 @@ def test_proper_noun_emphasis_ranks_the_named_entry_first(root):
     assert ids[int(np.argmax(emph))] == "n1"
     flat = idx.scores(query_tokens(need, replace(params, proper_noun_repeat=1)))
     assert ids[int(np.argmax(flat))] == "n2"  # without the emphasis two matched words win
+
+
+def test_fusion_lends_neighbours_and_headings_what_a_plain_reading_says(root):
+    """Each entry borrows a share of its neighbours' scores (halved per further step) and of the
+    best score under its heading; checked against a reading of that rule entry by entry."""
+    (root.path / "MEMORY.md").write_text(
+        "# Memory {#mem}\n\n- `top` a note above every heading → []\n\n"
+        + "".join(f"## Part {h} {{#h{h}}}\n\n"
+                  + "".join(f"- `n{h}-{i}` note {i} of part {h} → []\n" for i in range(h + 1)) + "\n"
+                  for h in range(5)),
+        encoding="utf-8")
+    corpus = load_corpus(root.path)
+    prev, nxt, group = corpus.neighbour_arrays()
+    assert len(set(group.tolist())) == 6  # five headings and the top level
+    rng = np.random.default_rng(4)
+    for span in (1, 2, 3):
+        params = replace(DEFAULT_PARAMS, neighbour_span=span, fusion="weighted")
+        for _ in range(20):
+            lex = (rng.random(len(corpus.entries)) * (rng.random(len(corpus.entries)) < 0.5)).astype(np.float32)
+            dense = rng.normal(0.2, 0.3, len(corpus.entries)).astype(np.float32)
+            base = params.lexical_weight * (lex / lex.max() if lex.max() > 0 else lex) \
+                + (1 - params.lexical_weight) * np.clip(dense, 0, None)
+            smoothed = []
+            for i in range(len(base)):
+                s, p, n, w = float(base[i]), int(prev[i]), int(nxt[i]), params.neighbour_weight
+                for _ in range(span):
+                    s += w * ((base[p] if p >= 0 else 0.0) + (base[n] if n >= 0 else 0.0))
+                    p, n, w = (int(prev[p]) if p >= 0 else -1), (int(nxt[n]) if n >= 0 else -1), w / 2
+                smoothed.append(s)
+            best = {g: max([0.0] + [smoothed[j] for j in range(len(base)) if group[j] == g])
+                    for g in set(group.tolist())}
+            want = [smoothed[i] + params.heading_weight * best[int(group[i])] for i in range(len(base))]
+            assert np.allclose(fuse(corpus, lex, dense, params), want, rtol=1e-5, atol=1e-6)

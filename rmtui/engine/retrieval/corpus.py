@@ -177,6 +177,25 @@ class Corpus:
             self._arrays = (np.asarray(prev, np.int64), np.asarray(nxt, np.int64), np.asarray(group, np.int64))
         return self._arrays
 
+    def neighbour_steps(self, span: int):
+        """For each step out to ``span`` (at least one): the (previous, next) entry that far
+        from each entry, -1 where none; computed once per span, as fusion asks every query."""
+        import numpy as np
+
+        memo: dict[int, list] | None = getattr(self, "_steps", None)
+        if memo is None:
+            memo = {}
+            self._steps = memo
+        if span not in memo:
+            prev, nxt, _ = self.neighbour_arrays()
+            prev_p, next_p = np.append(prev, -1), np.append(nxt, -1)  # -1 reads the pad: stays -1
+            steps, p, n = [], prev, nxt
+            for _ in range(max(1, span)):
+                steps.append((p, n))
+                p, n = prev_p[p], next_p[n]
+            memo[span] = steps
+        return memo[span]
+
     def lines_of(self, name: str) -> list[str]:
         if name not in self.texts:
             self.texts[name] = _read_lines(self.root / name)

@@ -594,14 +594,11 @@ def smooth(scores: np.ndarray, corpus: Corpus, weight: float, span: int = 1) -> 
     """Each entry borrows ``weight`` of its neighbours' scores (halved per further step)."""
     if weight <= 0 or not scores.size:
         return scores
-    prev, nxt, _ = corpus.neighbour_arrays()
     padded = np.append(scores, np.float32(0))  # index -1 reads the zero pad
-    prev_p, next_p = np.append(prev, -1), np.append(nxt, -1)
-    out = scores.copy()
-    p, n, w = prev, nxt, weight
-    for _ in range(max(1, span)):
+    out, w = scores.copy(), weight
+    for p, n in corpus.neighbour_steps(span):
         out = out + w * (padded[p] + padded[n])
-        p, n, w = prev_p[p], next_p[n], w / 2
+        w = w / 2
     return out
 
 
