@@ -69,6 +69,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -116,9 +117,19 @@ class Signals:
     names: frozenset[str] = frozenset()  # tokens of the need's names (``ranking.need_names``)
 
 
-def _norm(x: np.ndarray) -> np.ndarray:
+def _top(x: np.ndarray) -> float:
+    """What a score is divided by to read 1 at the best entry (0: every entry reads 0)."""
     top = float(x.max()) if x.size else 0.0
-    return x / top if top > 0 else np.zeros_like(x)
+    return top if top > 0 else 0.0
+
+
+def _at(x: np.ndarray, idx: np.ndarray, top: float | None = None) -> np.ndarray:
+    """``x`` at ``idx`` (divided by ``top``, :func:`_top`, when given), 0 where ``idx`` is -1
+    (no neighbour): only the entries a feature reads are scaled, none is copied."""
+    got = x[np.where(idx >= 0, idx, 0)]
+    if top is not None:
+        got = got / top if top > 0 else np.zeros_like(got)
+    return np.where(idx >= 0, got, np.float32(0))
 
 
 def _log_rank(x: np.ndarray, cand: np.ndarray) -> np.ndarray:
@@ -222,11 +233,8 @@ def features(corpus: Corpus, sig: Signals, fused: np.ndarray, cand: np.ndarray,
     one of :data:`TOKEN_FEATURES` when ``states`` (the candidates' token states) are given;
     ``span`` bounds :func:`thread` (a model's ``thread_span``; None for fitting rows)."""
     prev, nxt, _ = corpus.neighbour_arrays()
-    own, win, lex, dense = _norm(sig.own), _norm(sig.window), _norm(sig.lexical), sig.dense
-
-    def pad(x: np.ndarray) -> np.ndarray:  # index -1 (no neighbour) reads 0
-        return np.append(x, np.float32(0))
-
+    dense = sig.dense
+    own, win, lex = (partial(_at, x, top=_top(x)) for x in (sig.own, sig.window, sig.lexical))
     p, n = prev[cand], nxt[cand]
     vec = sig.vectors(cand)
     coh_p, coh_n = (np.where(side >= 0, (sig.vectors(np.where(side >= 0, side, cand)) * vec).sum(axis=1), 0.0)
@@ -237,16 +245,16 @@ def features(corpus: Corpus, sig: Signals, fused: np.ndarray, cand: np.ndarray,
     length = np.log1p(np.asarray([len(corpus.entries[int(i)].text) for i in cand], dtype=np.float32))
     subject = subject_words(corpus, cand, stem=sig.stem)
     cols = {
-        "own": own[cand], "window": win[cand], "lexical": lex[cand], "dense": dense[cand],
-        "dense_gap": dense[cand] - float(dense.max()), "dense_prev": gate_p * pad(dense)[p],
-        "dense_next": gate_n * pad(dense)[n], "own_prev": gate_p * pad(own)[p], "own_next": gate_n * pad(own)[n],
+        "own": own(cand), "window": win(cand), "lexical": lex(cand), "dense": dense[cand],
+        "dense_gap": dense[cand] - float(dense.max()), "dense_prev": gate_p * _at(dense, p),
+        "dense_next": gate_n * _at(dense, n), "own_prev": gate_p * own(p), "own_next": gate_n * own(n),
         "fused": fused[cand],
         "coverage": sig.index.coverage(sig.query_tokens, weighted=True)[cand], "length": length,
-        "fused_prev": gate_p * pad(fused)[p], "fused_next": gate_n * pad(fused)[n],
+        "fused_prev": gate_p * _at(fused, p), "fused_next": gate_n * _at(fused, n),
         "rank_fused": _log_rank(fused, cand), "rank_dense": _log_rank(dense, cand),
         "rank_lexical": _log_rank(sig.lexical, cand),
         "centroid": vec @ centre, "first": vec @ vec[0], "own_raw": sig.own[cand],
-        "lexical_prev": gate_p * pad(lex)[p], "lexical_next": gate_n * pad(lex)[n],
+        "lexical_prev": gate_p * lex(p), "lexical_next": gate_n * lex(n),
         "coherence_prev": coh_p, "coherence_next": coh_n,
         "lead": lead_hits(corpus, sig.query_tokens, cand, stem=sig.stem),
         "subject": subject_hits(corpus, sig.query_tokens, cand, stem=sig.stem, words=subject),
