@@ -125,7 +125,7 @@ def _top(x: np.ndarray) -> float:
 
 def _at(x: np.ndarray, idx: np.ndarray, top: float | None = None) -> np.ndarray:
     """``x`` at ``idx`` (divided by ``top``, :func:`_top`, when given), 0 where ``idx`` is -1
-    (no neighbour): only the entries a feature reads are scaled, none is copied."""
+    (no neighbour): only the entries a feature reads are gathered and scaled, not every entry."""
     got = x[np.where(idx >= 0, idx, 0)]
     if top is not None:
         got = got / top if top > 0 else np.zeros_like(got)
