@@ -483,12 +483,9 @@ def _window_rows(corpus: Corpus, rows: TermRows, docs: bm25.DocKeys, params: Ran
     bare_at[wanted] = np.arange(len(wanted))
     no_key = np.zeros(1, bm25.KEY_DTYPE)
     bare_keys = np.concatenate([bare.keys, no_key])  # row -1: no neighbour in that slot
-    slots: list[np.ndarray] = []  # per slot (p1, q1, p2, q2, ...): the neighbour entry or -1
-    prev_p, next_p = np.append(prev, -1), np.append(nxt, -1)
-    p, q = prev, nxt
-    for _ in range(params.lexical_window):
-        slots += [p, q]
-        p, q = prev_p[p], next_p[q]
+    # per slot (p1, q1, p2, q2, ...): the neighbour entry or -1
+    steps = corpus.neighbour_steps(params.lexical_window) if params.lexical_window > 0 else []
+    slots: list[np.ndarray] = [side for step in steps for side in step]
     # the key of a window: its own text's and each slot's neighbour text's, slot by slot
     window_keys = bm25.combine_keys([entry_keys] + [bare_keys[bare_at[s]] for s in slots])
 
