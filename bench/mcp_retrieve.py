@@ -125,10 +125,8 @@ async def first_answer(root: Path, pause: float = 0.0) -> tuple[float, float]:
     """A fresh server: (seconds from spawn to initialised, seconds from spawn to the first
     answer); with ``pause``, the first call comes that long after the server initialised (as
     an agent's first retrieve does) and the second figure is that call's own time."""
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "rmtui", "--headless", "mcp", "--root", str(root)])
     t0 = time.perf_counter()
-    async with Client(params, read_timeout_seconds=600) as client:
+    async with server(root) as client:
         ready = time.perf_counter() - t0
         if pause:
             await asyncio.sleep(pause)
