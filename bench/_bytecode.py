@@ -1,4 +1,4 @@
-"""Benchmarks measure as a user runs rmtui: with its bytecode cached.
+"""Benchmarks (and the tests' many new processes) run rmtui as a user does: with its bytecode cached.
 
 A shell with ``PYTHONDONTWRITEBYTECODE=1`` (common in containers and CI images) makes every
 new CLI process compile each module edited since its ``.pyc`` was written, which a user's

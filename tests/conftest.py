@@ -12,8 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from bench._bytecode import as_users_run
 from bench._git import GitDaemon, serve_upstream
 from rmtui.engine.memory.roots import MemoryRoot, init_root
+
+# The tests start the CLI, writers and services as new processes by the thousand; with
+# PYTHONDONTWRITEBYTECODE set (common in CI images) each would compile rmtui again.
+as_users_run()
 
 #: The retrieval fixtures (models, backends, a warm service) are shared by several files.
 pytest_plugins = ["tests.retrieve_kit"]
