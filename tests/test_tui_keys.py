@@ -1,6 +1,7 @@
 """Finding and using the keys: ``?`` help with binding ids, escape out of the palette's key
 panel, the Retrieve screen's text boxes (escape leaves them, then 1-4 work), progress of
-long engine work, and the main screen on a small terminal. Real keys only."""
+long engine work, the footer (it draws the keys that apply, and is rebuilt only when they
+change), and the main screen on a small terminal. Real keys only."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import threading
 import pytest
 from rich.console import Console
 from test_tui_support import main_loaded, type_text, wait_for
+from textual.widgets._footer import FooterKey
 
 from rmtui.engine import progress
 from rmtui.engine.host.demo import create_demo_root
@@ -76,6 +78,33 @@ async def test_question_mark_lists_the_screens_keys_with_binding_ids_and_escape_
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen")
         row = next(r for r in app.screen.rows if r.binding_id == "evidence.approve")
         assert row.keys == "y"
+
+
+def footer_drawn(app) -> dict[str, tuple[str, bool]]:
+    """What the footer shows: key -> (description, greyed out)."""
+    return {k.key: (k.description, k.disabled) for k in app.screen.query(FooterKey)}
+
+
+async def test_the_footer_draws_the_keys_that_apply_and_is_rebuilt_only_when_they_change(demo):
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(app, pilot)
+        tree = main.query_one(MemoryTree)
+        assert app.focused is tree
+        drawn = footer_drawn(app)
+        assert drawn["question_mark"] == ("Keys", False) and "a" not in drawn
+        widgets = list(main.query(FooterKey))
+        main.refresh_bindings()  # nothing it shows changed: the same widgets stay
+        tree.refresh_bindings()
+        await pilot.pause(0.1)
+        assert list(main.query(FooterKey)) == widgets
+        await pilot.press("e")  # the evidence pane: its keys replace the tree's
+        await wait_for(pilot, lambda: "a" in footer_drawn(app), what="the evidence keys in the footer")
+        drawn = footer_drawn(app)
+        assert drawn["a"] == ("Approve", False) and drawn["X"][0] == "Reject marked/all"
+        assert {k for k, (_d, off) in drawn.items() if not off} - {app.COMMAND_PALETTE_BINDING} <= set(footer_keys(app))
+        await pilot.press("t")
+        await wait_for(pilot, lambda: "a" not in footer_drawn(app), what="the tree's keys in the footer again")
 
 
 async def test_escape_closes_the_palettes_key_panel(demo):

@@ -95,9 +95,28 @@ KEY_NAMES = {" ": "space", "-": "minus", ".": "full_stop", ":": "colon", "/": "s
              ")": "right_parenthesis"}
 
 
-async def type_text(pilot, text: str) -> None:
-    """Type ``text`` key by key into whatever has focus."""
-    await pilot.press(*(KEY_NAMES.get(ch, ch) for ch in text))
+async def type_text(pilot, text: str, timeout: float = 10.0) -> None:
+    """Type ``text`` into whatever has focus as a quick typist (or a paste) does: every character
+    is a real key event in the app's queue, back to back, and the test goes on once the widget
+    with focus has handled the last of them (``pilot.press`` repaints and waits for an idle
+    process after each key, about 0.1 s a key)."""
+    from textual import events
+
+    app = pilot.app
+    for ch in text:
+        if not ch.isalnum() and ch not in KEY_NAMES:
+            raise ValueError(f"type_text: no key name for {ch!r}; add it to KEY_NAMES")
+        app.post_message(events.Key(KEY_NAMES.get(ch, ch), ch).set_sender(app))
+    handled = asyncio.Event()
+
+    def after_the_keys() -> None:  # runs once the app has passed every key on
+        target = app.focused or app.screen
+        if not target.call_later(handled.set):
+            handled.set()
+
+    app.call_later(after_the_keys)
+    await asyncio.wait_for(handled.wait(), timeout)
+    await pilot.pause()
 
 
 async def tab_to(pilot, widget, limit: int = 20) -> None:

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
 from rmtui.engine.errors import EngineError
 from rmtui.tui import readers
@@ -17,6 +17,7 @@ from rmtui.tui.context import workbench
 from rmtui.tui.messages import DiffLoaded, EngineFailed
 from rmtui.tui.screens.base import WorkbenchScreen, error_text
 from rmtui.tui.widgets.diff_view import DiffView
+from rmtui.tui.widgets.footer import KeysFooter
 from rmtui.tui.wording import count
 
 
@@ -39,7 +40,7 @@ class DiffScreen(WorkbenchScreen):
         yield Header()
         yield Static(f"loading the diff of {self.op_id}…", id="diff-header")
         yield DiffView(id="diff")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.load()

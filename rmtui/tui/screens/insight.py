@@ -10,7 +10,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import Footer, Header, Markdown, OptionList, Static
+from textual.widgets import Header, Markdown, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
@@ -19,6 +19,7 @@ from rmtui.tui import readers
 from rmtui.tui.context import workbench
 from rmtui.tui.messages import InsightLogsLoaded
 from rmtui.tui.screens.base import LiveScreen
+from rmtui.tui.widgets.footer import KeysFooter
 
 if TYPE_CHECKING:
     from rmtui.engine.cycles.insight import InsightStatus
@@ -46,7 +47,7 @@ class InsightScreen(LiveScreen):
             yield OptionList(id="insight-list")
             with VerticalScroll(id="insight-view"):
                 yield Markdown("", id="insight-markdown")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#insight-list").border_title = "Insight logs"

@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
 from textual.timer import Timer
-from textual.widgets import Footer, Header, Input, Static, Tree
+from textual.widgets import Header, Input, Static, Tree
 from textual.worker import get_current_worker
 
 from rmtui.engine.host import watch
@@ -30,6 +30,7 @@ from rmtui.tui.models import GraphState
 from rmtui.tui.screens.base import LiveScreen
 from rmtui.tui.screens.dialogs import PromptScreen
 from rmtui.tui.widgets.evidence_pane import EvidencePane
+from rmtui.tui.widgets.footer import KeysFooter
 from rmtui.tui.widgets.memory_tree import Entry, MemoryTree, item_key
 from rmtui.tui.widgets.operations_table import OperationsTable
 from rmtui.tui.widgets.preview import EdgeList, ItemPreview
@@ -88,7 +89,7 @@ class MainScreen(LiveScreen):
                 yield ReceiptsTable(id="receipts")
             yield EvidencePane(clock=clock, id="evidence-pane", classes="pane")
         yield ProgressLine(id="main-progress")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#graph").border_title = "Memory graph"

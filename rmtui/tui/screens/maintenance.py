@@ -15,7 +15,7 @@ from textual import work
 from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Footer, Header, OptionList, Static
+from textual.widgets import Header, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
@@ -26,6 +26,7 @@ from rmtui.tui.context import workbench
 from rmtui.tui.messages import EngineDone, EngineFailed, MaintenanceLoaded
 from rmtui.tui.screens.base import LiveScreen, error_text
 from rmtui.tui.screens.dialogs import ConfirmScreen, PromptScreen
+from rmtui.tui.widgets.footer import KeysFooter
 from rmtui.tui.wording import count
 
 
@@ -62,7 +63,7 @@ class MaintenanceScreen(LiveScreen):
                 with VerticalScroll(id="maint-validation"):
                     yield Static("", id="maint-errors")
                 yield Static("", id="maint-result")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#maint-files").border_title = "Worktree files"

@@ -25,7 +25,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
-from textual.widgets import Footer, Header, Markdown, Static, Tree
+from textual.widgets import Header, Markdown, Static, Tree
 from textual.worker import Worker, get_current_worker
 
 from rmtui.engine.display import printable
@@ -35,6 +35,7 @@ from rmtui.engine.pursuit.journal import session_hash
 from rmtui.tui.context import workbench
 from rmtui.tui.screens.base import LiveScreen, error_text
 from rmtui.tui.screens.dialogs import ConfirmScreen, PromptScreen, TextScreen
+from rmtui.tui.widgets.footer import KeysFooter
 from rmtui.tui.widgets.pursuit_tree import PursuitTree
 from rmtui.tui.wording import count
 
@@ -176,7 +177,7 @@ class PursuitScreen(LiveScreen):
             with VerticalScroll(id="pursuit-preview"):
                 yield Static("", id="pursuit-meta")
                 yield Markdown("", id="pursuit-markdown")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#pursuit-tree").border_title = "Pursuit map"

@@ -22,12 +22,13 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Input, Label, Static, Switch
+from textual.widgets import DataTable, Header, Input, Label, Static, Switch
 
 from rmtui.engine.errors import EngineError
 from rmtui.tui.context import workbench
 from rmtui.tui.messages import EngineProgress, RetrieveAnswered
 from rmtui.tui.screens.base import WorkbenchScreen, error_text
+from rmtui.tui.widgets.footer import KeysFooter
 from rmtui.tui.widgets.progress_line import ProgressLine
 from rmtui.tui.wording import count, score_text
 
@@ -69,7 +70,7 @@ class RetrieveScreen(WorkbenchScreen):
             with VerticalScroll(id="agent-text-box"):
                 yield Static("", id="agent-text")
         yield ProgressLine(id="retrieve-progress")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#results", DataTable)

@@ -20,7 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 from textual.worker import get_current_worker
 
 from rmtui.engine.display import printable
@@ -39,6 +39,7 @@ from rmtui.tui.messages import (
 )
 from rmtui.tui.screens.base import LiveScreen, error_text
 from rmtui.tui.screens.dialogs import PromptScreen
+from rmtui.tui.widgets.footer import KeysFooter
 from rmtui.tui.widgets.views_table import SharedViewsTable
 from rmtui.tui.wording import count, when
 
@@ -159,7 +160,7 @@ class SharingScreen(LiveScreen):
         with Vertical(id="views-pane", classes="pane"):
             yield Static("", id="views-header")
             yield SharedViewsTable(clock=workbench(self).clock, id="views")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#sync-pane").border_title = "Sync"
