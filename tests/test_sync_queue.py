@@ -317,10 +317,12 @@ def test_machine_killed_holding_the_lease_is_taken_over_after_expiry(two, upstre
     proc = subprocess.Popen([sys.executable, "-m", "rmtui", "--headless", "update", "run-now", "--root", str(a.path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     provider.wait_for(1, timeout=60)
-    assert snapshot(upstream, "main").lease is not None
+    held = snapshot(upstream, "main").lease
+    assert held is not None
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    time.sleep(4.5)
+    while not held.expired():  # the 4 s run from A's claim
+        time.sleep(0.1)
     provider.push(Turn(text="Nothing durable here."))
     out = UpdateDriver(b, coordinator=GitQueue(b)).run_once()
     assert out.state == "no_change", out  # B took the expired lease over and landed the batch
