@@ -172,12 +172,9 @@ async def test_undo_restores_each_decision_until_a_batch_claims_the_evidence(dem
         assert screen.check_action("undo", ()) is False  # the refused decision is not offered again
 
 
-# About one full run in four on two busy workers, this test saw no progress line after U and
-# quoted no notification. The likely cause: on a busy machine the Update (0.8 s of scripted
-# model time) can start and end while the key press is still being awaited, and the toast it
-# leaves expires long before the 30 s wait gives up. So the test now records what the progress
-# line shows, and every notification, as they happen. The retry stays until full runs confirm it.
-@pytest.mark.flaky(reruns=1)
+# On a busy machine the Update (0.8 s of scripted model time) can start and end while the key
+# press is still being awaited, and the toast it leaves expires long before a wait for it gives
+# up: so the test records what the progress line shows, and every notification, as they happen.
 async def test_the_queue_header_says_why_queued_evidence_waits_and_u_runs_update(demo, tmp_path):
     provider = FakeProvider()
     try:
