@@ -80,7 +80,7 @@ def test_a_small_matrix_or_a_single_call_never_builds_a_projection(monkeypatch):
 
 def test_a_long_lived_process_answers_from_the_coarse_pass_as_the_exact_scan_does(root, plain_backend,
                                                                                    monkeypatch):
-    write_root(root.path, nodes=240)
+    write_root(root.path, nodes=120)
     corpus = load_corpus(root.path)
     cfg = root.config()
     needs = ["ledger parser retry", "the cache of the build", "worker queue latency budget"]
@@ -94,13 +94,13 @@ def test_a_long_lived_process_answers_from_the_coarse_pass_as_the_exact_scan_doe
         return real(proj, matrix, *a, **kw)
 
     monkeypatch.setattr(coarse, "scores", counting)
-    monkeypatch.setattr(coarse, "COARSE_ROWS", 100)  # the root's 200-odd passages count as large
+    monkeypatch.setattr(coarse, "COARSE_ROWS", 50)  # the root's hundred-odd passages count as large
     monkeypatch.setattr(coarse, "RESCORED", 8)
     monkeypatch.setattr(coarse, "DIM", 383)  # all directions but the weakest: near exact
     vectors._SHARED.clear()
     warm_up(root, plain_backend)  # as the MCP server warms up: the projection's build starts
     cache = VectorCache.open(root.runtime / "cache", plain_backend.info().embedding_model)
-    assert len(cache.matrix) >= 100
+    assert len(cache.matrix) >= 50
     assert cache._loaded is not None and cache._loaded.projection.build(cache.matrix) is not None  # waits
     calls.clear()
     got = [[(r.index, r.score) for r in search(root, n, top=8, corpus=corpus, backend=plain_backend,

@@ -30,7 +30,9 @@ from rmtui.engine.evidence.batching import batch_id
 from rmtui.engine.evidence.queue import EvidenceQueue
 from rmtui.engine.host import assistant
 from rmtui.engine.memory.roots import MemoryRoot, init_root, open_root
+from rmtui.engine.memory.validation import validate_root
 from rmtui.engine.writes import maintain
+from rmtui.engine.writes.config_check import config_issues
 from rmtui.engine.writes.operations import FINAL_PHASES
 from rmtui.engine.writes.publication import MARKER, PIN_PREFIX
 from rmtui.engine.writes.supervisor import Supervisor
@@ -85,6 +87,13 @@ def killed_at(argv: list[str], point: str, tmp: Path, *, stdin: bytes | None = N
     proc.wait(30)
     assert ready.read_text() == point
     return True
+
+
+def assert_valid(rp: Path) -> None:
+    """What `rmtui validate` checks (the graph, then the config), without a process per case."""
+    report = validate_root(rp)
+    report.issues.extend(config_issues(rp))
+    assert report.ok, [str(i) for i in report.issues]
 
 
 def run(argv: list[str], *, stdin: bytes | None = None) -> subprocess.CompletedProcess:
@@ -180,8 +189,7 @@ class Case:
         assert not (self.root.runtime / MARKER).exists()
         assert porcelain(rp) == ""  # index and work tree equal HEAD
         assert git(rp, "diff-index", "--cached", "HEAD") == ""
-        r = subprocess.run(rmtui("validate", "--root", str(rp)), capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout + r.stderr
+        assert_valid(rp)
         fsck = subprocess.run(["git", "fsck", "--no-dangling", "--no-progress"], cwd=rp, capture_output=True)
         assert fsck.returncode == 0 and not fsck.stdout.strip(), fsck
         with Supervisor(self.root) as sup:
@@ -346,8 +354,7 @@ class SyncCase:
         assert locks == [], locks
         assert not (self.b.runtime / MARKER).exists()
         assert porcelain(rp) == "" and git(rp, "diff-index", "--cached", "HEAD") == ""
-        r = subprocess.run(rmtui("validate", "--root", str(rp)), capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout + r.stderr
+        assert_valid(rp)
         fsck = subprocess.run(["git", "fsck", "--no-dangling", "--no-progress"], cwd=rp, capture_output=True, text=True)
         assert fsck.returncode == 0 and not (fsck.stdout + fsck.stderr).strip(), fsck
         with Supervisor(self.b) as sup:

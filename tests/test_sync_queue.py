@@ -99,7 +99,7 @@ def test_one_lease_at_a_time_and_takeover_after_expiry(two, upstream):
     a, b = two
     for i in range(2):
         submit(a, f"fact {i}\n")
-    qa, qb = GitQueue(a, lease_seconds=8), GitQueue(b, lease_seconds=8)
+    qa, qb = GitQueue(a, lease_seconds=5), GitQueue(b, lease_seconds=5)
     qa.refresh()
     lease_a = qa.claim(choose_all(a))
     assert lease_a is not None and lease_a.holder == qa.device
