@@ -82,7 +82,7 @@ async def test_question_mark_lists_the_screens_keys_with_binding_ids_and_escape_
 
 def footer_drawn(app) -> dict[str, tuple[str, bool]]:
     """What the footer shows: key -> (description, greyed out)."""
-    return {k.key: (k.description, k.disabled) for k in app.screen.query(FooterKey)}
+    return {k.key: (k.description, k.has_class("-disabled")) for k in app.screen.query(FooterKey)}
 
 
 async def test_the_footer_draws_the_keys_that_apply_and_is_rebuilt_only_when_they_change(demo):
@@ -105,6 +105,17 @@ async def test_the_footer_draws_the_keys_that_apply_and_is_rebuilt_only_when_the
         assert {k for k, (_d, off) in drawn.items() if not off} - {app.COMMAND_PALETTE_BINDING} <= set(footer_keys(app))
         await pilot.press("t")
         await wait_for(pilot, lambda: "a" not in footer_drawn(app), what="the tree's keys in the footer again")
+        # only which keys apply changes when maintenance begins: the same keys, greyed or lit in place
+        await pilot.press("3")
+        maint = app.screen
+        await wait_for(pilot, lambda: maint.loaded and footer_drawn(app).get("b") == ("Begin", False),
+                       what="the maintenance screen")
+        assert footer_drawn(app)["l"] == ("Land", True)
+        widgets = list(maint.query(FooterKey))
+        await pilot.press("b")
+        await wait_for(pilot, lambda: footer_drawn(app)["l"] == ("Land", False), what="land to apply")
+        assert footer_drawn(app)["b"] == ("Begin", True)
+        assert list(maint.query(FooterKey)) == widgets
 
 
 async def test_escape_closes_the_palettes_key_panel(demo):

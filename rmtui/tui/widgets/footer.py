@@ -3,8 +3,9 @@
 Textual's footer rebuilds all of its keys (one widget each, restyled) whenever the screen's
 bindings *may* have changed: on every focus move and every ``refresh_bindings``. On the main
 screen that is some forty widgets, about 0.1 s of the interpreter each time, several times per
-key press. This footer keeps what it showed last and skips the rebuild when nothing it would
-show differs.
+key press. This footer keeps what it showed last: it skips the rebuild when nothing it would
+show differs, and when only which keys apply changed (a screen busy with engine work greys its
+keys and back) it greys or restores those keys in place.
 """
 
 from __future__ import annotations
@@ -12,9 +13,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
 
 if TYPE_CHECKING:
     from textual.screen import Screen
+
+#: Where a key's "applies now" sits in each entry of :meth:`KeysFooter.shown_keys`.
+ENABLED = 4
 
 
 class KeysFooter(Footer):
@@ -34,9 +39,32 @@ class KeysFooter(Footer):
 
     def bindings_changed(self, screen: Screen) -> None:
         if self.is_attached and screen is self.screen and screen.app.app_focus:
-            shown = self.shown_keys(screen)
-            if shown == self._shown:
+            shown, before = self.shown_keys(screen), self._shown
+            self._shown = shown
+            if shown == before:
                 self._bindings_ready = True
                 return
-            self._shown = shown
+            if before is not None and self._grey_in_place(before, shown):
+                return
         super().bindings_changed(screen)
+
+    def _grey_in_place(self, before: tuple, shown: tuple) -> bool:
+        """Only which keys apply changed: set each drawn key's greyed-out state (what a rebuild
+        would draw). False when anything else differs, or a key is not drawn yet."""
+        def rest(keys: tuple) -> tuple:
+            return tuple(k[:ENABLED] + k[ENABLED + 1:] for k in keys)
+
+        if before[1] != shown[1] or rest(before[0]) != rest(shown[0]):
+            return False
+        applies: dict[tuple[str, str], bool] = {}
+        for entry in shown[0]:  # the footer draws the first binding of each action
+            applies.setdefault((entry[0], entry[3]), entry[ENABLED])
+        drawn = [k for k in self.query(FooterKey) if not k.has_class("-command-palette")]
+        if len(drawn) != len({action for _key, action in applies}) or any((k.key, k.action) not in applies
+                                                                            for k in drawn):
+            return False
+        for k in drawn:
+            greyed = not applies[(k.key, k.action)]
+            k._disabled = greyed  # what a click on it reads (a bell instead of the key)
+            k.set_class(greyed, "-disabled")
+        return True
