@@ -161,15 +161,19 @@ async def test_retrieve_says_what_orders_the_list_and_cuts_no_column_off_at_120(
         await type_text(pilot, "duplicate gauge readings")
         await pilot.press("enter")
         await wait_for(pilot, lambda: screen.answer is not None, what="the answer")
-        await pilot.pause(0.2)
         table = screen.query_one("#results")
         # the scores are out of order: the table says the second stage ordered them
         assert "second stage" in str(table.border_subtitle) and "score is the first stage's" in str(
             table.border_subtitle)
-        text = visible_text(table)
-        for r in RESULTS:
-            for cell in (r["id"], r["status"], f"{r['file']}:{r['start_line']}-{r['end_line']}"):
-                assert cell in text, cell
+        cells = [cell for r in RESULTS
+                 for cell in (r["id"], r["status"], f"{r['file']}:{r['start_line']}-{r['end_line']}")]
+        # the table sizes its columns when idle after the rows arrive: wait for that paint, not a fixed time
+        try:
+            await wait_for(pilot, lambda: all(cell in visible_text(table) for cell in cells), timeout=5,
+                           what="every cell shown whole")
+        except AssertionError:
+            text = visible_text(table)
+            assert [cell for cell in cells if cell not in text] == [], text
         session = screen.query_one("#session", Input)
         assert "workbench-playground" in visible_text(session)
 
