@@ -16,12 +16,14 @@ from test_tui_support import (
     evidence_states,
     main_loaded,
     option_to,
+    palette_lists,
     row_to,
     run_in_thread,
     tab_to,
     type_text,
     wait_for,
 )
+from textual.command import CommandPalette
 from textual.widgets import Markdown
 
 from rmtui.engine.host.demo import EVIDENCE, create_demo_root, land_insight_log
@@ -415,9 +417,9 @@ async def test_theme_switch_applies_and_is_remembered(demo, tmp_path):
         screen = await started(app, pilot)
         assert app.theme == "rmtui-dark"
         await pilot.press("ctrl+t")
-        await pilot.pause()
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="the theme picker")
         await pilot.press(*"tidepool")
-        await pilot.pause(0.3)
+        await palette_lists(app, pilot, "tidepool")
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.theme == "rmtui-tidepool", what="the theme switch")
         await wait_for(pilot, lambda: config_path().exists() and UserConfig.load().theme == "rmtui-tidepool",
@@ -465,9 +467,9 @@ async def test_command_palette_lists_every_action_and_runs_one(demo):
                                                                    "receipts", "preview")}
         assert main_ids <= listed, main_ids - listed
         await pilot.press("ctrl+p")
-        await pilot.pause()
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette")
         await pilot.press(*"Evidence: Approve")
-        await pilot.pause(0.5)
+        await palette_lists(app, pilot, "Evidence: Approve")
         await pilot.press("enter")
         await wait_for(pilot, lambda: evidence_states(demo)[first][0] == "queued", what="approve from the palette")
 

@@ -10,7 +10,8 @@ import threading
 
 import pytest
 from rich.console import Console
-from test_tui_support import main_loaded, type_text, wait_for
+from test_tui_support import main_loaded, palette_lists, type_text, wait_for
+from textual.command import CommandPalette
 from textual.widgets._footer import FooterKey
 
 from rmtui.engine import progress
@@ -123,9 +124,9 @@ async def test_escape_closes_the_palettes_key_panel(demo):
     async with app.run_test(size=SIZE) as pilot:
         main = await started(app, pilot)
         await pilot.press("ctrl+p")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette")
         await type_text(pilot, "Keys")
-        await pilot.pause(0.5)
+        await palette_lists(app, pilot, "Keys")
         await pilot.press("enter")
         await wait_for(pilot, lambda: bool(main.query("HelpPanel")), what="the key panel")
         await pilot.press("escape")

@@ -66,6 +66,21 @@ async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 10.0, 
     await pilot.pause()
 
 
+async def palette_lists(app, pilot, text: str) -> None:
+    """Wait until the command palette lists a command whose prompt holds ``text`` (its search
+    runs in the background: enter pressed before the list shows selects nothing)."""
+    from textual.command import CommandList
+
+    def listed() -> bool:
+        lists = app.screen.query(CommandList)
+        if not lists:
+            return False
+        options = lists.first()
+        return any(text in str(options.get_option_at_index(i).prompt) for i in range(options.option_count))
+
+    await wait_for(pilot, listed, what=f"the palette to list {text!r}")
+
+
 async def settle(app, pilot) -> None:
     """Ready the screen for its picture: no toasts, steady cursors (a blinking one would make the
     snapshot depend on timing), then a moment for the last repaint."""
