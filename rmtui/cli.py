@@ -132,6 +132,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(thin)
             sys.stdout.flush()
             return 0
+    if _command_of(argv) == "mcp":  # a child of the warm fork server serves it, if one runs
+        from rmtui.mcp_forkserver import run_forked
+
+        forked = run_forked(argv)
+        if forked is not None:
+            return forked
     import shlex
 
     parser = build_parser(argv)

@@ -30,6 +30,8 @@ def isolated_home(tmp_path_factory, monkeypatch) -> Path:
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("RIGHTMEMORY_ROOT", raising=False)
+    # no MCP server a test starts launches a fork server that outlives it (test_mcp_forkserver.py turns it on)
+    monkeypatch.setenv("RMTUI_MCP_FORKSERVER", "0")
     monkeypatch.setenv("GIT_AUTHOR_NAME", "rmtui-test")
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@localhost")
     monkeypatch.setenv("GIT_COMMITTER_NAME", "rmtui-test")

@@ -147,7 +147,10 @@ def cmd_mcp(args) -> Result:
 
     root = root_of(args)
     warm = WarmRetriever(root).prepare()  # before the SDK's import (about 0.65 s): see mcp_retriever
+    from rmtui.mcp_forkserver import launch_later
     from rmtui.mcp_server import serve
+
+    launch_later()  # the next start forks from a server that has imported the SDK already
 
     serve(root, warm)
     return Result(None)

@@ -1,0 +1,455 @@
+"""The MCP fork server (docs/architecture.md, "The MCP fork server").
+
+Why: most of an MCP server's start is the ``mcp`` SDK's import (pydantic models for every
+protocol version, over a second on a busy two-core machine), which no server can shorten
+while it imports the SDK itself. As Mercurial's ``chg`` does for its command server, one
+resident process per user and installed code imports the SDK and the MCP front once and
+waits on a Unix socket. ``rmtui --headless mcp`` connects, hands over its three standard
+streams, working directory, environment and arguments, and the server forks a child that
+runs exactly the command the caller would have run (``cli.main``), on the caller's streams.
+The caller waits, forwards the signals it receives, and exits with the child's status.
+
+Nothing is trusted on either side. The socket's directory must be the user's own, mode 0700,
+not a symlink; the server answers only a peer of its own uid (``SO_PEERCRED``), and refuses a
+request that is not exactly three descriptors and a JSON body of the shape
+:func:`check_request` names. The client takes the fork only when the child says ``pid N``
+first; anything else (no server, another code stamp, an unsafe directory, a refusal, a path
+too long for a socket) leaves the call to the full path in its own process, before anything
+reached the caller's streams. ``RMTUI_MCP_FORKSERVER=0`` turns the fork server off.
+
+A full-path MCP server launches the fork server for the next start (after
+:data:`LAUNCH_DELAY` seconds, so the launch never competes with its own first answer); the
+fork server exits after :data:`IDLE_SECONDS` without a connection, and a new code stamp
+(an upgrade, an edit) means a new socket, so old code never serves a new install.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+
+PROTOCOL = b"RMTUI-MCP/1"
+MAX_BODY = 1 << 20  # argv, cwd and environment: far below this
+MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux
+IDLE_SECONDS = 1800.0
+LAUNCH_DELAY = 5.0
+#: What the fork server imports once, so no child pays for it (all import-only: no threads).
+PRELOAD = ("rmtui.cli", "rmtui.commands.assistant", "rmtui.mcp_retriever", "rmtui.mcp_server",
+           "mcp.server.mcpserver", "mcp.server.mcpserver.exceptions", "mcp.shared.message", "anyio",
+           "rmtui.engine.writes.supervisor", "rmtui.engine.evidence.queue")
+
+#: True in a forked child: its ``cli.main`` must take the full path, never the fork server again.
+IN_CHILD = False
+
+
+class Refused(Exception):
+    """A request the fork server does not serve; the message names the rule."""
+
+
+def enabled() -> bool:
+    return os.environ.get("RMTUI_MCP_FORKSERVER", "1") != "0" and hasattr(socket, "AF_UNIX") and not IN_CHILD
+
+
+def server_dir() -> str:
+    """Per user and installed code (rmtui's modules and the SDK's): a new install gets a new
+    fork server, and the old one exits when idle."""
+    from importlib.util import find_spec
+
+    from rmtui.engine.lean import sha256
+    from rmtui.engine.retrieval.modelhost.service_lookup import code_stamp
+
+    base = os.environ.get("RMTUI_SERVICE_DIR")
+    if base:
+        top = os.path.join(base, "mcp-forkserver")
+    elif os.environ.get("XDG_RUNTIME_DIR"):
+        top = os.path.join(os.environ["XDG_RUNTIME_DIR"], "rmtui", "mcp-forkserver")
+    else:
+        top = os.path.join(os.path.expanduser("~"), ".cache", "rmtui", "mcp-forkserver")
+    stamp = [sys.executable, code_stamp()]
+    for name in ("mcp", "mcp_types", "pydantic", "pydantic_core", "anyio"):
+        spec = find_spec(name)
+        origin = spec.origin if spec is not None else None
+        if origin:
+            st = os.stat(origin)
+            stamp.append(f"{origin}\0{st.st_size}\0{st.st_mtime_ns}")
+    return os.path.join(top, sha256("\0".join(stamp).encode()).hexdigest()[:16])
+
+
+def safe_dir(path: str) -> bool:
+    """The user's own directory, mode 0700, and not a symlink: only then is its socket ours."""
+    import stat
+
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077 == 0
+
+
+# -- the client: ``rmtui --headless mcp`` ------------------------------------------------------
+
+def run_forked(argv: list[str]) -> int | None:
+    """Run this MCP command in a child of the fork server and return its exit status, or
+    None when the fork server cannot take it (the caller then runs it itself)."""
+    if not enabled():
+        return None
+    try:
+        directory = server_dir()
+    except (OSError, ImportError, ValueError):
+        return None
+    path = os.path.join(directory, "sock")
+    if len(path.encode()) > MAX_SOCKET_PATH or not safe_dir(directory):
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(5.0)
+        sock.connect(path)
+        if _peer(sock)[1] != os.getuid():
+            return None
+        sys.stdout.flush()
+        sys.stderr.flush()
+        _send_request(sock, argv)
+        first = _read_line(sock)
+        if not first.startswith(b"pid "):
+            return None  # refused before a child ran: nothing reached the streams
+        child = int(first[4:])
+    except (OSError, ValueError):
+        sock.close()
+        return None
+    _trace(f"mcp: forked from the fork server (child {child})")
+    return _wait_for(sock, child)
+
+
+def _trace(what: str) -> None:
+    from rmtui.thin_client import trace
+
+    trace(what)
+
+
+def _peer(sock: socket.socket) -> tuple[int, int]:
+    """The peer's (pid, uid), as the kernel says."""
+    import struct
+
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return pid, uid
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _send_request(sock: socket.socket, argv: list[str]) -> None:
+    import json
+
+    body = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+    header = PROTOCOL + b" %d\n" % len(body)
+    socket.send_fds(sock, [header], [0, 1, 2])
+    sock.sendall(body)
+
+
+def _read_line(sock: socket.socket, limit: int = 64) -> bytes:
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = sock.recv(1)
+        if not chunk or len(line) >= limit:
+            return b""
+        line += chunk
+    return line.rstrip(b"\n")
+
+
+def _wait_for(sock: socket.socket, child: int) -> int:
+    """Wait for the child's ``exit N``; the signals that would end this process go to the
+    child instead (it then ends, and so does this wait). End of the connection without a
+    status means the child was killed."""
+    import signal
+
+    forwarded: list[int] = []
+
+    def forward(signum, frame) -> None:
+        forwarded.append(signum)
+        try:
+            os.kill(child, signum)
+        except OSError:
+            pass
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, forward)
+    sock.settimeout(None)
+    last = b"x"
+    try:
+        while last:
+            last = _read_line(sock)
+            if last.startswith(b"exit "):
+                return int(last[5:])
+    except (OSError, ValueError):
+        pass
+    finally:
+        sock.close()
+    return 128 + forwarded[-1] if forwarded else 1
+
+
+# -- the launch, from a full-path MCP server ------------------------------------------------------
+
+def launch_later() -> None:
+    """Start the fork server for the next MCP start :data:`LAUNCH_DELAY` seconds from now
+    (``RMTUI_MCP_FORKSERVER_DELAY`` overrides), in a daemon thread: a server that ends before
+    then launches nothing."""
+    if not enabled():
+        return
+    import threading
+
+    try:
+        delay = float(os.environ.get("RMTUI_MCP_FORKSERVER_DELAY", LAUNCH_DELAY))
+    except ValueError:
+        delay = LAUNCH_DELAY
+    timer = threading.Timer(delay, launch)
+    timer.daemon = True
+    timer.start()
+
+
+def launch() -> None:
+    """Start a fork server unless one answers (one per directory: it holds a lock)."""
+    import subprocess
+
+    try:
+        directory = server_dir()
+        if len(os.path.join(directory, "sock").encode()) > MAX_SOCKET_PATH:
+            return
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        if not safe_dir(directory):
+            return
+        log = os.open(os.path.join(directory, "log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except (OSError, ImportError, ValueError):
+        return
+    try:
+        subprocess.Popen([sys.executable, "-m", "rmtui.mcp_forkserver", directory], stdin=subprocess.DEVNULL,
+                         stdout=log, stderr=log, start_new_session=True, close_fds=True)
+    except OSError:
+        pass
+    finally:
+        os.close(log)
+
+
+def stop(directory: str | None = None, timeout: float = 5.0) -> bool:
+    """End the fork server of ``directory`` (this install's by default); True if one ran.
+    Its children serve on: each is its caller's server now."""
+    import signal
+    import time
+
+    directory = directory or server_dir()
+    try:
+        with open(os.path.join(directory, "pid")) as fh:
+            pid = int(fh.read().strip())
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            if b"rmtui.mcp_forkserver" not in fh.read():
+                return False  # a pid file outlived its server and the number was reused
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError):
+        return False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _running(pid):
+        time.sleep(0.02)
+    return True
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a launcher that has not reaped it yet)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+# -- the fork server ---------------------------------------------------------------------------
+
+def check_request(body: bytes, fds: list[int]) -> dict:
+    """The request as the fork server accepts it, or :class:`Refused` naming the rule."""
+    import json
+
+    if len(fds) != 3:
+        raise Refused(f"a request carries exactly three descriptors (stdin, stdout, stderr), not {len(fds)}")
+    for fd in fds:
+        os.fstat(fd)
+    try:
+        req = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise Refused("the request body is not UTF-8 JSON") from None
+    if not isinstance(req, dict) or set(req) != {"argv", "cwd", "env"}:
+        raise Refused("the request is an object of exactly argv, cwd and env")
+    argv, cwd, env = req["argv"], req["cwd"], req["env"]
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv) or "mcp" not in argv:
+        raise Refused("argv is a list of strings naming the mcp command")
+    if not isinstance(cwd, str) or not os.path.isabs(cwd) or "\0" in cwd:
+        raise Refused("cwd is an absolute path")
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) and k and "=" not in k
+                                            and "\0" not in k + v for k, v in env.items()):
+        raise Refused("env maps names to strings")
+    return req
+
+
+def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
+    head, fds, _flags, _addr = socket.recv_fds(conn, 64, 3)
+    try:
+        while b"\n" not in head:
+            more = conn.recv(64)
+            if not more or len(head) > 64:
+                raise Refused("the request starts with one header line")
+            head += more
+        line, _, rest = head.partition(b"\n")
+        proto, _, size = line.partition(b" ")
+        if proto != PROTOCOL or not size.isdigit() or int(size) > MAX_BODY:
+            raise Refused(f"the header is {PROTOCOL.decode()} and a body length up to {MAX_BODY}")
+        body = bytearray(rest)
+        while len(body) < int(size):
+            more = conn.recv(min(1 << 16, int(size) - len(body)))
+            if not more:
+                raise Refused("the body is as long as its header says")
+            body += more
+        return check_request(bytes(body[:int(size)]), fds), fds
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
+def _child(conn: socket.socket, listener: socket.socket, lock_fd: int, req: dict, fds: list[int]) -> None:
+    """The forked child: become the caller's process and run its command. Never returns."""
+    global IN_CHILD
+    import signal
+    import threading
+    import traceback
+
+    code = 1
+    try:
+        IN_CHILD = True
+        listener.close()
+        os.close(lock_fd)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the engine's subprocesses are waited for
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        for fd in fds:
+            if fd > 2:
+                os.close(fd)
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        sys.argv = ["rmtui", *req["argv"]]
+        conn.settimeout(None)
+        conn.sendall(b"pid %d\n" % os.getpid())
+        threading.Thread(target=_end_with_caller, args=(conn,), daemon=True).start()
+        from rmtui.cli import main
+
+        code = main(list(req["argv"]))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - the caller gets the traceback and a status, as a crash would give
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        try:
+            conn.sendall(b"exit %d\n" % code)
+        except OSError:
+            pass
+        os._exit(code)
+
+
+def _end_with_caller(conn: socket.socket) -> None:
+    """The caller waits on this connection; when it is gone (killed), this child ends too."""
+    import signal
+
+    try:
+        while conn.recv(1):
+            pass
+    except OSError:
+        pass
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def serve(directory: str, idle_seconds: float = IDLE_SECONDS) -> int:
+    """Serve forks from ``directory`` until idle; 0 also when another fork server holds it."""
+    import contextlib
+    import fcntl
+    import importlib
+    import signal
+    import threading
+
+    if not safe_dir(directory):
+        print(f"rmtui mcp fork server: {directory} is not a directory only this user can enter", file=sys.stderr)
+        return 2
+    lock_fd = os.open(os.path.join(directory, "lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return 0  # one runs already
+    for name in PRELOAD:
+        importlib.import_module(name)
+    if threading.active_count() != 1:  # a fork copies only this thread: never fork beside others
+        print("rmtui mcp fork server: an import started a thread; not serving", file=sys.stderr)
+        return 1
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))  # the socket goes with it
+    path = os.path.join(directory, "sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    temp = f"{path}.{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temp)
+    listener.bind(temp)
+    os.chmod(temp, 0o600)
+    listener.listen(16)
+    os.replace(temp, path)  # ready: connections before this found no socket and took the full path
+    with open(os.path.join(directory, "pid"), "w") as fh:
+        fh.write(f"{os.getpid()}\n")
+    ours = os.stat(path).st_ino
+    listener.settimeout(idle_seconds)
+    try:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                return 0
+            _handle(conn, listener, lock_fd)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(path).st_ino == ours:
+                os.unlink(path)
+
+
+def _handle(conn: socket.socket, listener: socket.socket, lock_fd: int) -> None:
+    try:
+        conn.settimeout(5.0)
+        pid, uid = _peer(conn)
+        if uid != os.getuid():
+            raise Refused("the peer runs as another user")
+        if _parent_of(pid) == os.getpid():
+            raise Refused("a child of this fork server never asks it for another")
+        req, fds = _receive(conn)
+    except (Refused, OSError, ValueError) as exc:
+        print(f"rmtui mcp fork server: refused a request: {exc}", file=sys.stderr, flush=True)
+        conn.close()
+        return
+    pid = os.fork()
+    if pid == 0:
+        _child(conn, listener, lock_fd, req, fds)
+    for fd in fds:
+        os.close(fd)
+    conn.close()
+
+
+if __name__ == "__main__":
+    # Serve from the module as imported, not from ``__main__``: the children's ``cli.main`` reads
+    # ``IN_CHILD`` there.
+    from rmtui import mcp_forkserver
+
+    raise SystemExit(mcp_forkserver.serve(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else IDLE_SECONDS))
