@@ -110,6 +110,7 @@ def run_forked(argv: list[str]) -> int | None:
         sys.stdout.flush()
         sys.stderr.flush()
         _send_request(sock, argv)
+        sock.settimeout(10.0)  # given up on, a late child finds the connection closed and ends unseen
         first = _read_line(sock)
         if not first.startswith(b"pid "):
             return None  # refused before a child ran: nothing reached the streams
@@ -343,7 +344,10 @@ def _child(conn: socket.socket, listener: socket.socket, lock_fd: int, req: dict
         os.environ.update(req["env"])
         sys.argv = ["rmtui", *req["argv"]]
         conn.settimeout(None)
-        conn.sendall(b"pid %d\n" % os.getpid())
+        try:
+            conn.sendall(b"pid %d\n" % os.getpid())
+        except OSError:  # the caller gave up waiting and serves itself: never touch its streams
+            os._exit(1)
         threading.Thread(target=_end_with_caller, args=(conn,), daemon=True).start()
         from rmtui.cli import main
 
