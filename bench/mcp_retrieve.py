@@ -184,6 +184,7 @@ async def start_lines(root: Path, starts: int) -> None:
     local_service(root, False)
     await starts_to_first_answer(root, starts, "embedding.local_service off: the model loads in the server")
     local_service(root, True)
+    await first_answer(root)  # a full-path server ran: the warm service runs, and it leaves a fork server
     os.environ["RMTUI_MCP_FORKSERVER"] = "1"
     mcp_forkserver.launch()  # as a server that lived LAUNCH_DELAY seconds does
     sock = Path(mcp_forkserver.server_dir(), "sock")
