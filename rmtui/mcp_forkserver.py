@@ -102,22 +102,22 @@ def run_forked(argv: list[str]) -> int | None:
     if len(path.encode()) > MAX_SOCKET_PATH or not safe_dir(directory):
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    first = b""
     try:
         sock.settimeout(5.0)
         sock.connect(path)
-        if _peer(sock)[1] != os.getuid():
-            return None
-        sys.stdout.flush()
-        sys.stderr.flush()
-        _send_request(sock, argv)
-        sock.settimeout(10.0)  # given up on, a late child finds the connection closed and ends unseen
-        first = _read_line(sock)
-        if not first.startswith(b"pid "):
-            return None  # refused before a child ran: nothing reached the streams
-        child = int(first[4:])
-    except (OSError, ValueError):
+        if _peer(sock)[1] == os.getuid():
+            sys.stdout.flush()
+            sys.stderr.flush()
+            _send_request(sock, argv)
+            sock.settimeout(10.0)  # given up on, a late child finds the connection closed and ends unseen
+            first = _read_line(sock)
+    except OSError:
+        pass
+    if not first.startswith(b"pid ") or not first[4:].isdigit():
         sock.close()
-        return None
+        return None  # no child took the call: nothing reached the caller's streams
+    child = int(first[4:])
     _trace(f"mcp: forked from the fork server (child {child})")
     return _wait_for(sock, child)
 
