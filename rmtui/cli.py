@@ -32,7 +32,7 @@ def _common_parser() -> argparse.ArgumentParser:
     return common
 
 
-def _command_of(argv: Sequence[str]) -> str | None:
+def command_of(argv: Sequence[str]) -> str | None:
     """The command word of ``argv`` (after the global options), if any."""
     args = iter(argv)
     for arg in args:
@@ -62,7 +62,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     from rmtui.commands import COMMAND_MODULES, COMMAND_OWNERS
 
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    command = _command_of(argv) if argv is not None else None
+    command = command_of(argv) if argv is not None else None
     for name in COMMAND_OWNERS.get(command or "", COMMAND_MODULES):
         importlib.import_module(name).register(sub, common)
     return parser
@@ -132,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(thin)
             sys.stdout.flush()
             return 0
-    if _command_of(argv) == "mcp":  # a child of the warm fork server serves it, if one runs
+    if command_of(argv) == "mcp":  # a child of the warm fork server serves it, if one runs
         from rmtui.mcp_forkserver import run_forked
 
         forked = run_forked(argv)

@@ -34,10 +34,13 @@ MAX_BODY = 1 << 20  # argv, cwd and environment: far below this
 MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux
 IDLE_SECONDS = 1800.0
 LAUNCH_DELAY = 5.0
-#: What the fork server imports once, so no child pays for it (all import-only: no threads).
+#: What the fork server imports once, so no child pays for it: what a start imports before its
+#: first answer (the SDK's logging set-up imports rich), all import-only. Not numpy: its BLAS
+#: starts threads of its own, and a fork copies only the calling thread.
 PRELOAD = ("rmtui.cli", "rmtui.commands.assistant", "rmtui.mcp_retriever", "rmtui.mcp_server",
            "mcp.server.mcpserver", "mcp.server.mcpserver.exceptions", "mcp.shared.message", "anyio",
-           "rmtui.engine.writes.supervisor", "rmtui.engine.evidence.queue")
+           "anyio._backends._asyncio", "rich.console", "rich.logging", "rmtui.engine.writes.supervisor",
+           "rmtui.engine.evidence.queue", "rmtui.engine.retrieval.modelhost.embed_client")
 
 #: True in a forked child: its ``cli.main`` must take the full path, never the fork server again.
 IN_CHILD = False
@@ -274,6 +277,8 @@ def check_request(body: bytes, fds: list[int]) -> dict:
     """The request as the fork server accepts it, or :class:`Refused` naming the rule."""
     import json
 
+    from rmtui.cli import command_of
+
     if len(fds) != 3:
         raise Refused(f"a request carries exactly three descriptors (stdin, stdout, stderr), not {len(fds)}")
     for fd in fds:
@@ -285,7 +290,7 @@ def check_request(body: bytes, fds: list[int]) -> dict:
     if not isinstance(req, dict) or set(req) != {"argv", "cwd", "env"}:
         raise Refused("the request is an object of exactly argv, cwd and env")
     argv, cwd, env = req["argv"], req["cwd"], req["env"]
-    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv) or "mcp" not in argv:
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv) or command_of(argv) != "mcp":
         raise Refused("argv is a list of strings naming the mcp command")
     if not isinstance(cwd, str) or not os.path.isabs(cwd) or "\0" in cwd:
         raise Refused("cwd is an absolute path")
