@@ -14,9 +14,11 @@ width, so no column is cut off.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -33,6 +35,17 @@ from rmtui.tui.widgets.progress_line import ProgressLine
 from rmtui.tui.wording import count, score_text
 
 DEFAULT_SESSION = "workbench-playground"
+COLUMNS = (("#", "rank"), ("score", "score"), ("id", "id"), ("kind", "kind"), ("lines", "lines"),
+           ("status", "status"))
+
+
+def set_columns(table: DataTable, rows: Sequence[tuple[str, ...]]) -> None:
+    """Empty ``table`` and give it columns as wide as their widest cell of ``rows``. A
+    DataTable measures auto-width columns only when it is next idle, and a busy app could
+    paint the new rows at the labels' widths first (``ing-dedupe`` as ``in``)."""
+    table.clear(columns=True)
+    for i, (label, key) in enumerate(COLUMNS):
+        table.add_column(label, key=key, width=max([cell_len(label), *(cell_len(row[i]) for row in rows)]))
 
 
 def order_note(results: list[dict]) -> str:
@@ -75,9 +88,7 @@ class RetrieveScreen(WorkbenchScreen):
     def on_mount(self) -> None:
         table = self.query_one("#results", DataTable)
         table.border_title = "Ranked results"
-        for label, key in (("#", "rank"), ("score", "score"), ("id", "id"), ("kind", "kind"),
-                           ("lines", "lines"), ("status", "status")):
-            table.add_column(label, key=key)
+        set_columns(table, [])
         self.query_one("#agent-text-box").border_title = "What the agent receives"
         self.query_one("#need", Input).focus()
 
@@ -155,15 +166,17 @@ class RetrieveScreen(WorkbenchScreen):
         self.refresh_bindings()
         self.answer = message
         table = self.query_one("#results", DataTable)
-        table.clear()
+        rows = [] if message.error else [
+            (str(i), score_text(float(r.get("score") or 0)), str(r.get("id") or r.get("key")), str(r.get("kind", "")),
+             f"{r.get('file')}:{r.get('start_line')}-{r.get('end_line')}", str(r.get("status", "")))
+            for i, r in enumerate(message.results, 1)]
+        set_columns(table, rows)
         if message.error:
             self.query_one("#retrieve-status", Static).update(Text(f"retrieve failed: {message.error}"))
             self.query_one("#agent-text", Static).update("")
             return
         self.query_one("#retrieve-status", Static).update(message.status)
         table.border_subtitle = order_note(message.results) if message.results else ""
-        for i, r in enumerate(message.results, 1):
-            lines = f"{r.get('file')}:{r.get('start_line')}-{r.get('end_line')}"
-            table.add_row(str(i), score_text(float(r.get("score") or 0)), r.get("id") or r.get("key"),
-                          r.get("kind", ""), lines, r.get("status", ""), key=r.get("key") or str(i))
+        for row, r in zip(rows, message.results, strict=True):
+            table.add_row(*row, key=r.get("key") or row[0])
         self.query_one("#agent-text", Static).update(Text(message.text))
