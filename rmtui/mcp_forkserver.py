@@ -55,20 +55,13 @@ def enabled() -> bool:
 
 
 def server_dir() -> str:
-    """Per user and installed code (rmtui's modules and the SDK's): a new install gets a new
-    fork server, and the old one exits when idle."""
+    """Per user and installed code (rmtui's modules and the SDK's), beside the warm services:
+    a new install gets a new fork server, and the old one exits when idle."""
     from importlib.util import find_spec
 
     from rmtui.engine.lean import sha256
-    from rmtui.engine.retrieval.modelhost.service_lookup import code_stamp
+    from rmtui.engine.retrieval.modelhost.service_lookup import code_stamp, services_top
 
-    base = os.environ.get("RMTUI_SERVICE_DIR")
-    if base:
-        top = os.path.join(base, "mcp-forkserver")
-    elif os.environ.get("XDG_RUNTIME_DIR"):
-        top = os.path.join(os.environ["XDG_RUNTIME_DIR"], "rmtui", "mcp-forkserver")
-    else:
-        top = os.path.join(os.path.expanduser("~"), ".cache", "rmtui", "mcp-forkserver")
     stamp = [sys.executable, code_stamp()]
     for name in ("mcp", "mcp_types", "pydantic", "pydantic_core", "anyio"):
         spec = find_spec(name)
@@ -76,7 +69,7 @@ def server_dir() -> str:
         if origin:
             st = os.stat(origin)
             stamp.append(f"{origin}\0{st.st_size}\0{st.st_mtime_ns}")
-    return os.path.join(top, sha256("\0".join(stamp).encode()).hexdigest()[:16])
+    return os.path.join(services_top(), "mcp-forkserver-" + sha256("\0".join(stamp).encode()).hexdigest()[:16])
 
 
 def safe_dir(path: str) -> bool:
@@ -121,14 +114,10 @@ def run_forked(argv: list[str]) -> int | None:
         sock.close()
         return None  # no child took the call: nothing reached the caller's streams
     child = int(first[4:])
-    _trace(f"mcp: forked from the fork server (child {child})")
-    return _wait_for(sock, child)
-
-
-def _trace(what: str) -> None:
     from rmtui.thin_client import trace
 
-    trace(what)
+    trace(f"mcp: forked from the fork server (child {child})")
+    return _wait_for(sock, child)
 
 
 def _peer(sock: socket.socket) -> tuple[int, int]:
@@ -140,12 +129,14 @@ def _peer(sock: socket.socket) -> tuple[int, int]:
     return pid, uid
 
 
-def _parent_of(pid: int) -> int | None:
+def _proc_stat(pid: int) -> list[bytes]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state, parent pid, ...);
+    empty when there is no such process."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
-            return int(fh.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
+            return fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
 
 
 def _send_request(sock: socket.socket, argv: list[str]) -> None:
@@ -185,12 +176,10 @@ def _wait_for(sock: socket.socket, child: int) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, forward)
     sock.settimeout(None)
-    last = b"x"
     try:
-        while last:
-            last = _read_line(sock)
-            if last.startswith(b"exit "):
-                return int(last[5:])
+        while line := _read_line(sock):
+            if line.startswith(b"exit "):
+                return int(line[5:])
     except (OSError, ValueError):
         pass
     finally:
@@ -264,11 +253,8 @@ def stop(directory: str | None = None, timeout: float = 5.0) -> bool:
 
 def _running(pid: int) -> bool:
     """Alive and not a zombie (a launcher that has not reaped it yet)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return False
+    fields = _proc_stat(pid)
+    return bool(fields) and fields[0] != b"Z"
 
 
 # -- the fork server ---------------------------------------------------------------------------
@@ -441,7 +427,7 @@ def _handle(conn: socket.socket, listener: socket.socket, lock_fd: int) -> None:
         pid, uid = _peer(conn)
         if uid != os.getuid():
             raise Refused("the peer runs as another user")
-        if _parent_of(pid) == os.getpid():
+        if _proc_stat(pid)[1:2] == [str(os.getpid()).encode()]:
             raise Refused("a child of this fork server never asks it for another")
         req, fds = _receive(conn)
     except (Refused, OSError, ValueError) as exc:

@@ -45,6 +45,20 @@ def root(tmp_path) -> MemoryRoot:
     return init_root(tmp_path / "root")
 
 
+@pytest.fixture
+def memory_root(root) -> MemoryRoot:
+    """A root with two committed nodes about how the project tests (the MCP front's tests)."""
+    import git
+
+    (root.path / "MEMORY.md").write_text(
+        "# Memory\n\n## Testing {#testing}\n\n- `pytest-quiet` the project runs its tests with pytest -q → []\n"
+        "- `ruff-first` run ruff before every commit → [rel:pytest-quiet]\n", encoding="utf-8")
+    repo = git.Repo(root.path)
+    repo.index.add(["MEMORY.md"])
+    repo.index.commit("seed memory")
+    return root
+
+
 @dataclass
 class CliResult:
     code: int

@@ -6,7 +6,6 @@ import json
 import os
 import sys
 
-import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -22,19 +21,6 @@ def _params(root) -> StdioServerParameters:
 
 def _text(result) -> str:
     return "".join(getattr(c, "text", "") for c in result.content)
-
-
-@pytest.fixture
-def memory_root(root):
-    (root.path / "MEMORY.md").write_text(
-        "# Memory\n\n## Testing {#testing}\n\n- `pytest-quiet` the project runs its tests with pytest -q → []\n"
-        "- `ruff-first` run ruff before every commit → [rel:pytest-quiet]\n", encoding="utf-8")
-    import git
-
-    repo = git.Repo(root.path)
-    repo.index.add(["MEMORY.md"])
-    repo.index.commit("seed memory")
-    return root
 
 
 async def test_mcp_tools_over_stdio(memory_root):

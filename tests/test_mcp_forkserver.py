@@ -36,19 +36,6 @@ INIT = (b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersi
 
 
 @pytest.fixture
-def memory_root(root):
-    import git
-
-    (root.path / "MEMORY.md").write_text(
-        "# Memory\n\n## Testing {#testing}\n\n- `pytest-quiet` the project runs its tests with pytest -q → []\n"
-        "- `ruff-first` run ruff before every commit → [rel:pytest-quiet]\n", encoding="utf-8")
-    repo = git.Repo(root.path)
-    repo.index.add(["MEMORY.md"])
-    repo.index.commit("seed memory")
-    return root
-
-
-@pytest.fixture
 def forkserver(monkeypatch):
     """The fork server on, in a short directory of its own (a socket path holds ~100 bytes)."""
     services = tempfile.mkdtemp(prefix="rmfs", dir="/tmp")
@@ -58,7 +45,7 @@ def forkserver(monkeypatch):
     yield Path(services)
     mcp_forkserver.stop()
     for state_dir in Path(services).iterdir():  # the warm services the servers launched
-        if state_dir.name != "mcp-forkserver":
+        if not state_dir.name.startswith("mcp-forkserver-"):
             stop_local_service(state_dir)
     shutil.rmtree(services, ignore_errors=True)
 

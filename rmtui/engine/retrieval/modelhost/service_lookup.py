@@ -16,17 +16,21 @@ RETRIEVE_ROUTE = "/rmtui/retrieve"
 TOKENS_ROUTE = "/rmtui/tokens"
 
 
-def service_dir(model_path: str, reranker_path: str | None) -> str:
-    """Per user and model: one warm service shared by every root that uses the same model."""
+def services_top() -> str:
+    """The user's folder of resident processes (warm services, the MCP fork server), one
+    state folder each: ``$RMTUI_SERVICE_DIR`` (tests and benches), else the runtime dir."""
     base = os.environ.get("RMTUI_SERVICE_DIR")
     if base:
-        top = base
-    elif os.environ.get("XDG_RUNTIME_DIR"):
-        top = os.path.join(os.environ["XDG_RUNTIME_DIR"], "rmtui", "embedding-services")
-    else:
-        top = os.path.join(os.path.expanduser("~"), ".cache", "rmtui", "embedding-services")
+        return base
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return os.path.join(os.environ["XDG_RUNTIME_DIR"], "rmtui", "embedding-services")
+    return os.path.join(os.path.expanduser("~"), ".cache", "rmtui", "embedding-services")
+
+
+def service_dir(model_path: str, reranker_path: str | None) -> str:
+    """Per user and model: one warm service shared by every root that uses the same model."""
     key = sha256(f"{model_path}\0{reranker_path or ''}\0{code_stamp()}".encode()).hexdigest()[:16]
-    return os.path.join(top, key)
+    return os.path.join(services_top(), key)
 
 
 _CODE_STAMP: str | None = None
