@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from rmtui.commands import Result
 from rmtui.commands.core import root_of
+from rmtui.commands.table import Sub, add_group, arg
 from rmtui.engine.errors import UsageError
 
 if TYPE_CHECKING:
@@ -28,109 +29,7 @@ FAILED = ("stale", "unavailable")
 
 
 def register(sub, common) -> None:
-    p = sub.add_parser("shared-view", parents=[common], help="share memory with other roots (MF#/MQ# views)")
-    s = p.add_subparsers(dest="view_cmd", required=True)
-
-    q = s.add_parser("create", parents=[common], help="define a view: the items it shares (or a question view)")
-    q.add_argument("view")
-    q.add_argument("--include", nargs="+", default=[], metavar="ID",
-                   help="headings (with everything under them), nodes, or MEMORY_<id>.md backing files")
-    q.add_argument("--exclude", nargs="+", default=[], metavar="ID", help="ids to leave out of included subtrees")
-    q.add_argument("--title")
-    q.add_argument("--intent", help="what the view is for (view.md, the package description)")
-    q.add_argument("--question", action="store_true", help="a question view (MQ#) instead of a file view")
-    q.add_argument("--instructions-file", help="question view: the private retriever.md instructions")
-    q.set_defaults(handler=cmd_create)
-
-    q = s.add_parser("build", parents=[common], help="render and validate a view's version-2 package")
-    q.add_argument("view")
-    q.set_defaults(handler=cmd_build)
-
-    q = s.add_parser("publish", parents=[common], help="build, then push to a Git share repository (or serve it)")
-    q.add_argument("view")
-    q.add_argument("--git", metavar="REPO_URL", help="Git share repository (created on first publish if empty)")
-    q.add_argument("--branch", help="branch of the share repository (default: its default branch)")
-    q.add_argument("--share", help="share id in the repository (default: the view id)")
-    q.add_argument("--provider", help="provider id recorded in share.toml (default: $USER)")
-    q.add_argument("--no-push", action="store_true", help="commit in the local cache only")
-    q.add_argument("--hub", metavar="URL", help="a shared-view hub to publish the version to")
-    q.add_argument("--token-env", metavar="NAME", help="environment variable holding the hub publish token")
-    q.set_defaults(handler=cmd_publish)
-
-    q = s.add_parser("invite", parents=[common], help="publish a view to a hub and make an invitation URL")
-    q.add_argument("view")
-    q.add_argument("--hub", metavar="URL", required=True)
-    q.add_argument("--token-env", metavar="NAME", required=True, help="variable holding the hub publish token")
-    q.add_argument("--label", help="who the invitation is for")
-    q.add_argument("--expires-at", metavar="ISO_TIME", help="when the invitation stops working")
-    q.set_defaults(handler=cmd_invite)
-
-    q = s.add_parser("inbox", parents=[common], help="the notes consumers sent about your views (from a hub)")
-    q.add_argument("--hub", metavar="URL", required=True)
-    q.add_argument("--provider", required=True, help="your provider id on the hub")
-    q.add_argument("--token-env", metavar="NAME", required=True, help="variable holding the hub publish token")
-    q.set_defaults(handler=cmd_inbox)
-
-    q = s.add_parser("hub-token", parents=[common], help="issue a hub publish token for a provider (served hub)")
-    q.add_argument("--provider", required=True)
-    q.add_argument("--label")
-    q.add_argument("--hub-root", metavar="DIR", help="the hub root (default: .runtime/hub of this root)")
-    q.set_defaults(handler=cmd_hub_token)
-
-    q = s.add_parser("token", parents=[common], help="issue a bearer token for one consumer of a view")
-    q.add_argument("view")
-    q.add_argument("--label", help="who the token is for")
-    q.add_argument("--revoke", metavar="TOKEN_ID", help="revoke an issued token instead")
-    q.set_defaults(handler=cmd_token)
-
-    q = s.add_parser("serve", parents=[common], help="serve built views and answer question views over HTTP")
-    q.add_argument("--host", default="127.0.0.1")
-    q.add_argument("--port", type=int, default=8767, help="0 picks a free port")
-    q.add_argument("--allow-remote", action="store_true", help="listen on a non-loopback address")
-    q.add_argument("--max-answers", type=int, default=2, help="questions answered at once")
-    q.add_argument("--hub-root", metavar="DIR", help="the hub root to serve (default: .runtime/hub of this root)")
-    q.add_argument("--public-url", metavar="URL",
-                   help="base of invitation URLs (default: hub.toml's, else this server)")
-    q.set_defaults(handler=cmd_serve)
-
-    q = s.add_parser("connect", parents=[common], help="connect a view: REPO_URL#share=VIEW, or an HTTP URL")
-    q.add_argument("url")
-    q.add_argument("--token-env", metavar="NAME", help="environment variable holding the HTTP bearer token")
-    q.add_argument("--as", dest="as_id", metavar="ID", help="local heading id (default: the view id)")
-    q.add_argument("--title", help="title of the local heading")
-    q.add_argument("--relationship", default="human", choices=("human", "owned-agent", "team-space", "external"))
-    q.add_argument("--no-pull", action="store_true", help="record the connection only")
-    q.set_defaults(handler=cmd_connect)
-
-    q = s.add_parser("accept", parents=[common], help="accept a hub invitation (…/i/<token>) and pull the view")
-    q.add_argument("url")
-    q.add_argument("--as", dest="as_id", metavar="ID", help="local heading id (default: the view id)")
-    q.add_argument("--title", help="title of the local heading")
-    q.add_argument("--relationship", default="human", choices=("human", "owned-agent", "team-space", "external"))
-    q.add_argument("--consumer-label", help="how the provider sees this connection")
-    q.add_argument("--no-pull", action="store_true", help="record the connection only")
-    q.set_defaults(handler=cmd_accept)
-
-    q = s.add_parser("note", parents=[common], help="send a note about a connected view to its provider's inbox")
-    q.add_argument("view")
-    q.add_argument("message", nargs="+")
-    q.add_argument("--task-context", help="what you were doing when the note arose")
-    q.add_argument("--yes", action="store_true", help="confirm sending to a person (relationship human/external)")
-    q.set_defaults(handler=cmd_note)
-
-    q = s.add_parser("pull", parents=[common], help="download, validate and import file views")
-    q.add_argument("view", nargs="?")
-    q.add_argument("--timeout", type=float, default=30.0)
-    q.set_defaults(handler=cmd_pull)
-
-    q = s.add_parser("list", parents=[common], help="connected views and their freshness (or --provided)")
-    q.add_argument("--provided", action="store_true", help="the views this root defines instead")
-    q.set_defaults(handler=cmd_list)
-
-    q = s.add_parser("ask", parents=[common], help="ask a question view; the answer is shown, not stored")
-    q.add_argument("view")
-    q.add_argument("question", nargs="+")
-    q.set_defaults(handler=cmd_ask)
+    add_group(sub, common, "shared-view", "share memory with other roots (MF#/MQ# views)", "view_cmd", SUBCOMMANDS)
 
 
 def cmd_create(args) -> Result:
@@ -371,3 +270,83 @@ def cmd_ask(args) -> Result:
 
     data = consumer.ask(root_of(args), args.view, " ".join(args.question))
     return Result(data.to_json(), data.text.rstrip("\n"), 0 if data.status == "answered" else 4)
+
+
+# -- the argparse tree of `shared-view`, as data --------------------------------------------------
+
+_VIEW = arg("view")
+_HUB_ROOT = arg("--hub-root", metavar="DIR", help="the hub root (default: .runtime/hub of this root)")
+_AS = arg("--as", dest="as_id", metavar="ID", help="local heading id (default: the view id)")
+_TITLE = arg("--title", help="title of the local heading")
+_RELATIONSHIP = arg("--relationship", default="human", choices=("human", "owned-agent", "team-space", "external"))
+_NO_PULL = arg("--no-pull", action="store_true", help="record the connection only")
+_TOKEN_ENV = arg("--token-env", metavar="NAME", required=True, help="variable holding the hub publish token")
+
+SUBCOMMANDS: tuple[Sub, ...] = (
+    Sub("create", "define a view: the items it shares (or a question view)", cmd_create, (
+        _VIEW,
+        arg("--include", nargs="+", default=[], metavar="ID",
+            help="headings (with everything under them), nodes, or MEMORY_<id>.md backing files"),
+        arg("--exclude", nargs="+", default=[], metavar="ID", help="ids to leave out of included subtrees"),
+        arg("--title"),
+        arg("--intent", help="what the view is for (view.md, the package description)"),
+        arg("--question", action="store_true", help="a question view (MQ#) instead of a file view"),
+        arg("--instructions-file", help="question view: the private retriever.md instructions"))),
+    Sub("build", "render and validate a view's version-2 package", cmd_build, (_VIEW,)),
+    Sub("publish", "build, then push to a Git share repository (or serve it)", cmd_publish, (
+        _VIEW,
+        arg("--git", metavar="REPO_URL", help="Git share repository (created on first publish if empty)"),
+        arg("--branch", help="branch of the share repository (default: its default branch)"),
+        arg("--share", help="share id in the repository (default: the view id)"),
+        arg("--provider", help="provider id recorded in share.toml (default: $USER)"),
+        arg("--no-push", action="store_true", help="commit in the local cache only"),
+        arg("--hub", metavar="URL", help="a shared-view hub to publish the version to"),
+        arg("--token-env", metavar="NAME", help="environment variable holding the hub publish token"))),
+    Sub("invite", "publish a view to a hub and make an invitation URL", cmd_invite, (
+        _VIEW,
+        arg("--hub", metavar="URL", required=True),
+        _TOKEN_ENV,
+        arg("--label", help="who the invitation is for"),
+        arg("--expires-at", metavar="ISO_TIME", help="when the invitation stops working"))),
+    Sub("inbox", "the notes consumers sent about your views (from a hub)", cmd_inbox, (
+        arg("--hub", metavar="URL", required=True),
+        arg("--provider", required=True, help="your provider id on the hub"),
+        _TOKEN_ENV)),
+    Sub("hub-token", "issue a hub publish token for a provider (served hub)", cmd_hub_token, (
+        arg("--provider", required=True),
+        arg("--label"),
+        _HUB_ROOT)),
+    Sub("token", "issue a bearer token for one consumer of a view", cmd_token, (
+        _VIEW,
+        arg("--label", help="who the token is for"),
+        arg("--revoke", metavar="TOKEN_ID", help="revoke an issued token instead"))),
+    Sub("serve", "serve built views and answer question views over HTTP", cmd_serve, (
+        arg("--host", default="127.0.0.1"),
+        arg("--port", type=int, default=8767, help="0 picks a free port"),
+        arg("--allow-remote", action="store_true", help="listen on a non-loopback address"),
+        arg("--max-answers", type=int, default=2, help="questions answered at once"),
+        arg("--hub-root", metavar="DIR", help="the hub root to serve (default: .runtime/hub of this root)"),
+        arg("--public-url", metavar="URL", help="base of invitation URLs (default: hub.toml's, else this server)"))),
+    Sub("connect", "connect a view: REPO_URL#share=VIEW, or an HTTP URL", cmd_connect, (
+        arg("url"),
+        arg("--token-env", metavar="NAME", help="environment variable holding the HTTP bearer token"),
+        _AS, _TITLE, _RELATIONSHIP, _NO_PULL)),
+    Sub("accept", "accept a hub invitation (…/i/<token>) and pull the view", cmd_accept, (
+        arg("url"),
+        _AS, _TITLE, _RELATIONSHIP,
+        arg("--consumer-label", help="how the provider sees this connection"),
+        _NO_PULL)),
+    Sub("note", "send a note about a connected view to its provider's inbox", cmd_note, (
+        _VIEW,
+        arg("message", nargs="+"),
+        arg("--task-context", help="what you were doing when the note arose"),
+        arg("--yes", action="store_true", help="confirm sending to a person (relationship human/external)"))),
+    Sub("pull", "download, validate and import file views", cmd_pull, (
+        arg("view", nargs="?"),
+        arg("--timeout", type=float, default=30.0))),
+    Sub("list", "connected views and their freshness (or --provided)", cmd_list, (
+        arg("--provided", action="store_true", help="the views this root defines instead"),)),
+    Sub("ask", "ask a question view; the answer is shown, not stored", cmd_ask, (
+        _VIEW,
+        arg("question", nargs="+"))),
+)
