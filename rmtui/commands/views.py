@@ -42,7 +42,7 @@ def cmd_create(args) -> Result:
             with open(args.instructions_file, encoding="utf-8") as fh:
                 instructions = fh.read()
         data = provider.create_question_view(root, args.view, title=args.title, intent=args.intent,
-                                             instructions=instructions)
+                                             instructions=instructions, include=args.include, exclude=args.exclude)
         return Result(data, f"question view {args.view} defined (shared_views/{args.view}/)")
     data = provider.create_file_view(root, args.view, args.include, title=args.title, intent=args.intent,
                                      exclude=args.exclude)
@@ -247,10 +247,7 @@ def cmd_list(args) -> Result:
     root = root_of(args)
     if args.provided:
         views = provider.list_views(root)
-        lines = [f"{v['view_id']}  {v['kind']}  " + (f"built {str(v.get('version'))[:12]}, {v.get('items')} item(s)"
-                                                     if v.get("built") else "not built")
-                 + f"  tokens {v['tokens']}" for v in views]
-        return Result(views, "\n".join(lines) or "this root defines no views")
+        return Result(views, "\n".join(_provided_line(v) for v in views) or "this root defines no views")
     rows = consumer.list_connections(root)
     lines = []
     for r in rows:
@@ -263,6 +260,24 @@ def cmd_list(args) -> Result:
             line += f"  ({r['reason']})"
         lines.append(line)
     return Result(rows, "\n".join(lines) or "no shared views are connected")
+
+
+def _provided_line(v: dict) -> str:
+    """One view this root defines: its kind, what it shares, its build (file views) and tokens."""
+    parts = [v["view_id"], v["kind"]]
+    scope = v.get("scope")
+    if scope is None:
+        parts.append(f"unreadable: {v.get('error')}")
+    elif scope["whole_memory"]:
+        parts.append("answers from the whole memory")
+    else:
+        parts.append(f"shares {', '.join(scope['include'])}"
+                     + (f" (not {', '.join(scope['exclude'])})" if scope["exclude"] else ""))
+    if v["kind"] == "file":
+        parts.append(f"built {str(v.get('version'))[:12]}, {v.get('items')} item(s)" if v.get("built")
+                     else "not built")
+    parts.append(f"tokens {v['tokens']}")
+    return "  ".join(parts)
 
 
 def cmd_ask(args) -> Result:

@@ -43,6 +43,12 @@ RECIPE_KEYS = ("version", "view_id", "kind", "title", "approved", "intent", "ren
                "include_nodes", "include_files", "exclude_ids", "publish")
 QUESTION_KEYS = ("version", "view_id", "kind", "title", "approved", "intent", "start_timeout_seconds",
                  "answer_timeout_seconds", "provider_role")
+#: A question view's retrieve role reads the whole memory; the RightMemory format gives
+#: ``question.toml`` no scope (its own server would answer from everything), so a scope is refused.
+QUESTION_SCOPE_RULE = ("a question view cannot be scoped: its retrieve role answers from the whole memory "
+                       "(question.toml has no scope); share a part of the memory as a file view "
+                       "(shared-view create VIEW --include ID...)")
+SCOPE_KEYS = ("include_headings", "include_nodes", "include_files", "exclude_ids")
 DEFAULT_RETRIEVER = ("Answer the question from this memory only. Say plainly when the memory does not hold "
                      "the answer. Do not quote private details the question does not need.\n")
 _NODE_EDGES_RE = re.compile(r"(→|->)\s*\[[^\]]*\](\s*)$")
@@ -137,6 +143,9 @@ def load_question(root_path: Path, view_id: str) -> tuple[QuestionSpec, str]:
     data = files.read_toml(folder / "question.toml", f"shared_views/{view_id}/question.toml")
     label = f"shared_views/{view_id}/question.toml"
     unknown = sorted(set(data) - set(QUESTION_KEYS))
+    scoped = [k for k in unknown if k in SCOPE_KEYS]
+    if scoped:
+        raise UsageError(f"{label}: {', '.join(scoped)}: {QUESTION_SCOPE_RULE}")
     if unknown:
         raise UsageError(f"{label}: unsupported keys: {', '.join(unknown)}")
     if data.get("version") != 1 or data.get("view_id") != view_id or data.get("kind") != "question":
@@ -213,8 +222,12 @@ def _check_selectable(item: Item) -> None:
 
 
 def create_question_view(root: MemoryRoot, view_id: str, *, title: str | None = None, intent: str | None = None,
-                         instructions: str | None = None) -> dict:
-    """Write ``shared_views/<view>/{view.md,question.toml,retriever.md}``."""
+                         instructions: str | None = None, include: list[str] | None = None,
+                         exclude: list[str] | None = None) -> dict:
+    """Write ``shared_views/<view>/{view.md,question.toml,retriever.md}``; a scope (``include``,
+    ``exclude``) is refused, never dropped: the view would answer from everything."""
+    if include or exclude:
+        raise UsageError(f"--include/--exclude: {QUESTION_SCOPE_RULE}")
     files.check_view_id(view_id)
     if view_kind(root.path, view_id) == "file":
         raise ConflictError(f"`{view_id}` is already a file view")
@@ -464,8 +477,9 @@ def list_views(root: MemoryRoot) -> list[dict]:
         if kind == "file":
             try:
                 recipe = load_recipe(root.path, vid)
-                entry.update(title=recipe.title, approved=recipe.approved,
-                             include=recipe.include_headings + recipe.include_nodes + recipe.include_files)
+                include = recipe.include_headings + recipe.include_nodes + recipe.include_files
+                entry.update(title=recipe.title, approved=recipe.approved, include=include,
+                             scope={"whole_memory": False, "include": include, "exclude": recipe.exclude_ids})
             except UsageError as exc:
                 entry["error"] = exc.message
             built = files.builds_dir(root) / vid
@@ -480,7 +494,8 @@ def list_views(root: MemoryRoot) -> list[dict]:
         else:
             try:
                 spec, _ = load_question(root.path, vid)
-                entry.update(title=spec.title, approved=spec.approved)
+                entry.update(title=spec.title, approved=spec.approved,
+                             scope={"whole_memory": True, "include": [], "exclude": []})
             except UsageError as exc:
                 entry["error"] = exc.message
         entry["tokens"] = sum(1 for t in files.token_hashes(root).values() if t.get("view_id") == vid)
