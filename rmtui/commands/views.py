@@ -212,7 +212,7 @@ def cmd_accept(args) -> Result:
     from rmtui.engine.views import hub
 
     data = hub.accept(root_of(args), args.url, as_id=args.as_id, title=args.title, relationship=args.relationship,
-                      consumer_label=args.consumer_label, pull_now=not args.no_pull)
+                      consumer_label=args.consumer_label, pull_now=not args.no_pull, timeout=args.timeout)
     conn = data.connection
     return _joined(data, f"accepted {conn.id} (file view via {conn.target['base_url']})")
 
@@ -350,7 +350,9 @@ SUBCOMMANDS: tuple[Sub, ...] = (
         arg("url"),
         _AS, _TITLE, _RELATIONSHIP,
         arg("--consumer-label", help="how the provider sees this connection"),
-        _NO_PULL)),
+        _NO_PULL,
+        arg("--timeout", type=float, default=30.0,
+            help="seconds the hub's answers and the first pull may take in all"))),
     Sub("note", "send a note about a connected view to its provider's inbox", cmd_note, (
         _VIEW,
         arg("message", nargs="+"),

@@ -3,21 +3,26 @@
 ``GET /api/views/<view>/package`` (the version-2 package as a zip), ``GET
 /api/share/questions/<view>/ready`` and ``POST /api/share/questions/<view>/ask``, each with
 the connection's bearer token. Responses are size-bounded; a refused token is told apart
-from an unreachable provider.
+from an unreachable provider, and both from one too slow to answer within the request's
+total budget.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import re
+import socket
 import ssl
+import threading
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from rmtui.engine.display import remote_text
 from rmtui.engine.errors import UnavailableError, UsageError
 from rmtui.engine.views import files
+from rmtui.engine.views.deadline import Deadline
 from rmtui.engine.views.package import MAX_BYTES
 
 MAX_JSON_BYTES = 1024 * 1024
@@ -66,8 +71,42 @@ def parse_provider_url(url: str) -> ProviderURL:
     return ProviderURL(base.rstrip("/"), kind, files.check_view_id(vid))
 
 
+class _Watchdog:
+    """Shuts the connection's socket when the deadline passes, wherever the request waits then
+    (connect, TLS handshake, send, status line, headers, body): http.client's timeout bounds only
+    each single read, which a peer sending a byte at a time never lets expire."""
+
+    def __init__(self, conn: http.client.HTTPConnection, seconds: float) -> None:
+        self.fired = False
+        self._conn = conn
+        self._done = False
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(0.0, seconds), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.fired = True
+            sock = self._conn.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._done = True
+        self._timer.cancel()
+
+
 class ProviderClient:
-    def __init__(self, base_url: str, token: str, *, timeout: float = 30.0, cafile: str | None = None) -> None:
+    """``timeout`` bounds each request as a whole (not each read); ``deadline``, when given, is one
+    budget every request of this client shares (an ``accept`` and its first pull)."""
+
+    def __init__(self, base_url: str, token: str, *, timeout: float = 30.0, cafile: str | None = None,
+                 deadline: Deadline | None = None) -> None:
         self._parts = urlsplit(base_url.rstrip("/"))
         if self._parts.scheme not in ("http", "https") or not self._parts.hostname:
             raise UsageError(f"provider URL {base_url!r} must be http(s)://host[:port]")
@@ -75,33 +114,48 @@ class ProviderClient:
         self.token = token
         self.timeout = timeout
         self.cafile = cafile
+        self.deadline = deadline
 
     def _request(self, method: str, route: str, body: bytes | None, limit: int,
                  content_type: str = "application/json") -> tuple[int, dict, bytes]:
+        budget = Deadline.after(self.timeout).sooner(self.deadline)
+        slow = budget.too_slow(f"provider at {self.base_url}")
+        left = budget.left()
+        if left <= 0:
+            raise ProviderError(slow)
         host, port = self._parts.hostname or "", self._parts.port
         conn: http.client.HTTPConnection
         if self._parts.scheme == "https":
             ctx = ssl.create_default_context(cafile=self.cafile)
-            conn = http.client.HTTPSConnection(host, port, timeout=self.timeout, context=ctx)
+            conn = http.client.HTTPSConnection(host, port, timeout=left, context=ctx)
         else:
-            conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
+            conn = http.client.HTTPConnection(host, port, timeout=left)
         headers = {"Accept": "application/json, application/zip"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         if body is not None:
             headers["Content-Type"] = content_type
+        watch = _Watchdog(conn, left)
         try:
+            conn.connect()  # here, so the watchdog finds the socket from now on
+            if watch.fired:
+                raise ProviderError(slow)
             conn.request(method, (self._parts.path or "") + route, body=body, headers=headers)
             resp = conn.getresponse()
             raw = resp.read(limit + 1)
+            if watch.fired:  # what was read after the socket was shut is no answer
+                raise ProviderError(slow)
             return resp.status, {k.lower(): v for k, v in resp.getheaders()}, raw
         except ssl.SSLCertVerificationError as exc:
             raise ProviderError(f"provider at {self.base_url} has an untrusted certificate: {exc.verify_message}") \
                 from None
         except (OSError, http.client.HTTPException) as exc:
+            if watch.fired or isinstance(exc, TimeoutError):
+                raise ProviderError(slow) from None
             # a malformed answer's exception quotes the provider's bytes (a bad status line)
             raise ProviderError(f"provider at {self.base_url} is unreachable: {remote_text(exc)}") from None
         finally:
+            watch.cancel()
             conn.close()
 
     def _check(self, status: int, raw: bytes, limit: int, what: str, ok: tuple[int, ...] = (200,)) -> None:

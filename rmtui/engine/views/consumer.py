@@ -27,6 +27,7 @@ from rmtui.engine.memory.graph import load_graph
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.views import files
 from rmtui.engine.views.address import parse_join_url
+from rmtui.engine.views.deadline import Deadline
 from rmtui.engine.views.package import (
     PackageRefused,
     candidate_beside,
@@ -42,7 +43,8 @@ if TYPE_CHECKING:
 
 SECTION = "# Shared Views"
 PULL_TIMEOUT = 30.0
-#: Retrieval refreshes a view at most this often, within :data:`REFRESH_BUDGET` seconds in all.
+#: Retrieval refreshes a view at most this often, within :data:`REFRESH_BUDGET` seconds in all
+#: (a total: a provider answering a byte at a time is cut off there).
 REFRESH_EVERY = 300.0
 REFRESH_BUDGET = 3.0
 
@@ -194,20 +196,21 @@ def connect_http(root: MemoryRoot, url: str, token: str, *, as_id: str | None = 
 
 # -- pull ---------------------------------------------------------------------------------------
 
-def _download(root: MemoryRoot, conn: files.Connection, candidate: Path, timeout: float) -> None:
+def _download(root: MemoryRoot, conn: files.Connection, candidate: Path, deadline: Deadline) -> None:
     kind = conn.kind
     if kind == "http-file":
         from rmtui.engine.views.client import ProviderClient
 
         cred = files.credential(root, conn.target["credential_id"])
-        data = ProviderClient(conn.target["base_url"], cred["token"], timeout=timeout).package(conn.view_id)
+        data = ProviderClient(conn.target["base_url"], cred["token"], timeout=deadline.seconds,
+                              deadline=deadline).package(conn.view_id)
         extract_zip(data, candidate)
     elif kind == "git-file":
         from rmtui.engine.views import gitshare
 
         t = conn.target
         ref = gitshare.ShareRef(t["git_url"], t["git_share_id"], t.get("git_branch"))
-        got = gitshare.fetch_package(root, ref, candidate, timeout=timeout)
+        got = gitshare.fetch_package(root, ref, candidate, deadline=deadline)
         if got["share"]["file"].get("view_id") != conn.view_id:
             raise PackageRefused("view-id", f"the Git share carries view {got['share']['file'].get('view_id')!r}, "
                                  f"not {conn.view_id!r}")
@@ -217,8 +220,12 @@ def _download(root: MemoryRoot, conn: files.Connection, candidate: Path, timeout
         raise UnavailableError(f"connection `{conn.id}` has no transport (target kind {kind!r})")
 
 
-def pull_one(root: MemoryRoot, conn: files.Connection, *, timeout: float = PULL_TIMEOUT) -> PullResult:
-    """Download, check, validate and promote one file view; a failure never touches the import."""
+def pull_one(root: MemoryRoot, conn: files.Connection, *, timeout: float = PULL_TIMEOUT,
+             deadline: Deadline | None = None) -> PullResult:
+    """Download, check, validate and promote one file view; a failure never touches the import.
+    ``timeout`` is the download's whole budget (``deadline``, when given, one shared with other
+    steps), however slowly the provider answers."""
+    deadline = Deadline.after(timeout).sooner(deadline)
     if conn.type != "file":
         raise UsageError(f"`{conn.id}` is a question view; ask it, there is nothing to pull")
     folder = files.imports_dir(root)
@@ -229,7 +236,7 @@ def pull_one(root: MemoryRoot, conn: files.Connection, *, timeout: float = PULL_
         sweep(folder, conn.id)
         candidate = candidate_beside(final)
         try:
-            _download(root, conn, candidate, timeout)
+            _download(root, conn, candidate, deadline)
             info = validate_package(candidate, conn.view_id)
             current = None
             if final.is_dir():
@@ -272,7 +279,7 @@ def refresh_before_retrieve(root: MemoryRoot, *, every: float = REFRESH_EVERY, b
         conns = files.load_connections(root.path)
     except EngineError:
         return done
-    deadline = time.monotonic() + budget
+    deadline = Deadline.after(budget)
     state = files.load_state(root)
     for conn in conns.values():
         if conn.type != "file" or conn.kind in ("none", "revoked"):
@@ -280,7 +287,7 @@ def refresh_before_retrieve(root: MemoryRoot, *, every: float = REFRESH_EVERY, b
         last = state.get(conn.id, {}).get("last_attempt")
         if isinstance(last, (int, float)) and time.time() - last < every:
             continue
-        left = deadline - time.monotonic()
+        left = deadline.left()
         if left <= 0.2:
             break
         fd = try_lock(files.lock_path(root, f"pull-{conn.id}"))
@@ -288,7 +295,7 @@ def refresh_before_retrieve(root: MemoryRoot, *, every: float = REFRESH_EVERY, b
             continue
         os.close(fd)
         try:
-            done.append(pull_one(root, conn, timeout=left))
+            done.append(pull_one(root, conn, deadline=deadline))
         except Exception:  # noqa: BLE001 - a refresh never fails a retrieval
             continue
     return done

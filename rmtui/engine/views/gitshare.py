@@ -20,9 +20,11 @@ index and pushes it (never forced), then moves the checkout to it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import tomllib
 from pathlib import Path
@@ -34,6 +36,7 @@ from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.views import files
 from rmtui.engine.views.address import ShareRef, join_url, strip_fragment
+from rmtui.engine.views.deadline import Deadline
 from rmtui.engine.views.package import PackageRefused, safe_name, walk_package, write_entries
 
 GIT_TIMEOUT = 60.0
@@ -54,13 +57,28 @@ def cache_path(root: MemoryRoot, repo_url: str, branch: str | None) -> Path:
     return root.ensure_runtime() / "git_shares" / hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
 
-def _git(cwd: Path, *args: str, timeout: float = GIT_TIMEOUT, data: bytes | None = None,
+def _git(cwd: Path, *args: str, deadline: Deadline | None = None, data: bytes | None = None,
          env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    """Run git, ended by ``deadline`` (an operation's network budget; else :data:`GIT_TIMEOUT`)
+    with every process it started: a remote helper that outlives git would hold the pipes open."""
+    budget = deadline or Deadline.after(GIT_TIMEOUT)
+    slow = f"git {args[0]}: " + budget.too_slow("the share repository")
+    left = budget.left()
+    if left <= 0:
+        raise GitShareError(slow)
     full = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", "LC_ALL": "C", **(env or {})}
-    try:
-        proc = subprocess.run(["git", *args], cwd=cwd, input=data, capture_output=True, timeout=timeout, env=full)
-    except subprocess.TimeoutExpired:
-        raise GitShareError(f"git {args[0]} timed out after {timeout:g} s") from None
+    with subprocess.Popen(["git", *args], cwd=cwd, env=full, start_new_session=True,
+                          stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as run:
+        try:
+            stdout, stderr = run.communicate(data, timeout=left)
+        except subprocess.TimeoutExpired:
+            _kill_group(run)
+            raise GitShareError(slow) from None
+        except BaseException:  # this process is being stopped: git goes too
+            _kill_group(run)
+            raise
+    proc = subprocess.CompletedProcess(run.args, run.returncode, stdout, stderr)
     if check and proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip()
         raise GitShareError(f"git {args[0]} failed: {remote_text(err.splitlines()[-1]) if err else proc.returncode}",
@@ -68,11 +86,17 @@ def _git(cwd: Path, *args: str, timeout: float = GIT_TIMEOUT, data: bytes | None
     return proc
 
 
+def _kill_group(run: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(run.pid, signal.SIGKILL)
+    run.communicate()
+
+
 def _out(proc: subprocess.CompletedProcess) -> str:
     return proc.stdout.decode("utf-8", "surrogateescape").strip()
 
 
-def _clone(root: MemoryRoot, repo_url: str, branch: str | None, timeout: float) -> Path:
+def _clone(root: MemoryRoot, repo_url: str, branch: str | None, deadline: Deadline) -> Path:
     """The share cache of (repository, branch): a working clone, made as the original makes it."""
     path = cache_path(root, repo_url, branch)
     if (path / ".git").is_dir():
@@ -85,10 +109,10 @@ def _clone(root: MemoryRoot, repo_url: str, branch: str | None, timeout: float) 
     url = strip_fragment(repo_url)
     try:
         proc = _git(path.parent, "clone", "--quiet", *(["--branch", branch] if branch else []), "--", url, str(tmp),
-                    timeout=timeout, check=False)
+                    deadline=deadline, check=False)
         if proc.returncode != 0 and branch:  # no such branch yet: clone the default, the branch comes later
             shutil.rmtree(tmp, ignore_errors=True)
-            proc = _git(path.parent, "clone", "--quiet", "--", url, str(tmp), timeout=timeout, check=False)
+            proc = _git(path.parent, "clone", "--quiet", "--", url, str(tmp), deadline=deadline, check=False)
         if proc.returncode != 0:
             err = proc.stderr.decode("utf-8", "replace").strip()
             why = remote_text(err.splitlines()[-1]) if err else proc.returncode
@@ -123,11 +147,11 @@ def _settle(clone: Path, branch: str, tip: str | None) -> None:
     _git(clone, "branch", "-q", f"--set-upstream-to=origin/{branch}", branch)
 
 
-def _resolve(root: MemoryRoot, ref: ShareRef, timeout: float) -> tuple[Path, str, str | None]:
+def _resolve(root: MemoryRoot, ref: ShareRef, deadline: Deadline) -> tuple[Path, str, str | None]:
     """Clone or fetch (``fetch --prune origin``), check the branch out at the remote's tip: (clone,
     branch, tip), tip None when the repository has no such branch."""
-    clone = _clone(root, ref.repo_url, ref.branch, timeout)
-    proc = _git(clone, "fetch", "--quiet", "--prune", "origin", timeout=timeout, check=False)
+    clone = _clone(root, ref.repo_url, ref.branch, deadline)
+    proc = _git(clone, "fetch", "--quiet", "--prune", "origin", deadline=deadline, check=False)
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip()
         raise GitShareError(f"could not fetch {ref.repo_url}: "
@@ -139,9 +163,10 @@ def _resolve(root: MemoryRoot, ref: ShareRef, timeout: float) -> tuple[Path, str
     return clone, branch, tip
 
 
-def _locked(root: MemoryRoot, ref_url: str, branch: str | None):
+def _locked(root: MemoryRoot, ref_url: str, branch: str | None, deadline: Deadline):
+    """The share cache's lock, waited for within the operation's budget."""
     path = cache_path(root, ref_url, branch)
-    return file_lock(path.with_name(path.name + ".lock"))
+    return file_lock(path.with_name(path.name + ".lock"), timeout=max(0.0, deadline.left()))
 
 
 # -- consumer ----------------------------------------------------------------------------------
@@ -175,18 +200,22 @@ def _share_meta(cache: Path, tip: str, share_id: str) -> dict:
 
 def describe(root: MemoryRoot, ref: ShareRef, *, timeout: float = GIT_TIMEOUT) -> dict:
     """What a join URL offers: the share's metadata (``share.toml``) at the branch's tip."""
-    with _locked(root, ref.repo_url, ref.branch):
-        cache, _branch, tip = _resolve(root, ref, timeout)
+    deadline = Deadline.after(timeout)
+    with _locked(root, ref.repo_url, ref.branch, deadline):
+        cache, _branch, tip = _resolve(root, ref, deadline)
     if tip is None:
         raise PackageRefused("missing-share", f"{ref.repo_url} has no branch {_branch!r}")
     return _share_meta(cache, tip, ref.share_id)
 
 
-def fetch_package(root: MemoryRoot, ref: ShareRef, target: Path, *, timeout: float = GIT_TIMEOUT) -> dict:
+def fetch_package(root: MemoryRoot, ref: ShareRef, target: Path, *, timeout: float = GIT_TIMEOUT,
+                  deadline: Deadline | None = None) -> dict:
     """Unpack the share's package at the branch's tip into the new folder ``target`` (checked entry
-    by entry before writing; :func:`rmtui.engine.views.package.validate_package` comes after)."""
-    with _locked(root, ref.repo_url, ref.branch):
-        cache, branch, tip = _resolve(root, ref, timeout)
+    by entry before writing; :func:`rmtui.engine.views.package.validate_package` comes after).
+    Clone and fetch end by ``deadline`` (else ``timeout`` seconds from now), all steps together."""
+    deadline = Deadline.after(timeout).sooner(deadline)
+    with _locked(root, ref.repo_url, ref.branch, deadline):
+        cache, branch, tip = _resolve(root, ref, deadline)
     if tip is None:
         raise PackageRefused("missing-share", f"{ref.repo_url} has no branch {branch!r}")
     meta = _share_meta(cache, tip, ref.share_id)
@@ -250,9 +279,10 @@ def publish(root: MemoryRoot, package: Path, *, repo_url: str, view_id: str, tit
         _git(local.parent, "init", "-q", "--bare", "-b", branch or "main", str(local))
     listing = walk_package(Path(package))
     ref = ShareRef(repo_url, share_id, branch)
-    with _locked(root, repo_url, branch):
+    deadline = Deadline.after(timeout)
+    with _locked(root, repo_url, branch, deadline):
         for attempt in (0, 1):
-            clone, chosen, tip = _resolve(root, ref, timeout)
+            clone, chosen, tip = _resolve(root, ref, deadline)
             commit, changed = _commit(clone, tip, share_id, view_id, title, description, provider_id, package,
                                       [n for n, _ in listing])
             result = {"share_id": share_id, "branch": chosen, "commit": commit, "pushed": False, "changed": changed,
@@ -260,7 +290,7 @@ def publish(root: MemoryRoot, package: Path, *, repo_url: str, view_id: str, tit
             if not changed or not push:
                 return result
             proc = _git(clone, "push", "--quiet", "--porcelain", "origin", f"{commit}:refs/heads/{chosen}",
-                        timeout=timeout, check=False)
+                        deadline=deadline, check=False)
             if proc.returncode == 0:
                 _git(clone, "update-ref", f"{REMOTE_PREFIX}{chosen}", commit)
                 _settle(clone, chosen, commit)

@@ -158,14 +158,17 @@ def inbox(hub_url: str, token: str, provider_id: str) -> list[dict]:
 
 def accept(root: MemoryRoot, url: str, *, as_id: str | None = None, title: str | None = None,
            relationship: str = "human", consumer_label: str | None = None,
-           pull_now: bool = True) -> consumer.InvitationAccepted:
-    """Accept an invitation: the connection, its credential, the ``MF#`` heading, then a pull."""
+           pull_now: bool = True, timeout: float | None = None) -> consumer.InvitationAccepted:
+    """Accept an invitation: the connection, its credential, the ``MF#`` heading, then a pull;
+    the hub's answers and the pull share one budget of ``timeout`` seconds."""
     from rmtui.engine.views import consumer
+    from rmtui.engine.views.deadline import Deadline
 
     if relationship not in files.RELATIONSHIPS:
         raise UsageError(f"unknown relationship {relationship!r}; one of {', '.join(files.RELATIONSHIPS)}")
     inv = parse_invitation_url(url)
     client = HubClient(inv.base_url, timeout=consumer.PULL_TIMEOUT)
+    client.deadline = deadline = Deadline.after(timeout or consumer.PULL_TIMEOUT)
     info = client.invitation_view(inv.token)
     if info.get("kind") == "question" or str(info.get("ref", "")).startswith("rightmemory://mq/"):
         raise UsageError("this invitation is to a question view; rmtui joins file views through a hub "
@@ -195,7 +198,8 @@ def accept(root: MemoryRoot, url: str, *, as_id: str | None = None, title: str |
             + ". Its items are imported, not edited here.")
     heading = title or (remote_text(info["title"], 200) if isinstance(info.get("title"), str) else view_id)
     landed = consumer.record(root, conn, heading, body)
-    return consumer.InvitationAccepted(conn, landed, consumer.pull_one(root, conn) if pull_now else None,
+    return consumer.InvitationAccepted(conn, landed, consumer.pull_one(root, conn, deadline=deadline) if pull_now
+                                       else None,
                                        connection_id=accepted.get("connection_id"))
 
 
