@@ -590,7 +590,12 @@ HUB_ANSWERS = {
     "accept": {"connection_id", "token_id", "connection_token", "view_id", "consumer_label"},
     "interaction": {"status", "interaction_id", "view_id", "connection_id"},
     "inbox": {"provider_id", "interactions"},
+    "share_invitation": {"invitation_id", "token_id", "share_id", "invitation_url", "expires_at"},
+    "share_landing": {"share_id", "title", "provider_id", "parts", "api"},
+    "share_accept": {"share_id", "title", "provider_id", "consumer_label", "parts"},
 }
+#: The fields of each part of an accepted share (a question part adds ``question_token``).
+HUB_SHARE_ACCEPT_PART = {"type", "view_id", "connection_id", "token_id", "connection_token"}
 HUB_INBOX_ITEM = {"interaction_id", "provider_id", "view_id", "connection_id", "actor_id", "payload", "created_at"}
 #: The tables and columns of the original hub's ``hub.db`` (its migrations 1 and 2).
 HUB_TABLES = {
@@ -609,7 +614,7 @@ HUB_TABLES = {
 }
 HUB_MANIFEST_KEYS = {"view_id", "title", "ref", "description", "maintainer", "files", "size_bytes", "package_hash",
                      "version_id", "invitation_metadata"}
-_HUB_ID = re.compile(r"^(tok|inv|con|int|ver|aud)_[A-Za-z0-9_-]{22}$")
+_HUB_ID = re.compile(r"^(tok|inv|sinv|con|int|ver|aud)_[A-Za-z0-9_-]{22}$")
 
 
 def check_hub_answer(route: str, data: dict) -> list[str]:
@@ -625,7 +630,15 @@ def check_hub_answer(route: str, data: dict) -> list[str]:
         out.append("publish: package_hash is not a SHA-256")
     if route == "invitation" and "/i/" not in str(data.get("invitation_url")):
         out.append("invitation: invitation_url has no /i/<token>")
-    if route == "landing" and set(data.get("api") or {}) != {"view", "accept"}:
+    if route == "share_invitation" and "/i/share/" not in str(data.get("invitation_url")):
+        out.append("share_invitation: invitation_url has no /i/share/<token>")
+    if route == "share_accept":
+        for part in data.get("parts", []):
+            if set(part) - {"question_token"} != HUB_SHARE_ACCEPT_PART:
+                out.append(f"share_accept: part fields {sorted(part)} are not the original's")
+            if not _HUB_ID.match(str(part.get("connection_id"))) or not _HUB_ID.match(str(part.get("token_id"))):
+                out.append("share_accept: a part's ids are not <prefix>_<22 url-safe characters>")
+    if route in ("landing", "share_landing") and set(data.get("api") or {}) != {"view", "accept"}:
         out.append("landing: api must name view and accept")
     if route == "interaction" and data.get("status") != "recorded":
         out.append("interaction: status must be recorded")

@@ -377,3 +377,231 @@ def test_the_originals_client_publishes_and_joins_through_rmtuis_hub(tmp_path, h
     assert inbox["interactions"][0]["payload"] == note  # every field of the note, as sent
     status, refused = original_hub_call(url, "GET", "/api/providers/alice/inbox", token=conn)
     assert status == 401 and refused == {"detail": "invalid bearer token"}
+
+
+def _accepted_connection(url: str, token: str) -> str:
+    """A connection token of view platform (published, invited, accepted over HTTP)."""
+    status, made = post_json(url, "/api/views/platform/invitations", {}, token)
+    assert status == 201, made
+    invite = made["invitation_url"].rsplit("/i/", 1)[1]
+    status, acc = post_json(url, f"/api/invitations/{invite}/accept", {})
+    assert status == 201
+    return acc["connection_token"]
+
+
+def _publish(url: str, token: str, prov, view: str = "platform") -> None:
+    archive = zip_package(provider.build(prov, view).package)
+    status, _ = request(url, "POST", f"/api/views/{view}/versions", token=token, body=archive,
+                        headers={"Content-Type": "application/zip"})
+    assert status == 201
+
+
+def test_a_share_invitation_joins_every_view_of_the_share(tmp_path, hub):
+    """`invite A B --share S` publishes both views and makes one …/i/share/<token>; the original's
+    routes describe and accept it; `accept` of that URL on another root joins and pulls both views."""
+    from compat_checker import original_hub_call
+
+    prov, url, token = hub
+    provider.create_file_view(prov, "runbooks", ["runbooks"], title="Runbooks")
+    r = run_cli("--headless", "--json", "shared-view", "invite", "platform", "runbooks", "--share", "team-ops",
+                "--title", "Team ops", "--label", "frontend", "--hub", url, "--token-env", "HUB_TOKEN",
+                "--root", str(prov.path), env={"HUB_TOKEN": token})
+    assert r.code == 0, r.stderr
+    inv = r.json()["invitation"]
+    assert check_hub_answer("share_invitation", inv) == []
+    assert inv["invitation_url"].startswith(f"{url}/i/share/") and inv["share_id"] == "team-ops"
+    share_token = inv["invitation_url"].rsplit("/i/share/", 1)[1]
+
+    status, landing = original_hub_call(url, "GET", f"/i/share/{share_token}")
+    assert status == 200 and check_hub_answer("share_landing", landing) == []
+    assert landing["api"] == {"view": f"/api/share-invitations/{share_token}/view",
+                              "accept": f"/api/share-invitations/{share_token}/accept"}
+    status, described = original_hub_call(url, "GET", f"/api/share-invitations/{share_token}/view")
+    assert status == 200 and described["title"] == "Team ops" and described["provider_id"] == "alice"
+    assert [(p["type"], p["view_id"], p["title"]) for p in described["parts"]] == [
+        ("file", "platform", "Platform"), ("file", "runbooks", "Runbooks")]
+
+    cons = make_consumer(tmp_path)
+    r = run_cli("--headless", "--json", "shared-view", "accept", inv["invitation_url"], "--relationship",
+                "owned-agent", "--consumer-label", "bob", "--root", str(cons.path))
+    assert r.code == 0, r.stderr
+    joined = r.json()
+    assert joined["share_id"] == "team-ops" and [v["pull"]["status"] for v in joined["views"]] == ["pulled"] * 2
+    memory = (cons.path / "MEMORY.md").read_text()
+    assert "{MF#platform}" in memory and "{MF#runbooks}" in memory
+    for view in ("platform", "runbooks"):
+        imported = cons.path / ".runtime" / "shared_views" / "imports" / view / "dist" / "MEMORY.md"
+        assert imported.read_bytes() == (provider.built_package(prov, view) / "dist" / "MEMORY.md").read_bytes()
+    assert share_token not in (cons.path / "shared_views.toml").read_text()
+    with sqlite3.connect(prov.path / ".runtime" / "hub" / "hub.db") as db:
+        assert db.execute("SELECT accepted_count FROM share_invitations").fetchone()[0] == 1
+        assert sorted(db.execute("SELECT view_id, consumer_label FROM connections WHERE invitation_id IS NULL")) == [
+            ("platform", "bob"), ("runbooks", "bob")]
+    assert check_hub_db(prov.path / ".runtime" / "hub" / "hub.db") == []
+
+    # the original's client accepts a share the same way, and each part's token opens its own view only
+    status, accepted = original_hub_call(url, "POST", f"/api/share-invitations/{share_token}/accept", json_body={})
+    assert status == 201 and check_hub_answer("share_accept", accepted) == []
+    tokens = {p["view_id"]: p["connection_token"] for p in accepted["parts"]}
+    assert original_hub_call(url, "GET", "/api/views/runbooks/package", token=tokens["runbooks"])[0] == 200
+    assert original_hub_call(url, "GET", "/api/views/platform/package", token=tokens["runbooks"]) == (
+        403, {"detail": "token is not scoped to view"})
+
+    # refusals, worded as the original words them
+    route = "/api/shares/team-ops/invitations"
+    one = [{"type": "file", "view_id": "platform"}]
+    assert post_json(url, route, {"title": "x", "parts": one}, "nope") == (401, {"detail": "invalid bearer token"})
+    assert post_json(url, route, {"parts": one}, token) == (400, {"detail": "title must be a non-empty string"})
+    assert post_json(url, route, {"title": "x", "parts": []}, token) == (
+        400, {"detail": "parts must be a non-empty list"})
+    assert post_json(url, route, {"title": "x", "parts": [{"type": "file", "view_id": "nowhere"}]}, token) == (
+        400, {"detail": "'view not found: nowhere'"})
+    assert post_json(url, route, {"title": "x", "parts": [{"type": "question", "view_id": "platform"}]}, token) == (
+        400, {"detail": "share part type does not match view kind for platform"})
+    other = run_cli("--headless", "--json", "shared-view", "hub-token", "--provider", "mallory",
+                    "--root", str(prov.path)).json()["token"]
+    assert post_json(url, route, {"title": "x", "parts": one}, other) == (
+        400, {"detail": "share part view belongs to another provider: platform"})
+    assert original_hub_call(url, "GET", "/api/share-invitations/no-such/view") == (
+        404, {"detail": "share invitation not found"})
+    status, expired = post_json(url, route, {"title": "x", "parts": one, "expires_at": "2020-01-01T00:00:00Z"}, token)
+    assert status == 201
+    gone = expired["invitation_url"].rsplit("/", 1)[1]
+    assert post_json(url, f"/api/share-invitations/{gone}/accept", {}) == (
+        404, {"detail": "share invitation not found"})
+    r = run_cli("--headless", "shared-view", "accept", expired["invitation_url"], "--root", str(make_consumer(
+        tmp_path / "third").path))
+    assert r.code == 4 and "share invitation not found" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("edge", ["9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+23:59"])
+def test_a_time_at_the_calendars_edge_is_refused_by_name(tmp_path, hub, edge):
+    prov, url, token = hub
+    _publish(url, token, prov)
+    assert post_json(url, "/api/views/platform/invitations", {"expires_at": edge}, token) == (
+        400, {"detail": "expires_at must be an ISO datetime"})
+    share = {"title": "x", "parts": [{"type": "file", "view_id": "platform"}], "expires_at": edge}
+    assert post_json(url, "/api/shares/s/invitations", share, token) == (
+        400, {"detail": "expires_at must be an ISO datetime"})
+    r = run_cli("--headless", "shared-view", "invite", "platform", "--expires-at", edge, "--hub", url,
+                "--token-env", "HUB_TOKEN", "--root", str(prov.path), env={"HUB_TOKEN": token})
+    assert r.code == 4 and "expires_at must be an ISO datetime" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    with sqlite3.connect(prov.path / ".runtime" / "hub" / "hub.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM invitations").fetchone()[0] == 0
+
+
+def test_refusals_answer_as_the_original_hub_and_rmtuis_client_reads_either(tmp_path, hub):
+    """Every hub route an original client calls refuses with the original's status and body; rmtui's
+    client turns the hub's body and its own view routes' body into one line naming the reason."""
+    from compat_checker import original_hub_call
+
+    from rmtui.engine.views.client import ProviderClient, ProviderError
+
+    prov, url, token = hub
+    _publish(url, token, prov)
+    conn = _accepted_connection(url, token)
+    for bad in (None, "nope", token):
+        assert original_hub_call(url, "GET", "/api/views/platform/package", token=bad) == (
+            401, {"detail": "invalid bearer token"})
+    assert original_hub_call(url, "GET", "/api/views/nowhere/package", token=conn) == (
+        403, {"detail": "token is not scoped to view"})
+    assert original_hub_call(url, "GET", "/api/no/such/route") == (404, {"detail": "Not Found"})
+    assert original_hub_call(url, "GET", "/api/views/platform/interactions", token=conn) == (
+        405, {"detail": "Method Not Allowed"})
+    status, body = original_hub_call(url, "POST", "/api/views/platform/interactions", token=conn,
+                                     data=b"{not json", content_type="application/json")
+    assert status == 422 and body["detail"][0]["type"] == "json_invalid"
+    status, body = original_hub_call(url, "POST", "/api/views/platform/interactions", token=conn,
+                                     data=b"message=hi", content_type="application/x-www-form-urlencoded")
+    assert status == 422 and body["detail"][0]["msg"] == "Input should be a valid dictionary"
+    assert original_hub_call(url, "GET", "/api/providers/alice/inbox?limit=x", token=token) == (
+        400, {"detail": "limit must be an integer"})
+    # a note with a number JSON has no name for would break every later inbox answer: refused
+    status, _ = original_hub_call(url, "POST", "/api/views/platform/interactions", token=conn,
+                                  data=b'{"message": "hi", "n": Infinity}', content_type="application/json")
+    assert status == 422
+    assert original_hub_call(url, "GET", "/api/providers/alice/inbox", token=token)[0] == 200
+
+    with pytest.raises(ProviderError) as hub_said:
+        ProviderClient(url, "nope").package("platform")
+    assert "refused the token (HTTP 401: invalid bearer token)" in hub_said.value.message
+    with pytest.raises(ProviderError) as views_said:
+        ProviderClient(url, "nope").ready("platform")
+    assert "HTTP 401: a valid bearer token is required" in views_said.value.message
+    with pytest.raises(ProviderError) as listed:
+        ProviderClient(url, conn)._json("POST", "/api/views/platform/interactions", None, "note",
+                                        body=b"{not json")
+    assert listed.value.message == "note: HTTP 422: JSON decode error"
+
+
+def test_an_inbox_of_eighty_fifteen_kilobyte_notes_lists_every_one(tmp_path, hub):
+    """80 notes of 15 kB from one consumer: the inbox is read in pages, so `shared-view inbox` lists all."""
+    prov, url, token = hub
+    _publish(url, token, prov)
+    conn = _accepted_connection(url, token)
+    for n in range(80):
+        status, _ = post_json(url, "/api/views/platform/interactions",
+                              {"message": f"note {n}", "attachment": f"{n:03d}" + "x" * 15000}, conn)
+        assert status == 201
+    r = run_cli("--headless", "--json", "shared-view", "inbox", "--hub", url, "--provider", "alice",
+                "--token-env", "HUB_TOKEN", "--root", str(prov.path), env={"HUB_TOKEN": token})
+    assert r.code == 0, r.stderr
+    items = r.json()["interactions"]
+    assert sorted(i["payload"]["message"] for i in items) == sorted(f"note {n}" for n in range(80))
+    assert check_hub_answer("inbox", r.json()) == []
+    # the original's inbox answer, unpaged, is its newest 100: still the same shape
+    status, page = request(url, "GET", "/api/providers/alice/inbox?limit=10&offset=75", token=token)
+    assert status == 200 and len(json.loads(page)["interactions"]) == 5
+
+
+def test_one_consumer_cannot_store_more_than_its_daily_quota(tmp_path):
+    from rmtui.engine.views.server import Limits, ViewServer
+
+    prov = make_provider(tmp_path)
+    provider.create_file_view(prov, "platform", ["platform"])
+    srv = ViewServer(prov, port=0, limits=Limits(note_bytes_per_day=64 * 1024))
+    url = srv.start()
+    try:
+        token = srv.hub.create_provider_token("alice")["token"]
+        _publish(url, token, prov)
+        first, second = _accepted_connection(url, token), _accepted_connection(url, token)
+        note = {"message": "hi", "attachment": "x" * 15000}
+        answers = [post_json(url, "/api/views/platform/interactions", note, first) for _ in range(6)]
+        assert [s for s, _ in answers] == [201, 201, 201, 201, 429, 429]
+        assert "at most 65536 per connection a day" in answers[-1][1]["detail"]
+        assert post_json(url, "/api/views/platform/interactions", note, second)[0] == 201  # another consumer
+        status, raw = request(url, "GET", "/api/providers/alice/inbox", token=token)
+        assert status == 200 and len(json.loads(raw)["interactions"]) == 5
+    finally:
+        srv.stop()
+
+
+def test_hub_toml_names_the_url_invitations_point_to(tmp_path):
+    """The original hub reads `public_base_url` from hub.toml: rmtui writes the URL it hands out,
+    moves it with the server while it is rmtui's own, and keeps a person's."""
+    import tomllib
+
+    from rmtui.engine.views.server import ViewServer
+
+    prov = make_provider(tmp_path)
+    hub_toml = prov.path / ".runtime" / "hub" / "hub.toml"
+
+    def base() -> str:
+        return tomllib.loads(hub_toml.read_text())["public_base_url"]
+
+    assert run_cli("--headless", "shared-view", "hub-token", "--provider", "alice", "--root", str(prov.path)).code == 0
+    srv = ViewServer(prov, port=0)
+    assert base() == srv.url
+    assert tomllib.loads(hub_toml.read_text())["limits"]["max_package_bytes"] == 10 * 1024 * 1024
+    srv.sock.close()
+    again = ViewServer(prov, port=0)  # another port: rmtui's own value follows the server
+    assert base() == again.url != srv.url
+    again.sock.close()
+    hub_toml.write_text(hub_toml.read_text().replace(again.url, "https://hub.example.test"))
+    third = ViewServer(prov, port=0)
+    assert base() == "https://hub.example.test"  # a person's value is kept, and handed out
+    assert third.hub.config().public_base_url == "https://hub.example.test"
+    third.sock.close()
+    told = ViewServer(prov, port=0, public_url="https://proxy.example.test/hub")
+    assert base() == "https://proxy.example.test/hub"
+    told.sock.close()

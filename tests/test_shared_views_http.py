@@ -263,6 +263,21 @@ def test_connect_to_nothing_records_nothing(tmp_path):
         consumer.connect_http(cons, "http://127.0.0.1:9/somewhere", "t")
 
 
+def _line(stream, seconds: float = 30.0) -> str:
+    """One line of an unbuffered pipe, or what came of it by the deadline."""
+    import select
+
+    out = b""
+    deadline = time.monotonic() + seconds
+    while not out.endswith(b"\n"):
+        ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
+        byte = stream.read(1) if ready else b""
+        if not byte:
+            break
+        out += byte
+    return out.decode()
+
+
 def test_serve_command_in_its_own_process(tmp_path):
     import os
     import subprocess
@@ -274,12 +289,15 @@ def test_serve_command_in_its_own_process(tmp_path):
     _, token = files.issue_token(root, "platform", "file")
     proc = subprocess.Popen([sys.executable, "-m", "rmtui", "--headless", "shared-view", "serve", "--port", "0",
                              "--root", str(root.path)], stderr=subprocess.PIPE, stdout=subprocess.PIPE,
-                            env=dict(os.environ))
+                            env=dict(os.environ), bufsize=0)
     try:
         assert proc.stderr is not None
-        line = proc.stderr.readline().decode()
+        line = _line(proc.stderr)
         assert "serving shared views at http://127.0.0.1:" in line, line
         url = line.split(" at ", 1)[1].split()[0]
+        # the URL `shared-view connect` needs is printed, whole (a line that never comes fails, not hangs)
+        assert _line(proc.stderr).split() == ["file", "view", "platform:", f"{url}/api/views/platform"]
+        assert "shared-view connect URL --token-env NAME" in _line(proc.stderr)
         for _ in range(100):  # the socket is bound before the line is printed; uvicorn starts right after
             try:
                 status, body = request(url, "GET", "/api/views/platform/package", token=token)

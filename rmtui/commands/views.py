@@ -2,10 +2,11 @@
 
 Provider: ``create VIEW --include ID…`` (or ``--question``), ``build VIEW``,
 ``publish VIEW [--git REPO_URL | --hub URL --token-env NAME]``, ``token VIEW``, ``serve``;
-through a hub: ``hub-token --provider ID``, ``invite VIEW --hub URL --token-env NAME``,
+through a hub: ``hub-token --provider ID``, ``invite VIEW --hub URL --token-env NAME`` (``invite VIEW…
+--share ID``: one invitation to several views),
 ``inbox --hub URL --provider ID --token-env NAME``. Consumer:
 ``connect REPO_URL#share=VIEW`` (Git) or ``connect URL --token-env NAME`` (HTTP),
-``accept INVITATION_URL`` (a hub), ``note VIEW MESSAGE``,
+``accept INVITATION_URL`` (a hub; ``…/i/share/<token>`` joins a share), ``note VIEW MESSAGE``,
 ``pull [VIEW]``, ``list`` (``--json``: each view with ``view_id`` and ``status``),
 ``ask VIEW "question"``.
 """
@@ -102,11 +103,19 @@ def _token(env: str | None, what: str) -> str:
 def cmd_invite(args) -> Result:
     from rmtui.engine.views import hub
 
-    data = hub.invite(root_of(args), args.view, args.hub, _token(args.token_env, "invite"), label=args.label,
+    if args.share:
+        shared = hub.invite_share(root_of(args), args.share, args.view, args.hub, _token(args.token_env, "invite"),
+                                  title=args.title, label=args.label, expires_at=args.expires_at)
+        inv = shared.invitation
+        return Result(shared.to_json(), f"{inv['invitation_url']}\n(invitation {inv.get('invitation_id')} to share "
+                                        f"{args.share}: {', '.join(args.view)})")
+    if len(args.view) > 1 or args.title:
+        raise UsageError("several views, or a --title, make a share: add --share ID")
+    data = hub.invite(root_of(args), args.view[0], args.hub, _token(args.token_env, "invite"), label=args.label,
                       expires_at=args.expires_at)
     inv = data.invitation
-    return Result(data.to_json(), f"{inv['invitation_url']}\n(invitation {inv.get('invitation_id')} to {args.view}; "
-                                  f"version {data.hub['version_id']})")
+    return Result(data.to_json(), f"{inv['invitation_url']}\n(invitation {inv.get('invitation_id')} to "
+                                  f"{args.view[0]}; version {data.hub['version_id']})")
 
 
 def cmd_inbox(args) -> Result:
@@ -172,7 +181,7 @@ def cmd_serve(args) -> Result:
     srv = ViewServer(root, host=args.host, port=args.port, allow_remote=args.allow_remote,
                      limits=Limits(max_answers=max(1, args.max_answers)),
                      hub_root=Path(args.hub_root) if args.hub_root else None, public_url=args.public_url)
-    sys.stderr.write(f"rmtui: serving shared views at {srv.url} (Ctrl-C stops)\n")
+    sys.stderr.write(f"rmtui: serving shared views at {srv.url} (Ctrl-C stops)\n{srv.connect_lines()}")
     sys.stderr.flush()
     srv.serve_forever()
     return Result({"url": srv.url, "state": "stopped"}, "stopped")
@@ -213,6 +222,13 @@ def cmd_accept(args) -> Result:
 
     data = hub.accept(root_of(args), args.url, as_id=args.as_id, title=args.title, relationship=args.relationship,
                       consumer_label=args.consumer_label, pull_now=not args.no_pull, timeout=args.timeout)
+    if isinstance(data, hub.ShareJoined):
+        lines = [f"joined share {data.share_id} ({len(data.joined)} file view(s))"]
+        for one in data.joined:
+            lines.append(_joined(one, f"accepted {one.connection.id} (file view via "
+                                      f"{one.connection.target['base_url']})").text)
+        failed = any(one.pull is not None and one.pull.status in FAILED for one in data.joined)
+        return Result(data.to_json(), "\n".join(lines), 4 if failed else 0)
     conn = data.connection
     return _joined(data, f"accepted {conn.id} (file view via {conn.target['base_url']})")
 
@@ -318,7 +334,9 @@ SUBCOMMANDS: tuple[Sub, ...] = (
         arg("--hub", metavar="URL", help="a shared-view hub to publish the version to"),
         arg("--token-env", metavar="NAME", help="environment variable holding the hub publish token"))),
     Sub("invite", "publish a view to a hub and make an invitation URL", cmd_invite, (
-        _VIEW,
+        arg("view", nargs="+", help="the view (with --share: each view of the share)"),
+        arg("--share", metavar="ID", help="invite to a whole share of these views (…/i/share/<token>)"),
+        arg("--title", help="with --share: the share's title"),
         arg("--hub", metavar="URL", required=True),
         _TOKEN_ENV,
         arg("--label", help="who the invitation is for"),

@@ -31,6 +31,22 @@ _VIEW_PATH = re.compile(r"^(?P<base>.*?)/api/views/(?P<id>[^/]+)(?:/package)?/?$
 _QUESTION_PATH = re.compile(r"^(?P<base>.*?)/api/share/questions/(?P<id>[^/]+)(?:/ask|/ready)?/?$")
 
 
+def refusal_text(raw: bytes) -> str:
+    """The reason a refusal gives, from either body a provider or hub sends: rmtui's
+    ``{"message": …}``, the hub's ``{"detail": "…"}``, or the list of problems the original
+    hub's framework sends as ``detail`` (``[{"msg": …}, …]``); else the bytes themselves."""
+    try:
+        got = json.loads(raw)
+    except (ValueError, RecursionError):
+        return raw.decode("utf-8", "replace")
+    if not isinstance(got, dict):
+        return raw.decode("utf-8", "replace")
+    found = got.get("message") or got.get("detail")
+    if isinstance(found, list):
+        found = "; ".join(str(p.get("msg")) if isinstance(p, dict) else str(p) for p in found[:5])
+    return str(found) if found else ""
+
+
 class ProviderError(UnavailableError):
     """The provider could not be reached, refused the token, or answered nonsense (exit 4)."""
 
@@ -162,14 +178,11 @@ class ProviderClient:
         if len(raw) > limit:
             raise ProviderError(f"{what}: the provider's answer is over {limit} bytes")
         if status in (401, 403):
-            raise ProviderError(f"{what}: the provider refused the token (HTTP {status})", status=status)
+            why = refusal_text(raw)
+            raise ProviderError(f"{what}: the provider refused the token (HTTP {status}"
+                                + (f": {remote_text(why, 200)})" if why else ")"), status=status)
         if status not in ok:
-            try:
-                got = json.loads(raw)
-                msg = got.get("message") or got.get("detail") or raw  # a hub says why in "detail"
-            except (ValueError, AttributeError, RecursionError):
-                msg = raw
-            raise ProviderError(f"{what}: HTTP {status}: {remote_text(msg)}", status=status)
+            raise ProviderError(f"{what}: HTTP {status}: {remote_text(refusal_text(raw))}", status=status)
 
     def _json(self, method: str, route: str, payload: dict | None, what: str, *, ok: tuple[int, ...] = (200,),
               body: bytes | None = None, content_type: str = "application/json") -> dict:

@@ -1,40 +1,98 @@
 """The hub's routes (docs/formats.md, "The hub"), served by ``shared-view serve`` beside the view routes.
 
-Paths, JSON fields, status codes and the error body (``{"detail": "<reason>"}``) are the
-original hub's, so an original client publishes to and joins through rmtui, and rmtui's
-client (:mod:`.hub`) talks to either. Bodies are bounded before they are parsed: JSON
-bodies by ``Limits.max_body_bytes``, a published package by the hub's ``max_package_bytes``.
+Paths, JSON fields, status codes and error bodies are the original hub's, so an original
+client publishes to and joins through rmtui, and rmtui's client (:mod:`.hub`) talks to
+either: a refusal is ``{"detail": "<reason>"}``, and a body that is not a JSON object is 422
+with the list of problems the original's framework sends. Bodies are bounded before they are
+parsed: JSON bodies by ``Limits.max_body_bytes``, a published package by the hub's
+``max_package_bytes``; what one connection may store as notes by its daily quota.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from rmtui.engine.views.hubstore import Actor, HubRefused, HubStore, check_id, optional_text
-from rmtui.engine.views.routes import bearer, read_json
-
-if TYPE_CHECKING:
-    from rmtui.engine.views.server import Limits
+from rmtui.engine.views.httpcommon import Limits, bearer, detail, read_json, send_package
+from rmtui.engine.views.hubstore import (
+    INBOX_PAGE,
+    Actor,
+    HubRefused,
+    HubStore,
+    check_id,
+    optional_text,
+)
 
 #: An interaction carries ``message`` (required), ``actor``, ``task_context`` and, as the
 #: original passes them through, other fields of the consumer's note, within these bounds.
 MAX_MESSAGE_CHARS = 4000
 MAX_INTERACTION_KEYS = 32
+#: A share bundles at most this many views.
+MAX_SHARE_PARTS = 32
 T = TypeVar("T")
 
 
-def detail(status: int, text: str) -> Response:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"detail": text}, status_code=status, headers=headers)
+def _problem(kind: str, msg: str) -> list[dict]:
+    """The body of a 422 as the original's framework words it: a list of problems with the body."""
+    return [{"type": kind, "loc": ["body"], "msg": msg}]
 
 
 def _refuse(status: int, _error: str, message: str) -> Response:
+    if status == 415:  # the original parses only JSON bodies; anything else is no object
+        return detail(422, _problem("dict_type", "Input should be a valid dictionary"))
+    if status == 400:
+        return detail(422, _problem("json_invalid", "JSON decode error"))
     return detail(status, message)
+
+
+def _package_refusal(status: int, _error: str, message: str) -> Response:
+    return detail(status, message)
+
+
+def _payload_text(payload: dict, key: str, *, required: bool = False, limit: int = 1000) -> str | None:
+    """A string field of a body, worded as the original refuses it."""
+    value = payload.get(key)
+    if value is not None and not isinstance(value, str):
+        raise HubRefused(400, f"{key} must be a string")
+    clean = value.strip() if isinstance(value, str) else ""
+    if required and not clean:
+        raise HubRefused(400, f"{key} must be a non-empty string")
+    if len(clean) > limit:
+        raise HubRefused(400, f"{key} is longer than {limit} characters")
+    return clean or None
+
+
+def _share_parts(payload: dict) -> list[dict]:
+    parts = payload.get("parts")
+    if not isinstance(parts, list) or not parts:
+        raise HubRefused(400, "parts must be a non-empty list")
+    if len(parts) > MAX_SHARE_PARTS:
+        raise HubRefused(400, f"a share has at most {MAX_SHARE_PARTS} parts")
+    clean = []
+    for part in parts:
+        if not isinstance(part, dict):
+            raise HubRefused(400, "each part must be an object")
+        kind, view_id = part.get("type"), part.get("view_id")
+        if not isinstance(kind, str) or not kind.strip():
+            raise HubRefused(400, "part type must be a non-empty string")
+        if not isinstance(view_id, str) or not view_id.strip():
+            raise HubRefused(400, "part view_id must be a non-empty string")
+        clean.append({"type": kind.strip(), "view_id": view_id.strip()})
+    return clean
+
+
+def _query_int(request: Request, key: str, default: int) -> int:
+    raw = request.query_params.get(key)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise HubRefused(400, f"{key} must be an integer") from None
 
 
 class HubRoutes:
@@ -58,7 +116,7 @@ class HubRoutes:
         if isinstance(payload, Response):
             return payload
         if not isinstance(payload, dict):
-            return detail(422, "the body must be a JSON object")
+            return detail(422, _problem("dict_type", "Input should be a valid dictionary"))
         return payload
 
     async def _actor(self, request: Request, action: str, view_id: str | None = None) -> Actor | Response:
@@ -86,6 +144,11 @@ class HubRoutes:
         actor = await self._actor(request, "publish", view_id)
         if isinstance(actor, Response):
             return actor
+        if actor.provider_id is None:
+            return detail(403, "publisher token has no provider scope")
+        owned = await self._owned(view_id, actor)
+        if owned is not None:
+            return owned
         if "application/zip" not in request.headers.get("content-type", ""):
             return detail(415, "publish body must be application/zip")
         config = await self.call(self.store.config)
@@ -108,6 +171,19 @@ class HubRoutes:
         out = await self.call(self.store.publish, view_id, body, actor)
         return out if isinstance(out, Response) else JSONResponse(out, status_code=201)
 
+    async def _owned(self, view_id: str, actor: Actor) -> Response | None:
+        """403 when the view exists and belongs to another provider (the original asks this first)."""
+        try:
+            vid = check_id(view_id, "view_id")
+        except HubRefused as exc:
+            return detail(exc.status, exc.detail)
+        row = await self.call(self.store.view, vid)
+        if isinstance(row, Response):
+            return row
+        if row is not None and row["provider_id"] not in (None, actor.provider_id):
+            return detail(403, "token cannot manage this view")
+        return None
+
     async def create_invitation(self, request: Request) -> Response:
         view_id = request.path_params["view_id"]
         actor = await self._actor(request, "publish", view_id)
@@ -115,6 +191,9 @@ class HubRoutes:
             return actor
         if actor.provider_id is None:
             return detail(403, "publisher token has no provider scope")
+        owned = await self._owned(view_id, actor)
+        if owned is not None:
+            return owned
         payload = await self._object(request)
         if isinstance(payload, Response):
             return payload
@@ -125,6 +204,68 @@ class HubRoutes:
             return detail(exc.status, exc.detail)
         out = await self.call(lambda: self.store.create_invitation(view_id, actor, label=label, expires_at=expires))
         return out if isinstance(out, Response) else JSONResponse(out, status_code=201)
+
+    async def create_share_invitation(self, request: Request) -> Response:
+        """``POST /api/shares/<share>/invitations`` {title, parts: [{type, view_id}], label, expires_at}."""
+        actor = await self._actor(request, "publish")
+        if isinstance(actor, Response):
+            return actor
+        if actor.provider_id is None:
+            return detail(403, "publisher token has no provider scope")
+        payload = await self._object(request)
+        if isinstance(payload, Response):
+            return payload
+        try:
+            title = _payload_text(payload, "title", required=True, limit=200)
+            parts = _share_parts(payload)
+            label = _payload_text(payload, "label", limit=200)
+            expires = _payload_text(payload, "expires_at", limit=64)
+        except HubRefused as exc:
+            return detail(exc.status, exc.detail)
+        out = await self.call(lambda: self.store.create_share_invitation(
+            request.path_params["share_id"], actor, title=str(title), parts=parts, label=label, expires_at=expires))
+        return out if isinstance(out, Response) else JSONResponse(out, status_code=201)
+
+    async def share_landing(self, request: Request) -> Response:
+        token = request.path_params["token"]
+        info = await self.call(self.store.describe_share_invitation, token)
+        if isinstance(info, Response):
+            return info
+        return JSONResponse({"share_id": info["share_id"], "title": info["title"], "provider_id": info["provider_id"],
+                             "parts": info["parts"],
+                             "api": {"view": f"/api/share-invitations/{token}/view",
+                                     "accept": f"/api/share-invitations/{token}/accept"}})
+
+    async def describe_share_invitation(self, request: Request) -> Response:
+        info = await self.call(self.store.describe_share_invitation, request.path_params["token"])
+        return info if isinstance(info, Response) else JSONResponse(info)
+
+    async def accept_share_invitation(self, request: Request) -> Response:
+        payload = await self._object(request)
+        if isinstance(payload, Response):
+            return payload
+        try:
+            label = optional_text(payload.get("consumer_label"), "consumer_label", 200)
+        except HubRefused as exc:
+            return detail(exc.status, exc.detail)
+        out = await self.call(self.store.accept_share_invitation, request.path_params["token"], label)
+        return out if isinstance(out, Response) else JSONResponse(out, status_code=201)
+
+    async def package(self, request: Request, view_id: str) -> Response:
+        """``GET /api/views/<view>/package`` for a connection token: the hub's current version."""
+        try:
+            vid = check_id(view_id, "view_id")
+        except HubRefused:
+            return detail(401, "invalid bearer token")
+        actor = await self.connection_actor(request, vid)
+        if isinstance(actor, Response):
+            return actor
+        folder = await self.call(self.store.current_version, vid)
+        if isinstance(folder, Response):
+            return folder
+        if folder is None:
+            return detail(404, "view not found")
+        return await send_package(folder, vid, _package_refusal)
 
     async def inbox(self, request: Request) -> Response:
         try:
@@ -140,7 +281,11 @@ class HubRoutes:
                 return detail(403, "token cannot read provider inbox")
             await run_in_threadpool(self.store.reject, "publish")
             return detail(401, "invalid bearer token")
-        items = await self.call(self.store.inbox, provider_id)
+        try:  # the original's listings page with ?limit= (1 to 200) and ?offset=
+            limit, offset = _query_int(request, "limit", INBOX_PAGE), _query_int(request, "offset", 0)
+        except HubRefused as exc:
+            return detail(exc.status, exc.detail)
+        items = await self.call(self.store.inbox, provider_id, limit, offset)
         if isinstance(items, Response):
             return items
         return JSONResponse({"provider_id": provider_id, "interactions": items})

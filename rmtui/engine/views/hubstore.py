@@ -41,6 +41,12 @@ HUB_DB = "hub.db"
 HUB_CONFIG = "hub.toml"
 DEFAULT_PUBLIC_BASE_URL = "http://127.0.0.1:8765"
 DEFAULT_MAX_PACKAGE_BYTES = 10 * 1024 * 1024
+DEFAULT_NOTE_BYTES_PER_DAY = 2 * 1024 * 1024
+#: The inbox's page without paging (the original's 100), and the largest page asked for.
+INBOX_PAGE = 100
+MAX_INBOX_PAGE = 200
+#: Where rmtui notes the ``public_base_url`` it wrote itself (so it may move it with the server).
+WRITTEN_BASE_URL = ".runtime/rmtui-public-base-url"
 _ID = re.compile(r"^[A-Za-z0-9_.-]+$")
 _INVITATION_METADATA_KEYS = ("kind", "question_base_url", "question_url", "ask_base_url", "question_token")
 
@@ -142,11 +148,26 @@ def optional_text(value: object, label: str, limit: int = 1000) -> str | None:
 
 
 def parse_time(value: str) -> datetime:
+    """An ISO time in UTC; ValueError for anything else, including a time that leaves the calendar
+    once moved to UTC (``9999-12-31T23:59:59-23:59``), which ``astimezone`` reports as OverflowError."""
     clean = value.strip()
     if clean.endswith("Z"):
         clean = clean[:-1] + "+00:00"
     parsed = datetime.fromisoformat(clean)
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
+    try:
+        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{value!r} lies outside the calendar in UTC") from None
+
+
+def iso_time(value: str | None, label: str) -> str | None:
+    """A time the hub keeps (``expires_at``): UTC ISO to the second, or a 400 naming the field."""
+    if value is None:
+        return None
+    try:
+        return parse_time(value).replace(microsecond=0).isoformat()
+    except ValueError:
+        raise HubRefused(400, f"{label} must be an ISO datetime") from None
 
 
 def _expired(value: str | None) -> bool:
@@ -161,11 +182,13 @@ def _expired(value: str | None) -> bool:
 class HubStore:
     """One hub root; every write is one SQLite transaction, every package lands by rename."""
 
-    def __init__(self, root: Path, *, public_base_url: str | None = None, serving_url: str | None = None) -> None:
+    def __init__(self, root: Path, *, public_base_url: str | None = None, serving_url: str | None = None,
+                 note_bytes_per_day: int = DEFAULT_NOTE_BYTES_PER_DAY) -> None:
         """``public_base_url`` overrides ``hub.toml``'s; ``serving_url`` is used when neither names one."""
         self.root = Path(root)
         self.public_base_url = public_base_url
         self.serving_url = serving_url
+        self.note_bytes_per_day = note_bytes_per_day
 
     @property
     def db_path(self) -> Path:
@@ -190,6 +213,40 @@ class HubStore:
             atomic_write_text(self.config_path, f"[limits]\nmax_package_bytes = {DEFAULT_MAX_PACKAGE_BYTES}\n")
         with self._db() as db:
             self._audit(db, "hub.initialized")
+
+    def record_public_base_url(self) -> str | None:
+        """Write into ``hub.toml`` the ``public_base_url`` this server hands out, where the original
+        hub reads it (without it, the original serving this folder would send consumers to its
+        own default port). ``--public-url`` is a person's word and is written as given; otherwise
+        the serving URL replaces only a value rmtui itself wrote (noted in ``.runtime/``), never
+        one a person set. Returns the URL written, or None when the file keeps its own."""
+        import tomlkit
+
+        self.initialize()
+        text = self.config_path.read_text(encoding="utf-8")
+        try:
+            doc = tomlkit.parse(text)
+        except Exception as exc:  # noqa: BLE001 - tomlkit's parse errors share no base class but Exception
+            raise HubRefused(500, f"invalid hub config {self.config_path}: {exc}") from None
+        current = doc.get("public_base_url")
+        current = current.strip() if isinstance(current, str) and current.strip() else None
+        mark = self.root / WRITTEN_BASE_URL
+        written = mark.read_text(encoding="utf-8").strip() if mark.is_file() else None
+        want = self.public_base_url or self.serving_url
+        if want is None or current == want:
+            return None
+        if self.public_base_url is None and current is not None and current != written:
+            return None  # a person's value: this server hands it out too (see config())
+        doc["public_base_url"] = want
+        body = doc.as_string()
+        if current is None:  # the original writes it first, above [limits]
+            body = f"public_base_url = {json.dumps(want)}\n" + ("\n" if text.strip() else "") + text
+        atomic_write_text(self.config_path, body)
+        if self.public_base_url is None:
+            atomic_write_text(mark, want + "\n")
+        else:
+            mark.unlink(missing_ok=True)
+        return want
 
     def config(self) -> HubConfig:
         if not self.config_path.exists():
@@ -384,16 +441,11 @@ class HubStore:
     def create_invitation(self, view_id: str, actor: Actor, *, label: str | None, expires_at: str | None) -> dict:
         vid = check_id(view_id, "view_id")
         existing = self.view(vid)
+        if existing is not None and existing["provider_id"] not in (None, actor.provider_id):
+            raise HubRefused(403, "token cannot manage this view")
+        expires = iso_time(expires_at, "expires_at")  # checked before the view, as the original does
         if existing is None:
             raise HubRefused(404, "view not found")
-        if existing["provider_id"] not in (None, actor.provider_id):
-            raise HubRefused(403, "token cannot manage this view")
-        expires = None
-        if expires_at is not None:
-            try:
-                expires = parse_time(expires_at).replace(microsecond=0).isoformat()
-            except ValueError:
-                raise HubRefused(400, "expires_at must be an ISO datetime") from None
         with self._db() as db:
             token_id, raw = self._create_token(db, "invite", existing["provider_id"], vid, label)
             invitation_id = new_id("inv")
@@ -460,9 +512,124 @@ class HubStore:
             out["question_token"] = question_token
         return out
 
+    # -- share invitations (a whole share: several views of one provider) ---------------------
+
+    def create_share_invitation(self, share_id: str, actor: Actor, *, title: str, parts: list[dict],
+                                label: str | None, expires_at: str | None) -> dict:
+        """One invitation to every part (a published view of this provider) of the share ``share_id``."""
+        sid = check_id(share_id, "share_id")
+        if actor.provider_id is None:
+            raise HubRefused(403, "publisher token has no provider scope")
+        clean_parts = self._share_parts(actor.provider_id, parts)
+        expires = iso_time(expires_at, "expires_at")
+        payload = {"share_id": sid, "title": title, "provider_id": actor.provider_id, "parts": clean_parts}
+        with self._db() as db:
+            token_id, raw = self._create_token(db, "share-invite", actor.provider_id, None, label)
+            invitation_id = new_id("sinv")
+            db.execute("INSERT INTO share_invitations(id, share_id, provider_id, token_id, title, label, expires_at, "
+                       "revoked_at, created_at, accepted_count, payload_json) VALUES(?, ?, ?, ?, ?, ?, ?, NULL, ?, "
+                       "0, ?)", (invitation_id, sid, actor.provider_id, token_id, title, label, expires, now_iso(),
+                                 json.dumps(payload, sort_keys=True)))
+            self._audit(db, "share_invitation.created", actor_id=actor.token_id, provider_id=actor.provider_id,
+                        details={"share_id": sid, "invitation_id": invitation_id, "label": label})
+        base = (self.config().public_base_url or DEFAULT_PUBLIC_BASE_URL).rstrip("/")
+        return {"invitation_id": invitation_id, "token_id": token_id, "share_id": sid,
+                "invitation_url": f"{base}/i/share/{raw}", "expires_at": expires}
+
+    def _share_parts(self, provider_id: str, parts: list[dict]) -> list[dict]:
+        """Each part names a published view of ``provider_id`` of its kind (``file`` or ``question``).
+
+        The original answers a part naming no view (or no version) with the text of a Python
+        KeyError, quotes included; so does this, for either tool's client to read alike."""
+        clean: list[dict] = []
+        with self._db() as db:
+            for part in parts:
+                kind = part["type"]
+                if kind not in ("file", "question"):
+                    raise HubRefused(400, f"share part type must be file or question: {kind!r}")
+                vid = check_id(part["view_id"], "view_id")
+                row = db.execute("SELECT v.provider_id, v.current_version_id, v.ref, vv.manifest_json FROM views v "
+                                 "LEFT JOIN view_versions vv ON vv.id = v.current_version_id WHERE v.id = ?",
+                                 (vid,)).fetchone()
+                if row is None:
+                    raise HubRefused(400, repr(f"view not found: {vid}"))
+                if row["provider_id"] != provider_id:
+                    raise HubRefused(400, f"share part view belongs to another provider: {vid}")
+                if not row["current_version_id"]:
+                    raise HubRefused(400, repr(f"view has no current version: {vid}"))
+                actual = _metadata(row["manifest_json"]).get("kind") or _kind_of_ref(row["ref"]) or "file"
+                if actual != kind:
+                    raise HubRefused(400, f"share part type does not match view kind for {vid}")
+                clean.append({"type": kind, "view_id": vid})
+        return clean
+
+    def _share_invitation(self, raw: str) -> tuple[sqlite3.Row, dict]:
+        """The live share invitation of a share-invite token and its stored payload, else 404."""
+        actor = self.find_token(raw, "share-invite")
+        if actor is None:
+            raise HubRefused(404, "share invitation not found")
+        with self._db() as db:
+            row = db.execute("SELECT * FROM share_invitations WHERE token_id = ?", (actor.token_id,)).fetchone()
+        payload = _json_object(row["payload_json"]) if row is not None else {}
+        if row is None or row["revoked_at"] is not None or _expired(row["expires_at"]) or not payload:
+            raise HubRefused(404, "share invitation not found")
+        return row, payload
+
+    def describe_share_invitation(self, raw: str) -> dict:
+        _row, payload = self._share_invitation(raw)
+        parts = []
+        with self._db() as db:
+            for part in _payload_parts(payload):
+                out = dict(part)
+                view = db.execute("SELECT v.title, v.description, vv.manifest_json FROM views v LEFT JOIN "
+                                  "view_versions vv ON vv.id = v.current_version_id WHERE v.id = ?",
+                                  (part["view_id"],)).fetchone()
+                if view is not None:
+                    out["title"] = view["title"]
+                    if view["description"]:
+                        out["description"] = view["description"]
+                    base = _metadata(view["manifest_json"]).get("question_base_url")
+                    if base:
+                        out["question_base_url"] = base
+                parts.append(out)
+        return {"share_id": str(payload.get("share_id")), "title": str(payload.get("title")),
+                "provider_id": str(payload.get("provider_id")), "parts": parts}
+
+    def accept_share_invitation(self, raw: str, consumer_label: str | None) -> dict:
+        """A connection (and its token) for every part of the share, in one transaction."""
+        row, payload = self._share_invitation(raw)
+        accepted = []
+        with self._db() as db:
+            for part in _payload_parts(payload):
+                vid = part["view_id"]
+                token_id, token = self._create_token(db, "connect", row["provider_id"], vid, consumer_label)
+                connection_id = new_id("con")
+                db.execute("INSERT INTO connections(id, invitation_id, view_id, token_id, consumer_label, created_at, "
+                           "revoked_at) VALUES(?, NULL, ?, ?, ?, ?, NULL)",
+                           (connection_id, vid, token_id, consumer_label, now_iso()))
+                out = {"type": part["type"], "view_id": vid, "connection_id": connection_id, "token_id": token_id,
+                       "connection_token": token}
+                if part["type"] == "question":
+                    current = db.execute("SELECT vv.manifest_json FROM views v JOIN view_versions vv ON vv.id = "
+                                         "v.current_version_id WHERE v.id = ?", (vid,)).fetchone()
+                    question_token = _metadata(current["manifest_json"] if current else None).get("question_token")
+                    if question_token:
+                        out["question_token"] = question_token
+                accepted.append(out)
+            db.execute("UPDATE share_invitations SET accepted_count = accepted_count + 1 WHERE id = ?", (row["id"],))
+            self._audit(db, "share_invitation.accepted", provider_id=row["provider_id"],
+                        details={"share_id": row["share_id"], "invitation_id": row["id"],
+                                 "consumer_label": consumer_label})
+        return {"share_id": str(payload.get("share_id")), "title": str(payload.get("title")),
+                "provider_id": str(payload.get("provider_id")), "consumer_label": consumer_label,
+                "parts": accepted}
+
     # -- interactions -------------------------------------------------------------------------
 
     def record_interaction(self, view_id: str, actor: Actor, payload: dict) -> dict:
+        """Keep one note of a connection, within what one connection may store in a day
+        (``note_bytes_per_day``): one consumer can fill neither the hub nor the provider's inbox."""
+        payload_json = json.dumps(payload, sort_keys=True)
         with self._db() as db:
             row = db.execute("SELECT c.id AS connection_id, v.provider_id FROM connections c JOIN views v ON "
                              "v.id = c.view_id JOIN tokens t ON t.id = c.token_id WHERE c.view_id = ? AND "
@@ -470,35 +637,38 @@ class HubStore:
                              (view_id, actor.token_id)).fetchone()
             if row is None:
                 raise HubRefused(403, "token is not scoped to view")
+            since = datetime.fromtimestamp(time.time() - 86400, UTC).replace(microsecond=0).isoformat()
+            used = db.execute("SELECT COALESCE(SUM(LENGTH(CAST(payload_json AS BLOB))), 0) FROM interactions "
+                              "WHERE connection_id = ? AND created_at > ?", (row["connection_id"], since)).fetchone()[0]
+            if used + len(payload_json.encode()) > self.note_bytes_per_day:
+                raise HubRefused(429, f"this connection has stored {used} bytes of notes in the last 24 hours; "
+                                      f"the hub keeps at most {self.note_bytes_per_day} per connection a day")
             interaction_id = new_id("int")
             db.execute("INSERT INTO interactions(id, view_id, connection_id, actor_id, payload_json, created_at) "
                        "VALUES(?, ?, ?, ?, ?, ?)", (interaction_id, view_id, row["connection_id"], actor.token_id,
-                                                    json.dumps(payload, sort_keys=True), now_iso()))
+                                                    payload_json, now_iso()))
             self._audit(db, "interaction.created", actor_id=actor.token_id, provider_id=row["provider_id"],
                         view_id=view_id, details={"interaction_id": interaction_id})
         return {"status": "recorded", "interaction_id": interaction_id, "view_id": view_id,
                 "connection_id": row["connection_id"]}
 
-    def inbox(self, provider_id: str, limit: int = 100) -> list[dict]:
-        """The provider's interactions, newest first (the original's page of 100)."""
+    def inbox(self, provider_id: str, limit: int = INBOX_PAGE, offset: int = 0) -> list[dict]:
+        """One page of the provider's interactions, newest first (``limit`` 1 to 200, as the
+        original's listings page them; without paging, the original's page of 100)."""
         if not self.db_path.is_file():
             return []
         with self._db() as db:
             rows = db.execute("SELECT i.id, i.view_id, i.connection_id, i.actor_id, i.payload_json, i.created_at, "
                               "v.provider_id FROM interactions i JOIN views v ON v.id = i.view_id "
-                              "WHERE v.provider_id = ? ORDER BY i.created_at DESC, i.id DESC LIMIT ?",
-                              (provider_id, limit)).fetchall()
+                              "WHERE v.provider_id = ? ORDER BY i.created_at DESC, i.id DESC LIMIT ? OFFSET ?",
+                              (provider_id, max(1, min(limit, MAX_INBOX_PAGE)), max(0, offset))).fetchall()
         out = []
         for row in rows:
-            try:
-                payload = json.loads(row["payload_json"])
-            except ValueError:
-                payload = {}
+            payload = _json_object(row["payload_json"])
             out.append({"interaction_id": row["id"], "provider_id": row["provider_id"], "view_id": row["view_id"],
                         "connection_id": row["connection_id"], "actor_id": row["actor_id"],
-                        "payload": payload if isinstance(payload, dict) else {}, "created_at": row["created_at"]})
+                        "payload": payload, "created_at": row["created_at"]})
         return out
-
 
 #: A candidate folder older than this belongs to a publish that died (killed, or the machine stopped).
 DEAD_CANDIDATE_SECONDS = 3600
@@ -527,6 +697,25 @@ def _metadata(manifest_json: object) -> dict[str, str]:
     if not isinstance(meta, dict):
         return {}
     return {k: meta[k].strip() for k in _INVITATION_METADATA_KEYS if isinstance(meta.get(k), str) and meta[k].strip()}
+
+
+def _json_object(text: object) -> dict:
+    """A stored JSON object (a note's payload, a share's parts); anything else reads as empty."""
+    if not isinstance(text, str):
+        return {}
+    try:
+        value = json.loads(text, parse_constant=lambda name: None)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _payload_parts(payload: dict) -> list[dict]:
+    """The well-formed parts a stored share invitation names."""
+    parts = payload.get("parts")
+    return [{"type": p["type"], "view_id": p["view_id"]} for p in (parts if isinstance(parts, list) else [])
+            if isinstance(p, dict) and isinstance(p.get("type"), str) and isinstance(p.get("view_id"), str)
+            and _ID.fullmatch(p["view_id"])]
 
 
 def _kind_of_ref(ref: object) -> str | None:

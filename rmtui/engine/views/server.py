@@ -26,23 +26,16 @@ import ipaddress
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from rmtui.engine.errors import UsageError
 from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.views.httpcommon import Limits, detail
 from rmtui.engine.views.hubstore import HubStore
 
+__all__ = ["DEFAULT_LIMITS", "Limits", "ViewServer", "hub_root_of", "is_loopback", "make_app"]
 
-@dataclass(frozen=True)
-class Limits:
-    max_body_bytes: int = 16 * 1024
-    max_answers: int = 2
-    max_connections: int = 32
-    max_connections_per_client: int = 8
-    keep_alive_seconds: int = 5
-    header_timeout_seconds: float = 10.0
-    body_timeout_seconds: float = 10.0
+DEFAULT_LIMITS = Limits()
 
 
 def is_loopback(host: str) -> bool:
@@ -59,17 +52,21 @@ def hub_root_of(root: MemoryRoot) -> Path:
     return root.ensure_runtime() / "hub"
 
 
-def make_app(root: MemoryRoot, limits: Limits = Limits(), hub: HubStore | None = None):
-    """The Starlette app of ``root``'s views and, with ``hub``, the hub's routes; the handlers,
-    auth and body limits live in :mod:`.routes` and :mod:`.hubroutes`."""
+def make_app(root: MemoryRoot, limits: Limits = DEFAULT_LIMITS, hub: HubStore | None = None):
+    """The Starlette app of ``root``'s views and, with ``hub``, the hub's routes; the handlers
+    live in :mod:`.routes` and :mod:`.hubroutes`, what they share in :mod:`.httpcommon`. The
+    package route is both tools': the view routes hand a token that is no view token to the hub."""
     from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+    from starlette.responses import Response
     from starlette.routing import Route
 
     from rmtui.engine.views.hubroutes import HubRoutes
     from rmtui.engine.views.routes import ViewRoutes
 
     hubs = HubRoutes(hub, limits) if hub is not None else None
-    views = ViewRoutes(root, limits, hubs)
+    views = ViewRoutes(root, limits, hubs.package if hubs is not None else None)
     routes = [Route("/api/views/{view_id}/package", views.package, methods=["GET"]),
               Route("/api/share/questions/{view_id}/ready", views.ready, methods=["GET"]),
               Route("/api/share/questions/{view_id}/ask", views.ask, methods=["POST"])]
@@ -77,19 +74,30 @@ def make_app(root: MemoryRoot, limits: Limits = Limits(), hub: HubStore | None =
         routes += [Route("/health", hubs.health, methods=["GET"]),
                    Route("/api/views/{view_id}/versions", hubs.publish, methods=["POST"]),
                    Route("/api/views/{view_id}/invitations", hubs.create_invitation, methods=["POST"]),
+                   Route("/api/shares/{share_id}/invitations", hubs.create_share_invitation, methods=["POST"]),
+                   Route("/i/share/{token}", hubs.share_landing, methods=["GET"]),
+                   Route("/api/share-invitations/{token}/view", hubs.describe_share_invitation, methods=["GET"]),
+                   Route("/api/share-invitations/{token}/accept", hubs.accept_share_invitation, methods=["POST"]),
                    Route("/i/{token}", hubs.landing, methods=["GET"]),
                    Route("/api/invitations/{token}/view", hubs.describe_invitation, methods=["GET"]),
                    Route("/api/invitations/{token}/accept", hubs.accept_invitation, methods=["POST"]),
                    Route("/api/views/{view_id}/interactions", hubs.post_interaction, methods=["POST"]),
                    Route("/api/providers/{provider_id}/inbox", hubs.inbox, methods=["GET"])]
-    return Starlette(routes=routes)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        # an unknown route or method answers as the original hub's framework does
+        if isinstance(exc, HTTPException):
+            return detail(exc.status_code, exc.detail)
+        return detail(500, "Internal Server Error")  # pragma: no cover - registered for HTTPException only
+
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
 
 
 class ViewServer:
     """uvicorn serving :func:`make_app` on one bound socket (port 0 picks a free one)."""
 
     def __init__(self, root: MemoryRoot, *, host: str = "127.0.0.1", port: int = 8767, allow_remote: bool = False,
-                 limits: Limits = Limits(), hub_root: Path | None = None, public_url: str | None = None) -> None:
+                 limits: Limits = DEFAULT_LIMITS, hub_root: Path | None = None, public_url: str | None = None) -> None:
         import uvicorn
 
         if not is_loopback(host) and not allow_remote:
@@ -116,12 +124,39 @@ class ViewServer:
                                     body_timeout_seconds=limits.body_timeout_seconds)
         # the protocol bounds connections itself; uvicorn's own limit (which answers 503 to a
         # request while idle connections fill it) sits just past that bound
-        hub = HubStore(hub_root or hub_root_of(root), public_base_url=public_url, serving_url=self.url)
+        hub = HubStore(hub_root or hub_root_of(root), public_base_url=public_url, serving_url=self.url,
+                       note_bytes_per_day=limits.note_bytes_per_day)
+        try:
+            hub.record_public_base_url()
+        except BaseException:
+            self.sock.close()
+            raise
+        self.hub = hub
+        self.root = root
         config = uvicorn.Config(make_app(root, limits, hub), http=protocol, log_level="warning", access_log=False,
                                 lifespan="off", limit_concurrency=limits.max_connections + 1,
                                 timeout_keep_alive=limits.keep_alive_seconds, server_header=False)
         self.server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
+
+    def connect_urls(self) -> list[tuple[str, str, str]]:
+        """``(kind, view, URL)`` for each view of the root: the URL ``shared-view connect`` takes."""
+        from rmtui.engine.views.provider import list_views
+
+        out = []
+        for view in list_views(self.root):
+            vid, kind = view["view_id"], view["kind"]
+            path = f"/api/views/{vid}" if kind == "file" else f"/api/share/questions/{vid}"
+            out.append((kind, vid, self.url + path))
+        return out
+
+    def connect_lines(self) -> str:
+        """What ``shared-view serve`` prints below its first line: each view's connect URL."""
+        lines = [f"  {kind} view {vid}: {url}" for kind, vid, url in self.connect_urls()]
+        if lines:
+            lines.append("  connect with `shared-view connect URL --token-env NAME` "
+                         "(a token from `shared-view token VIEW`)")
+        return "".join(line + "\n" for line in lines)
 
     def serve_forever(self) -> None:
         """Serve in this (main) thread until SIGINT or SIGTERM, then stop gracefully and return.
