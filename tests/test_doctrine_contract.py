@@ -61,8 +61,10 @@ def texts(tmp_path):
                                 last_outcome=None, failures=0, backoff=None)
     task_prompts = {
         "update": update_prompt("b-1", ev, wt, True),
-        "update-correction": corrections.correction_prompt(wt, receipt, "diff --git a/MEMORY.md", [("ev-1", "x")],
-                                                           "we lint with ruff", []),
+        # a LONG landed diff: the task text then says how to read the rest
+        "update-correction": corrections.correction_prompt(
+            wt, receipt, corrections.landing_text("diff --git a/MEMORY.md\n" + "+x\n" * corrections.MAX_DIFF_CHARS,
+                                                  "0" * 40), [("ev-1", "x")], "we lint with ruff", []),
         "pruner": pruner.prune_prompt(wt, status, {"keep"}, {"back": (1, 2)}),
         "insight": insight.insight_prompt(wt, "insight_logs/2026-01-01-000000.md", [], 3.0),
         "historian": historian.historian_prompt("when did we adopt ruff?", "0" * 40, []),
@@ -201,22 +203,46 @@ def test_a_model_prompt_names_only_tools_its_role_has(texts):
     _report(problems)
 
 
+_OWN_FILE_TOOLS = re.compile(r"use your own: (.*?) are your file tools")
+
+
 def test_a_host_task_maps_every_model_tool_it_names_and_names_only_the_roles(texts):
-    """A host child has its own tools: each model tool a task text names is mapped to the host's
-    equivalent in the header, and it is one the role has (the native retrieve child has none)."""
+    """A host child has its own tools: each model tool a task text names (``outline`` and
+    ``discard`` as much as ``git_add``) is mapped in the header to the host's equivalent or
+    to its own file tools, and it is one the role has (the native retrieve child has none)."""
     problems = []
     everything = _all_tools(texts.root.path)
     for key, (role, text) in texts.texts.items():
         if not key.startswith("host:"):
             continue
-        named = {t for t in named_tools(text, everything) if "_" in t}
+        named = named_tools(text, everything)
         own = set() if role == "retrieve-host" else _role_tools(role, texts.root.path)
         for tool in sorted(named - own):
             problems.append(f"{key}: names `{tool}`, which the {role} child does not have")
+        files = _OWN_FILE_TOOLS.search(text)
         for tool in sorted(named & own):
-            if not re.search(rf"`{tool}` is ", text):
+            if not re.search(rf"`{tool}` is `", text) and not (files and f"`{tool}`" in files.group(1)):
                 problems.append(f"{key}: names `{tool}` but the header does not say what it is for a host")
     _report(problems)
+
+
+def test_the_host_mapping_runs_what_the_model_tool_answers(texts, tmp_path):
+    """``outline`` maps to a command that prints what the role's tool prints; every mapped
+    rmtui command parses (``test_every_command_a_text_shows_parses_with_the_real_parser``)."""
+    import subprocess
+    import sys
+
+    wt = texts.root.path
+    (wt / "MEMORY.md").write_text("# Memory\n\n## Build {#build}\n\n- `uv` Use uv → [rel:build]\n", encoding="utf-8")
+    for role in ("update", "insight", "pruner", "sync-reconciler"):
+        mapping = assistant.tool_mapping(role, str(wt))
+        argv = re.search(r"`outline` is `[^`]*--headless (outline [^`]*)`", mapping).group(1).split()
+        out = subprocess.run([sys.executable, "-m", "rmtui", "--headless", *argv], capture_output=True, text=True,
+                             check=True).stdout
+        tools = RoleTools(wt, role)
+        assert out.rstrip("\n") == tools.outline({}), role
+        tools.repo.close()
+    assert "`discard` is `git restore" in assistant.tool_mapping("sync-reconciler", str(wt))
 
 
 # -- selections and source ids: the renderer -------------------------------------------------
@@ -414,4 +440,126 @@ def test_a_writer_is_told_to_write_only_paths_its_role_may_commit(texts):
                 if not role_table.may_write(role, _concrete(name)):
                     problems.append(f"{key}: tells the role to write `{name}`, which it may not commit: "
                                     f"{' '.join(sentence.split())[:140]}")
+    _report(problems)
+
+
+_FORBID = re.compile(r"(?i)\b(leave|never (edit|touch|write)|not yours)\b")
+_BUT = re.compile(r"(?i)\b(except|only to|only drop|unless)\b")
+
+
+def test_a_writer_is_never_allowed_a_path_its_text_forbids(texts):
+    """A sentence that tells a writer to leave a file alone names only files the role table
+    refuses it: admission then catches what the text forbids."""
+    problems = []
+    for role in role_table.WRITER_ROLES:
+        own = role_instructions(role).split("\n---\n")[0]
+        body = re.sub(r"```.*?```", "", own + "\n\n" + texts.tasks[role], flags=re.DOTALL)
+        for sentence in re.split(r"(?<=[.;])\s+|\n\s*\n|\n(?=\s*[-0-9])", body):
+            if not _FORBID.search(sentence) or _BUT.search(sentence):
+                continue
+            for name in _FILE.findall(sentence):
+                if role_table.may_write(role, _concrete(name)):
+                    problems.append(f"model:{role}: forbids `{name}`, which the role table lets it commit: "
+                                    f"{' '.join(sentence.split())[:140]}")
+    _report(problems)
+
+
+# -- correction collections: reachable as the text says ---------------------------------------
+
+def test_a_correction_collection_written_as_the_doctrine_says_is_valid_and_retrievable(texts, tmp_path):
+    """The doctrine shows how a collection is linked; a root built that way validates without a
+    warning and a selection of the collection's ``M#`` source renders its entry. The retrieve
+    texts name the collections."""
+    from rmtui.engine.memory.validation import COLLECTION_FILES, validate_root
+    from rmtui.engine.retrieval.render import render
+    from rmtui.engine.roles.prompts import doctrine_sections
+
+    blocks = dict(re.findall(r"```([^\n`]+)\n(.*?)```", doctrine_sections()["agent-corrections"], re.DOTALL))
+    assert "MEMORY.md" in blocks, "the doctrine never shows how a correction collection is linked"
+    root = init_root(tmp_path / "linked")
+    (root.path / "MEMORY.md").write_text("# Memory\n\n" + blocks["MEMORY.md"], encoding="utf-8")
+    for name in COLLECTION_FILES:
+        assert name in texts.texts["model:update"][1] and name in texts.texts["host:retrieve"][1], name
+        (root.path / name).write_text(f"### Pattern of {name}\n\nAsked x; did y; rejected z; accepted w.\n",
+                                      encoding="utf-8")
+    report = validate_root(root.path)
+    assert report.ok and not report.warnings, [str(i) for i in report.issues]
+    corpus = load_corpus(root.path)
+    for name in COLLECTION_FILES:
+        sid = "M#" + name.removeprefix("MEMORY_").removesuffix(".md")
+        assert sid in texts.texts["model:retrieve"][1], f"the retrieve text never names {sid}"
+        units = resolve_selection(corpus, {"sources": [{"source_id": sid, "ranges": [{"start": 1, "end": 3}]}]})
+        assert f"Pattern of {name}" in render(corpus, units, max_chars=10_000).text
+
+
+def test_a_selected_skill_or_m_heading_renders_as_the_retrieve_text_says(texts, tmp_path):
+    """"A heading id alone tells the caller when it applies": selecting the worked example's
+    ``S#`` and ``M#`` headings renders the heading lines and body, never the files' text."""
+    from test_doctrine_examples import example, files_of
+
+    from rmtui.engine.retrieval.render import render
+
+    root = init_root(tmp_path / "example")
+    files = files_of(example("retrieve"))
+    for name, body in files.items():
+        (root.path / name).write_text(body, encoding="utf-8")
+    corpus = load_corpus(root.path)
+    text = render(corpus, resolve_selection(corpus, {"ids": ["cut-release", "release-notes", "build"]}),
+                  max_chars=10_000).text
+    assert "{S#cut-release}" in text and "Use when tagging" in text and "{M#release-notes}" in text
+    for line in files["MEMORY_SKILL_cut-release.md"].splitlines() + files["MEMORY_release-notes.md"].splitlines():
+        assert not line.strip() or line not in text, f"a heading selection pulled in free-form text: {line}"
+
+
+# -- one validator -------------------------------------------------------------------------------
+
+def test_the_model_tool_and_the_cli_validator_answer_the_same_for_every_role(texts, tmp_path):
+    """16 correction entries and an unlinked collection: every role's ``validate_memory`` says
+    what ``rmtui --headless validate --path`` says (text and validity)."""
+    import subprocess
+    import sys
+
+    from rmtui.engine.memory.validation import MAX_CORRECTIONS
+
+    root = init_root(tmp_path / "over")
+    entry = "## Entry {n}\n\n### Candidate\nc\n\n### Proposed edit\np\n\n### Accepted edit\na\n\n"
+    (root.path / "corrections.md").write_text("".join(entry.format(n=n) for n in range(MAX_CORRECTIONS + 1)),
+                                              encoding="utf-8")
+    (root.path / "MEMORY_agent-corrections-design.md").write_text("### One\n\nx\n", encoding="utf-8")
+    cli = subprocess.run([sys.executable, "-m", "rmtui", "--headless", "validate", "--path", str(root.path)],
+                         capture_output=True, text=True)
+    assert cli.returncode == 1 and "corrections-capacity" in cli.stdout and "collection-unlinked" in cli.stdout
+    for role in role_table.ROLES:
+        tools = RoleTools(root.path, role)
+        answer = tools.validate_memory({})
+        tools.repo.close()
+        assert answer == "invalid:\n" + cli.stdout.rstrip("\n"), role
+        if "validate_memory" in _role_tools(role, root.path):
+            assert "validate --path" in assistant.tool_mapping(role, str(root.path))
+
+
+# -- ledger lines and submit answers, as the program writes them ---------------------------------
+
+def test_every_ledger_line_a_text_shows_is_one_the_program_writes_and_reads(texts):
+    from rmtui.engine.cycles.ledger import format_ledger, parse_ledger
+
+    problems, n = [], 0
+    for key, (_, text) in texts.texts.items():
+        for line in re.findall(r"(?i)ledger line `(- [^`]+)`", text):
+            n += 1
+            entries = parse_ledger("Removed:\n" + line).removed
+            if len(entries) != 1 or format_ledger([(entries[0].file or "", entries[0].id,
+                                                    line.split(": ", 1)[-1])], []) != "Removed:\n" + line:
+                problems.append(f"{key}: the ledger line `{line}` is not one a prune commit holds")
+    assert n, "no text shows a ledger line"
+    _report(problems)
+
+
+def test_no_text_says_a_saved_submission_is_queued_when_it_may_wait_for_approval(texts):
+    """With ``approval = "required"`` a saved submission waits in the inbox for a person."""
+    problems = []
+    for key, (_, text) in texts.texts.items():
+        for sentence in re.split(r"(?<=[.;])\s+|\n\s*\n", text):
+            if re.search(r"`saved`[^.;]*\bmeans\b", sentence) and not re.search(r"(?i)inbox|approv", sentence):
+                problems.append(f"{key}: {' '.join(sentence.split())[:140]}")
     _report(problems)

@@ -144,9 +144,22 @@ def test_heading_with_its_children_is_shown_once(mem):
     text = render(c, resolve_selection(c, {"ids": ["tooling", "pytest-x"]}), max_chars=10_000).text
     assert text.count("## Tooling {#tooling}") == 1
     assert text.count("### Incident notes {M#incidents}") == 1 and text.count("### Release checklist") == 1
-    assert text.index("### Incident notes") < text.index("Source: `M#incidents`") < text.index("# Incidents")
+    # a heading brings the graph under it, never the free-form text of an M# file or S# skill
+    assert "Source: `M#incidents`" not in text and "# Incidents" not in text and "Bump the version" not in text
+    assert "- `deploy-prod`" in text  # an F# backing file is graph: it comes along
     assert text.startswith("# Memory\n\n## Tooling {#tooling} → [rel:deploy]\n\nHow we build and test this project.")
     assert text.index("How we build") < text.index("- `pytest-x`") < text.index("### Deploy {F#deploy}")
+
+
+def test_a_selected_m_or_s_heading_is_its_line_and_the_text_comes_through_sources(mem):
+    """The heading id tells the caller the text exists and when it applies; the text is asked for."""
+    c = load_corpus(mem.path)
+    text = render(c, resolve_selection(c, {"ids": ["incidents", "release"]}), max_chars=10_000).text
+    assert "### Incident notes {M#incidents}" in text and "### Release checklist {S#release}" in text
+    assert "cache stampede" not in text and "Bump the version" not in text
+    asked = resolve_selection(c, {"ids": ["incidents"], "sources": [{"source_id": "S#release"}]})
+    text = render(c, asked, max_chars=10_000).text
+    assert "1. Bump the version.\n2. Tag it." in text and "cache stampede" not in text
 
 
 def test_output_over_limit_is_an_error_not_a_truncation(mem):

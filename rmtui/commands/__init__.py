@@ -38,7 +38,7 @@ _RETRIEVE, _UPDATE, _CYCLES = "rmtui.commands.retrieve", "rmtui.commands.update"
 #: a warm ``retrieve`` ~20 ms); ``update`` and ``daemon`` also need ``cycles``, which adds
 #: ``update correct`` and the daemon's cycles. tests/test_smoke.py checks it against the modules.
 COMMAND_OWNERS: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(("init", "profile", "validate", "submit", "evidence", "status", "config"), (_CORE,)),
+    **dict.fromkeys(("init", "profile", "validate", "outline", "submit", "evidence", "status", "config"), (_CORE,)),
     **dict.fromkeys(("operations", "receipts", "diff", "recover", "maintain"), (_OPS,)),
     **dict.fromkeys(("assistant", "guidance", "mcp", "skills"), (_HOST,)),
     **dict.fromkeys(("retrieve", "embedding-service", "embedding-export", "retrieve-index"), (_RETRIEVE,)),

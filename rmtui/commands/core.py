@@ -1,4 +1,4 @@
-"""Foundation commands: init, profile, validate, submit, evidence, status, config."""
+"""Foundation commands: init, profile, validate, outline, submit, evidence, status, config."""
 
 from __future__ import annotations
 
@@ -40,6 +40,11 @@ def register(sub, common) -> None:
     p = sub.add_parser("validate", parents=[common], help="validate the memory graph")
     p.add_argument("--path", help="validate this folder (a worktree) instead of the root")
     p.set_defaults(handler=cmd_validate)
+
+    p = sub.add_parser("outline", parents=[common], help="print the memory graph outline (what the outline tool shows)")
+    p.add_argument("--path", help="outline this folder (a worktree) instead of the root")
+    p.add_argument("--role", help="leave out the files this role may not read")
+    p.set_defaults(handler=cmd_outline)
 
     p = sub.add_parser("submit", parents=[common], help="submit evidence to the Update queue")
     p.add_argument("--session", required=True)
@@ -128,7 +133,7 @@ def cmd_profile_remove(args) -> Result:
 
 
 def cmd_validate(args) -> Result:
-    from rmtui.engine.memory.validation import validate_root
+    from rmtui.engine.writes.validate import report_text, validate_worktree
 
     if args.path:
         path = Path(args.path)
@@ -136,17 +141,21 @@ def cmd_validate(args) -> Result:
             raise UsageError(f"{args.path} is not a folder")
     else:
         path = root_of(args).path
-    from rmtui.engine.writes.config_check import config_issues
+    report = validate_worktree(path)  # the same function, and text, as the validate_memory role tool
+    return Result(report.to_json(), report_text(report), exit_code=0 if report.ok else 1)
 
-    report = validate_root(path)
-    report.issues.extend(config_issues(path))  # a config the loader refuses stops every agent too
-    lines = [str(i) for i in report.issues]  # warnings read `FILE:LINE: warning: rule: message`
-    c = report.graph.counts()
-    if report.ok:  # warnings alone never fail validation
-        n = len(report.warnings)
-        note = f" ({n} warning{'s' if n != 1 else ''})" if n else ""
-        lines.append(f"valid: {c['headings']} headings, {c['nodes']} nodes in {c['files']} files{note}")
-    return Result(report.to_json(), "\n".join(lines), exit_code=0 if report.ok else 1)
+
+def cmd_outline(args) -> Result:
+    from rmtui.engine.memory.outline import outline_text
+
+    if args.path:
+        path = Path(args.path)
+        if not path.is_dir():
+            raise UsageError(f"{args.path} is not a folder")
+    else:
+        path = root_of(args).path
+    text = outline_text(path, args.role)
+    return Result({"outline": text}, text)
 
 
 def cmd_submit(args) -> Result:

@@ -125,6 +125,15 @@ def parse_result(text: str) -> dict[str, str] | None:
     return None
 
 
+def landing_text(shown: str, commit: str) -> str:
+    """The landed commit as the role reads it: whole, or cut with the way to read the rest using
+    a tool the role has (``git_diff`` over the commit's own range, one path at a time)."""
+    if len(shown) <= MAX_DIFF_CHARS:
+        return shown
+    return (shown[:MAX_DIFF_CHARS] + f"\n[cut at {MAX_DIFF_CHARS} of {len(shown)} characters; the stat above lists "
+            f"every changed path: read the rest of one with `git_diff` and rev `{commit}^..{commit}` and its path]")
+
+
 def correction_prompt(worktree: str, receipt: Any, original: str, evidence: list[tuple[str, str]],
                       comment: str, history: list[dict]) -> str:
     parts = [
@@ -192,8 +201,7 @@ def load_round(root: MemoryRoot, receipt_ref: str, comment: str) -> Round:
         raise ConflictError(f"the landed commit {receipt.landed_commit[:12]} is not in this root") from exc
     finally:
         repo.close()
-    if len(original) > MAX_DIFF_CHARS:
-        original = original[:MAX_DIFF_CHARS] + f"\n[cut at {MAX_DIFF_CHARS} characters; git_show it for the rest]"
+    original = landing_text(original, receipt.landed_commit)
     evidence: list[tuple[str, str]] = []
     with EvidenceQueue(root) as q:
         for uid in receipt.candidate_uids:

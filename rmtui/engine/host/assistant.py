@@ -357,9 +357,12 @@ def update_instructions(root: MemoryRoot, op: Operation) -> str:
     return header + role_instructions("update")
 
 
-#: A model tool as a host's child does it in the task's worktree (reading and editing are its own tools).
+#: A model tool as a host's child does it in the task's worktree.
 _HOST_EQUIVALENTS = {"git_status": "git status", "git_diff": "git diff", "git_log": "git log",
-                     "git_show": "git show", "git_add": "git add", "git_commit": "git commit"}
+                     "git_show": "git show", "git_add": "git add", "git_commit": "git commit",
+                     "discard": "git restore --source=HEAD --staged --worktree -- <path>"}
+#: Model tools a host's child does with its own file tools.
+HOST_FILE_TOOLS = ("read", "glob", "grep", "edit", "create", "delete", "rename")
 
 
 def tool_mapping(role: str, worktree: str) -> str:
@@ -371,10 +374,15 @@ def tool_mapping(role: str, worktree: str) -> str:
         names = [spec.name for spec in tools.specs()]
     finally:
         tools.repo.close()
-    pairs = [f"`{n}` is `{_HOST_EQUIVALENTS[n]}`" for n in names if n in _HOST_EQUIVALENTS]
+    rmtui = " ".join(rmtui_argv())
+    own = [f"`{n}`" for n in HOST_FILE_TOOLS if n in names]
+    pairs = [f"`{n}` is `{_HOST_EQUIVALENTS[n]}`" + (" (delete a file HEAD does not have)" if n == "discard" else "")
+             for n in names if n in _HOST_EQUIVALENTS]
+    if "outline" in names:
+        pairs.append(f"`outline` is `{rmtui} --headless outline --path {worktree} --role {role}`")
     if "validate_memory" in names:
-        pairs.append(f"`validate_memory` is `{' '.join(rmtui_argv())} --headless validate --path {worktree}`")
-    return ("Where the text names model tools, use your own: read and edit files with your file tools"
+        pairs.append(f"`validate_memory` is `{rmtui} --headless validate --path {worktree}`")
+    return ("Where the text names model tools, use your own: " + ", ".join(own) + " are your file tools"
             + (f"; {', '.join(pairs)}, run in the worktree." if pairs else "."))
 
 

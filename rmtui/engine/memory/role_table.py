@@ -59,10 +59,11 @@ ROLE_TABLE: dict[str, RoleSpec] = {
     "retrieve": RoleSpec("retrieve", GRAPH_READS, frozenset({READ}), (),
                          "selects memory for a need; must end with a selection"),
     # Pursuit: reference repair only (REFERENCE_REPAIR_ONLY)
-    "update": RoleSpec("update", None, frozenset({READ, WRITE, VALIDATE}), MEMORY_GRAPH + GUIDANCE + PURSUIT,
+    # never the guidance inbox: a person folds it into memory (maintenance), Update leaves it
+    "update": RoleSpec("update", None, frozenset({READ, WRITE, VALIDATE}), MEMORY_GRAPH + PURSUIT,
                        "reconciles a batch of evidence into Memory; one commit per operation"),
     "update-correction": RoleSpec("update-correction", None, frozenset({READ, WRITE, VALIDATE}),
-                                  MEMORY_GRAPH + GUIDANCE + PURSUIT + CORRECTIONS,
+                                  MEMORY_GRAPH + PURSUIT + CORRECTIONS,
                                   "Update that also records edit feedback in corrections.md"),
     "pruner": RoleSpec("pruner", None, frozenset({READ, HISTORY, WRITE, VALIDATE}), MEMORY_GRAPH,
                        "expires stale active memory; prune: commits carry the ledger"),

@@ -142,6 +142,22 @@ def check_collection(root: Path, name: str, *, enforce_capacity: bool = True) ->
     return issues
 
 
+def check_collection_links(root: Path, graph: Graph) -> list[Issue]:
+    """A correction collection is memory only through its fixed ``M#`` heading: a file that no
+    heading links is never retrieved, so its entries are never read again. A warning here (a
+    root from another tool may hold one); admission refuses a model role's write to an
+    unlinked collection (:mod:`rmtui.engine.writes.admission`)."""
+    linked = {i.backing_file for i in graph.ordered if i.heading_kind == "M#" and i.domain == "memory"}
+    out = []
+    for name in COLLECTION_FILES:
+        if (root / name).is_file() and name not in linked:
+            ident = name.removeprefix("MEMORY_").removesuffix(".md")
+            out.append(Issue(name, 1, "collection-unlinked",
+                             f"no heading links this collection, so retrieval never reaches it; link it with a "
+                             f"heading `{{M#{ident}}}` in MEMORY.md", "warning"))
+    return out
+
+
 SHARED_VIEWS_FILE = "shared_views.toml"
 
 
@@ -188,6 +204,7 @@ def validate_root(root: Path | str, *, enforce_correction_capacity: bool = True)
     issues.extend(check_corrections(root, enforce_capacity=enforce_correction_capacity))
     for name in COLLECTION_FILES:
         issues.extend(check_collection(root, name, enforce_capacity=enforce_correction_capacity))
+    issues.extend(check_collection_links(root, graph))
     issues.extend(check_shared_view_headings(root, graph))
     issues.sort(key=lambda i: (i.file, i.line, i.rule))
     return Report(graph, issues)

@@ -146,14 +146,19 @@ def _check_view(ident: str, views: set[str]) -> bool:
 
 
 def _subtree_units(corpus: Corpus, ident: str, by_id: dict[str, Entry], heading_index: dict[str, int]) -> list[Unit]:
-    """A node selects itself; a heading selects itself and everything under it (F# included)."""
+    """A node selects itself; a heading selects itself and the graph under it (F# included).
+
+    Free-form text is never pulled in by a heading: an ``M#`` file or an ``S#`` skill under the
+    selected heading (or behind it) is its own source, asked for through ``sources``. A
+    heading line and its body say when the text applies; the caller asks for the text.
+    """
     entry = by_id.get(ident)
     if entry is not None and entry.kind == "node":
         return [unit_of(entry)]
     h = heading_index.get(ident)
     out = [unit_of(entry)] if entry is not None else []
     if h is not None:
-        out.extend(unit_of(e) for e in corpus.entries if h in e.ancestors)
+        out.extend(unit_of(e) for e in corpus.entries if h in e.ancestors and e.kind != "source")
     if not out:  # a bare heading with nothing under it: render its own line
         ref = corpus.headings[h] if h is not None else None
         if ref is not None:

@@ -18,13 +18,24 @@ def slug(title: str) -> str:
 
 
 def doctrine_sections() -> dict[str, str]:
-    """The doctrine's ``## `` sections: name -> body (the text up to the next ``## `` heading)."""
+    """The doctrine's ``## `` sections: name -> body (the text up to the next ``## `` heading).
+
+    A ``## `` line inside a fenced example is the example's text, not a section."""
     try:
         text = doctrine_file().read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UnavailableError(f"the memory doctrine cannot be read: {exc}") from None
-    parts = re.split(r"^## (.+)\n", text, flags=re.MULTILINE)
-    return {slug(title): body.strip() for title, body in zip(parts[1::2], parts[2::2], strict=True)}
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    fenced = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        if line.startswith("## ") and not fenced:
+            current = sections.setdefault(slug(line[3:].strip()), [])
+        elif current is not None:
+            current.append(line)
+    return {name: "\n".join(body).strip() for name, body in sections.items()}
 
 
 def expand_doctrine(text: str, where: str = "text") -> str:

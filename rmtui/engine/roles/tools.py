@@ -163,26 +163,9 @@ class RoleTools:
         return _cap("\n".join(out) or "no matches")
 
     def outline(self, args: dict[str, Any]) -> str:
-        from rmtui.engine.memory.graph import load_graph
+        from rmtui.engine.memory.outline import outline_text
 
-        graph = load_graph(self.worktree)
-        lines = []
-        for item in graph.ordered:
-            if not roles.may_read(self.role, item.file):
-                continue
-            depth = len(item.ancestors())
-            edges = ", ".join(f"{e.type}:{e.target}" for e in item.edges)
-            if item.kind == "heading":
-                # {F#id}: no space after the kind
-                anchor = f" {{{item.heading_kind or '#'}{item.id}}}" if item.id else ""
-                label = f"{'#' * item.level} {item.title}{anchor}"
-            else:
-                label = f"- `{item.id}` {item.title}"
-            lines.append(f"{'  ' * depth}{label}{' → [' + edges + ']' if edges else ''}  ({item.file}:{item.line})")
-        problems = [str(i) for i in graph.issues]
-        if problems:
-            lines.append("\nproblems:\n" + "\n".join(problems[:50]))
-        return _cap("\n".join(lines) or "the graph is empty")
+        return _cap(outline_text(self.worktree, self.role))
 
     def _git(self, *argv: str) -> str:
         try:
@@ -322,15 +305,11 @@ class RoleTools:
         return f"discarded uncommitted changes of {rel}"
 
     def validate_memory(self, args: dict[str, Any]) -> str:
-        from rmtui.engine.memory.validation import validate_root
+        """The answer ``rmtui --headless validate --path <worktree>`` prints, for every role."""
+        from rmtui.engine.writes.validate import report_text, validate_worktree
 
-        report = validate_root(self.worktree, enforce_correction_capacity=self.role == "update-correction")
-        warnings = [str(i) for i in report.warnings[:50]]
-        if report.ok:  # warnings alone never make the tree invalid
-            c = report.graph.counts()
-            head = f"valid: {c['headings']} headings, {c['nodes']} nodes in {c['files']} files"
-            return _cap("\n".join([head, *warnings]))
-        return _cap("invalid:\n" + "\n".join([*(str(i) for i in report.errors[:100]), *warnings]))
+        report = validate_worktree(self.worktree)
+        return _cap(("" if report.ok else "invalid:\n") + report_text(report))
 
     # -- grants ----------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ import git
 from rmtui.engine.errors import ConflictError, OperationFailed
 from rmtui.engine.fsutil import nfc_collision
 from rmtui.engine.memory.config_schema import DEFAULT_MAX_INSIGHT_LOG_BYTES, DEFAULT_MAX_MEMORY_FILE_BYTES
-from rmtui.engine.memory.graph import parse_edges
+from rmtui.engine.memory.graph import load_graph, parse_edges
 from rmtui.engine.memory.role_table import (
     ALLOWED_PATHS,
     CONFIGS,
@@ -29,10 +29,17 @@ from rmtui.engine.memory.role_table import (
     MEMORY_GRAPH,
     PURSUIT,
     REFERENCE_REPAIR_ONLY,
+    ROLE_TABLE,
     VALIDATION_EXEMPT,
     matches,
 )
-from rmtui.engine.memory.validation import validate_root
+from rmtui.engine.memory.validation import (
+    COLLECTION_FILES,
+    CORRECTIONS_FILE,
+    check_collection_links,
+    check_corrections,
+    validate_root,
+)
 from rmtui.engine.writes.config_check import config_issues
 
 #: Paths whose change moves the semantic base (a concurrent change there makes a candidate stale).
@@ -421,17 +428,47 @@ def check_tree_object(repo: git.Repo, treeish: str, role: str, *, changed: list[
         bad = config_issues(folder, [p for p in changed if p in CONFIGS])
         if bad:
             raise AdmissionRefused("config", f"{bad[0].file}: {bad[0].message}", path=bad[0].file)
-        return check_tree(folder, role, dropped_refs)
+        return check_tree(folder, role, dropped_refs, changed=changed)
 
 
-def check_tree(worktree: Path, role: str, dropped_refs: set[str] | None = None) -> list[str]:
-    """Step 3: graph validation of the checked-out candidate (Insight exempt; capacity off).
+def check_correction_writes(worktree: Path, role: str, changed: list[str] | tuple[str, ...]) -> None:
+    """What a model role's writes to correction files must keep (rules the text states).
+
+    - The correction role's commit is a Memory fix: a change to ``corrections.md`` alone is
+      refused, and a ``corrections.md`` it changed stays within capacity (an old
+      over-capacity file nobody touched never blocks an unrelated write).
+    - An agent correction collection a role writes is linked by its ``M#`` heading, or its
+      entries would never be retrieved (the sync-reconciler merges what both sides hold and
+      is left to validation).
+    """
+    if role not in ROLE_TABLE:
+        return  # the program's writers and people: their own rules
+    touched = set(changed)
+    if role == "update-correction" and touched == {CORRECTIONS_FILE}:
+        raise AdmissionRefused("correction-not-a-fix", f"the commit changes only {CORRECTIONS_FILE}; record a "
+                               "correction only together with the Memory fix it describes", path=CORRECTIONS_FILE)
+    if role == "update-correction" and CORRECTIONS_FILE in touched:
+        over = [i for i in check_corrections(worktree) if i.rule == "corrections-capacity"]
+        if over:
+            raise AdmissionRefused("corrections-capacity", str(over[0]), path=CORRECTIONS_FILE)
+    written = touched & set(COLLECTION_FILES)
+    if written and role != "sync-reconciler":
+        unlinked = [i for i in check_collection_links(worktree, load_graph(worktree)) if i.file in written]
+        if unlinked:
+            raise AdmissionRefused("collection-unlinked", str(unlinked[0]), path=unlinked[0].file)
+
+
+def check_tree(worktree: Path, role: str, dropped_refs: set[str] | None = None, *,
+               changed: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Step 3: graph validation of the checked-out candidate (Insight exempt; capacity off,
+    except for what the candidate itself changed: :func:`check_correction_writes`).
 
     ``dropped_refs`` are edge targets a reference-repair-only edit removed: each must be
     gone from the final graph, or the edit was not a repair.
     """
     if role in VALIDATION_EXEMPT:
         return []
+    check_correction_writes(worktree, role, changed)
     report = validate_root(worktree, enforce_correction_capacity=False)
     if not report.ok:  # warnings never block admission
         errors = report.errors
