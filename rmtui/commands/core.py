@@ -83,6 +83,9 @@ def register(sub, common) -> None:
     q.add_argument("key")
     q.add_argument("value", help="a TOML value, e.g. \"required\" or 15 or true")
     q.set_defaults(handler=cmd_config_set)
+    q = csub.add_parser("migrate", parents=[common], help="move an older rightmemory.toml's rmtui-only settings "
+                        "to rmtui.toml (reading the config never does)")
+    q.set_defaults(handler=cmd_config_migrate)
 
 
 def cmd_init(args) -> Result:
@@ -301,3 +304,11 @@ def cmd_config_set(args) -> Result:
     landed = f"; landed {out['landed_commit'][:10]}" if out["landed_commit"] else ""
     shown = tomlkit.item(value).as_string() if isinstance(value, str) else _toml_text(value)
     return Result(out, f"{args.key} = {shown} (in {out['file']}{landed})")
+
+
+def cmd_config_migrate(args) -> Result:
+    from rmtui.engine.writes.settings import migrate
+
+    out = migrate(root_of(args))
+    landed = [f"landed {out['landed_commit'][:10]}"] if out["landed_commit"] else []
+    return Result(out, "\n".join(out["lines"] + landed) or f"nothing to move: {out['root']} is in the current layout")
