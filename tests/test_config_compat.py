@@ -258,29 +258,48 @@ def test_embedding_api_key_from_the_environment(root, monkeypatch):
 
 # -- refusals ------------------------------------------------------------------------------------
 
+def submit(cli, root, *extra):
+    """A command that loads the config (submit reads the approval mode and the size limit)."""
+    return cli("--headless", "submit", "--session", "s1", "--root", str(root.path), *extra, input="evidence\n")
+
+
 def test_a_key_neither_tool_knows_is_refused_with_the_nearest_key(root, cli):
     text = ORIGINAL_TOML.format(url="http://127.0.0.1:8766", token="t").replace("candidate_count = 3",
                                                                              "candidat_count = 3")
     write_original(root, text)
-    r = cli("--headless", "status", "--root", str(root.path))
+    r = submit(cli, root)
     assert r.code == 2
     assert str(root.path / CONFIG_FILE) in r.stderr
     assert "unknown key 'retrieve.embedding.candidat_count'" in r.stderr
     assert "nearest known key: 'retrieve.embedding.candidate_count'" in r.stderr
     assert (root.path / CONFIG_FILE).read_text(encoding="utf-8") == text
+    # status and config get still work, so the file can be seen and fixed
+    st = cli("--headless", "status", "--root", str(root.path))
+    assert st.code == 0 and "config: refused" in st.stdout and "'retrieve.embedding.candidate_count'" in st.stdout
+    got = cli("--headless", "config", "get", "retrieve.embedding.url", "--root", str(root.path))
+    assert got.code == 0 and got.stdout.strip() == "http://127.0.0.1:8766"
+    assert "candidat_count" in got.stderr and len(got.stderr.strip().splitlines()) == 1
 
     write_original(root, "[reviwer.model]\nmodel_id = \"openai:gpt-5\"\n", commit=False)
-    r = cli("--headless", "status", "--json", "--root", str(root.path))
+    r = submit(cli, root, "--json")
     assert r.code == 2 and "'reviewer'" in r.json()["message"]
+    st = cli("--headless", "status", "--json", "--root", str(root.path))
+    assert st.code == 0 and "'reviewer'" in st.json()["config"]["error"] and st.json()["cycles"] == []
 
     (root.path / CONFIG_FILE).write_text("", encoding="utf-8")
     (root.path / LOCAL_FILE).write_text("[embedding]\nmodle = \"x\"\n", encoding="utf-8")
-    r = cli("--headless", "config", "get", "embedding.model", "--root", str(root.path))
+    r = submit(cli, root)
     assert r.code == 2 and str(root.path / LOCAL_FILE) in r.stderr and "'embedding.model'" in r.stderr
+    got = cli("--headless", "config", "get", "embedding.model", "--root", str(root.path))
+    assert got.code == 0 and "'embedding.model'" in got.stderr
     # an original key belongs in rightmemory.toml, never in rmtui.toml
     (root.path / LOCAL_FILE).write_text("[sync]\nenabled = true\n", encoding="utf-8")
-    r = cli("--headless", "status", "--root", str(root.path))
+    r = submit(cli, root)
     assert r.code == 2 and "'sync.enabled' belongs in rightmemory.toml" in r.stderr
+    # a file that is not TOML at all cannot be shown: the error names where it breaks
+    (root.path / LOCAL_FILE).write_text("[sync\n", encoding="utf-8")
+    got = cli("--headless", "config", "get", "sync.enabled", "--root", str(root.path))
+    assert got.code == 2 and "malformed TOML" in got.stderr
 
 
 @pytest.mark.parametrize("text,message", [
@@ -453,9 +472,10 @@ def test_a_command_on_an_older_root_says_so_in_one_line_and_takes_no_lock(root, 
     lock = root.path / ".runtime" / "config.lock"
     lock.parent.mkdir(exist_ok=True)
     # another process holds the config lock all along: a read that wanted it would wait, then fail
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl,os,sys; fd=os.open(sys.argv[1], os.O_RDWR|os.O_CREAT);"
-                               " fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()",
-                               str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    hold = ("import fcntl,os,sys; fd=os.open(sys.argv[1], os.O_RDWR|os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); "
+            "print('held', flush=True); sys.stdin.read()")
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         values = {}
@@ -533,8 +553,10 @@ def test_init_force_migrates_and_says_what_moved(root, cli):
 def test_migration_writes_nothing_when_the_file_also_has_an_unknown_key(root, cli):
     text = OLD_RMTUI_TOML + "\n[debug]\ntrac = true\n"
     write_original(root, text)
-    r = cli("--headless", "status", "--root", str(root.path))
+    r = submit(cli, root)
     assert r.code == 2 and "unknown key 'debug.trac'" in r.stderr and "'debug.trace'" in r.stderr
+    r = cli("--headless", "config", "migrate", "--root", str(root.path))
+    assert r.code == 2 and "unknown key 'debug.trac'" in r.stderr
     assert (root.path / CONFIG_FILE).read_text(encoding="utf-8") == text and not (root.path / LOCAL_FILE).exists()
 
 
@@ -571,6 +593,18 @@ def test_executor_inheritance_follows_the_originals_order(root, monkeypatch):
     write_original(root, "[agent_cli]\nprovider = \"claude\"\n[historian.agent_cli]\nmodel = \"opus\"\n", commit=False)
     r = resolve_role_executor(load_config(root.path), "historian")
     assert (r.source_role, r.settings.provider, r.settings.model) == ("historian", "claude", "opus")
+
+
+def test_with_only_update_configured_every_role_but_retrieve_runs_on_it(root, cli):
+    from rmtui.engine.memory.role_table import ROLES
+
+    write_original(root, "[update.model]\nmodel_id = \"openai:gpt-5\"\n", commit=False)
+    cfg = load_config(root.path)
+    sources = {role: getattr(resolve_role_executor(cfg, role), "source_role", None) for role in ROLES}
+    assert sources == {role: (None if role == "retrieve" else "update") for role in ROLES}
+    # the one exception says why, as the README does (retrieve stays on the embedding backend)
+    r = cli("chat", "--role", "retrieve", "--root", str(root.path), input="")
+    assert r.code == 4 and "never uses another role's model" in r.stderr, (r.code, r.stderr)
 
 
 # -- retrieval counts and rerank through [retrieve.embedding] -----------------------------------------------

@@ -243,10 +243,12 @@ def cmd_status(args) -> Result:
         valid += f" ({st['warnings']} warnings)" if st["valid"] else f", {st['warnings']} warnings"
     text = (f"root: {st['root']}\nhead: {st['head']}\nvalid: {valid}\n"
             f"items: {it['headings']} headings, {it['nodes']} nodes, {it['files']} files\nevidence: {ev}")
+    if st["config"]["error"]:
+        text += f"\nconfig: refused (commands that load it stop until it is fixed): {st['config']['error']}"
     if st["config"]["ignored"]:
         text += f"\nignored by rmtui (accepted for RightMemory): {', '.join(st['config']['ignored'])}"
     text += "".join(f"\nwarning: {w}" for w in st["config"]["warnings"])
-    text += _cycles_text(st["cycles"])
+    text += _cycles_text(st["cycles"]) if st["cycles"] else ""
     return Result(st, text)
 
 
@@ -283,8 +285,14 @@ def _toml_text(value) -> str:
 
 
 def cmd_config_get(args) -> Result:
-    cfg = root_of(args).config()
+    import sys
+
+    from rmtui.engine.memory.config import read_config
+
+    cfg, refused = read_config(root_of(args).path)
     value = cfg.get(args.key)
+    if refused:  # shown as written, so the file can be fixed
+        sys.stderr.write(f"rmtui: {refused} (the value is shown as written; other commands refuse the file)\n")
     return Result({"key": args.key, "value": value, "file": cfg.source(args.key)},
                   "" if value is None else _toml_text(value))
 

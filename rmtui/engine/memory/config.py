@@ -319,6 +319,31 @@ def load_config(root: Path) -> Config:
                   notices=list(hit.notices), role_problems=dict(hit.problems))
 
 
+def read_config(root: Path, *, unreadable_ok: bool = False) -> tuple[Config, str | None]:
+    """The configuration for ``status`` and ``config get``, which must show a file the loader
+    refuses so a person can see and fix it: the checked config and None, or the values as
+    written and why the loader refuses them. A file that is not TOML at all refuses (nothing
+    in it can be shown; the error names the line) unless ``unreadable_ok``: then it counts as
+    empty, for ``status``, which reports the error and needs no value."""
+    root = Path(root)
+    try:
+        return load_config(root), None
+    except UsageError as exc:
+        refused = exc.message
+
+    def values(path: Path) -> dict[str, Any]:
+        try:
+            doc = _parse(path)
+        except UsageError:
+            if not unreadable_ok:
+                raise
+            return {}
+        return doc.unwrap() if doc is not None else {}
+
+    path = root / CONFIG_FILE
+    return Config(path=path, data=values(path), local=values(root / LOCAL_FILE)), refused
+
+
 def plan_texts(root: Path) -> tuple[Moved, str | None, str | None]:
     """What a migration of ``root`` would do: what moves and the new texts of both files
     (None, None: nothing to move)."""

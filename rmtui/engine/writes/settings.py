@@ -27,6 +27,7 @@ from rmtui.engine.memory.config import (
     set_config_value,
     write_migrated,
 )
+from rmtui.engine.memory.config_migrate import Moved
 from rmtui.engine.memory.roots import MemoryRoot
 from rmtui.engine.writes.admission import DirtyActiveRoot, dirty_paths
 from rmtui.engine.writes.program import program_write
@@ -101,7 +102,7 @@ def migrate(root: MemoryRoot) -> dict:
         if CONFIG_FILE in dirty_paths(sup.repo):
             raise DirtyActiveRoot(f"{CONFIG_FILE} has uncommitted changes in the root; land them (`maintain`) or "
                                   "discard them, then migrate again", details={"paths": [CONFIG_FILE]})
-    moved = []
+    moved: list[Moved] = []
 
     def edit(worktree: Path) -> list[str]:
         done, orig_text, local_text = migrated_texts_of(worktree / CONFIG_FILE, root.path)
@@ -111,7 +112,7 @@ def migrate(root: MemoryRoot) -> dict:
         moved[:] = [done]
         return [CONFIG_FILE]
 
-    receipt = program_write(root, KIND, ROLE, edit, f"config: move rmtui-only settings to rmtui.toml",
+    receipt = program_write(root, KIND, ROLE, edit, "config: move rmtui-only settings to rmtui.toml",
                             what="config migrate")
     done = moved[0] if moved else done
     out.update(done.to_json(), lines=done.lines(), operation_id=receipt.operation_id,
