@@ -683,9 +683,10 @@ ORIGINAL_BOOLS = {("sync", "enabled"), ("debug", "trace")}
 
 
 def original_config_verdict(text: str) -> str | None:
-    """What the original says of these keys of a ``rightmemory.toml``: None when it loads them,
-    else the key it refuses. Booleans must be TOML booleans; integers refuse booleans except where
-    the original forgot to; ``provider`` is stripped, then must be exactly ``codex`` or ``claude``."""
+    """What the original says of these file-wide keys of a ``rightmemory.toml``: None when it loads
+    them, else the key it refuses. Booleans must be TOML booleans; integers refuse booleans except
+    where the original forgot to. (Executor tables, the ``provider`` included, refuse only the
+    roles that run on them: :func:`original_role_verdict`.)"""
     import tomllib
 
     data = tomllib.loads(text)
@@ -706,12 +707,65 @@ def original_config_verdict(text: str) -> str | None:
         takes_bool = (section, key) in ORIGINAL_INTS_TAKING_TRUE
         if (isinstance(value, bool) and not takes_bool) or not isinstance(value, int) or value < 1:
             return f"{section}.{key}"
-    sections = ["agent_cli"] + [f"{role}.agent_cli" for role in data if isinstance(data[role], dict)]
-    for section in sections:
-        provider = table(section).get("provider")
-        if provider is not None and (not isinstance(provider, str) or provider.strip() not in ("codex", "claude")):
-            return f"{section}.provider"
+    # a provider is checked only for the role that runs on it: original_role_verdict
     return None
+
+
+#: The original's fallback order for a role without an executor table (retrieve never falls back).
+ORIGINAL_FALLBACK = ("update", "dreamer", "insight", "reviewer", "pruner", "sync-reconciler", "historian",
+                     "shared-view-builder")
+
+
+def original_role_verdict(text: str, role: str) -> str:
+    """What the original's loader says when it loads ``role`` from a ``rightmemory.toml`` whose
+    file-wide keys it accepts: ``"ok"`` (an executor), ``"none"`` (no table and no global
+    provider: nothing configured) or ``"refused: <table>"``, the executor table it refuses.
+    It checks only the table the role runs on: its own, else (not retrieve) the first of
+    ``ORIGINAL_FALLBACK`` that names ``model`` or ``agent_cli``, broken or not."""
+    import tomllib
+
+    data = tomllib.loads(text)
+
+    def section(name: str) -> dict:
+        value = data.get(name, {})
+        return value if isinstance(value, dict) else {}
+
+    def names_executor(sec: dict) -> bool:
+        return "model" in sec or "agent_cli" in sec
+
+    source = role
+    if role != "retrieve" and not names_executor(section(role)):
+        source = next((c for c in ORIGINAL_FALLBACK if c != role and names_executor(section(c))), role)
+    sec = section(source)
+
+    def nonempty(value: object) -> bool:
+        return isinstance(value, str) and bool(value.strip())
+
+    if "model" in sec and "agent_cli" in sec:
+        return f"refused: [{source}]"
+    if "model" in sec:
+        model = sec["model"]
+        if (not isinstance(model, dict) or set(model) - {"model_id", "api_base", "api_key", "kwargs"}
+                or not nonempty(model.get("model_id"))
+                or any(k in model and not nonempty(model[k]) for k in ("api_base", "api_key"))
+                or not isinstance(model.get("kwargs", {}), dict)
+                or {"model_id", "api_base", "api_key"} & set(model.get("kwargs", {}))):
+            return f"refused: [{source}.model]"
+        return "ok"
+    glob = data.get("agent_cli", {})
+    cli = sec.get("agent_cli", {})
+    if not isinstance(glob, dict) or set(glob) - {"provider"}:
+        return "refused: [agent_cli]"
+    if not isinstance(cli, dict) or set(cli) - {"provider", "model"}:
+        return f"refused: [{source}.agent_cli]"
+    provider = cli.get("provider", glob.get("provider"))
+    if provider is None and "agent_cli" not in sec:
+        return "none"
+    if not nonempty(provider) or provider.strip() not in ("codex", "claude"):
+        return f"refused: [{source}.agent_cli]" if "provider" in cli else "refused: [agent_cli]"
+    if "model" in cli and not nonempty(cli["model"]):
+        return f"refused: [{source}.agent_cli]"
+    return "ok"
 
 
 def original_hub_call(base_url: str, method: str, path: str, *, token: str | None = None,

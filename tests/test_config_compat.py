@@ -258,29 +258,48 @@ def test_embedding_api_key_from_the_environment(root, monkeypatch):
 
 # -- refusals ------------------------------------------------------------------------------------
 
+def submit(cli, root, *extra):
+    """A command that loads the config (submit reads the approval mode and the size limit)."""
+    return cli("--headless", "submit", "--session", "s1", "--root", str(root.path), *extra, input="evidence\n")
+
+
 def test_a_key_neither_tool_knows_is_refused_with_the_nearest_key(root, cli):
     text = ORIGINAL_TOML.format(url="http://127.0.0.1:8766", token="t").replace("candidate_count = 3",
                                                                              "candidat_count = 3")
     write_original(root, text)
-    r = cli("--headless", "status", "--root", str(root.path))
+    r = submit(cli, root)
     assert r.code == 2
     assert str(root.path / CONFIG_FILE) in r.stderr
     assert "unknown key 'retrieve.embedding.candidat_count'" in r.stderr
     assert "nearest known key: 'retrieve.embedding.candidate_count'" in r.stderr
     assert (root.path / CONFIG_FILE).read_text(encoding="utf-8") == text
+    # status and config get still work, so the file can be seen and fixed
+    st = cli("--headless", "status", "--root", str(root.path))
+    assert st.code == 0 and "config: refused" in st.stdout and "'retrieve.embedding.candidate_count'" in st.stdout
+    got = cli("--headless", "config", "get", "retrieve.embedding.url", "--root", str(root.path))
+    assert got.code == 0 and got.stdout.strip() == "http://127.0.0.1:8766"
+    assert "candidat_count" in got.stderr and len(got.stderr.strip().splitlines()) == 1
 
     write_original(root, "[reviwer.model]\nmodel_id = \"openai:gpt-5\"\n", commit=False)
-    r = cli("--headless", "status", "--json", "--root", str(root.path))
+    r = submit(cli, root, "--json")
     assert r.code == 2 and "'reviewer'" in r.json()["message"]
+    st = cli("--headless", "status", "--json", "--root", str(root.path))
+    assert st.code == 0 and "'reviewer'" in st.json()["config"]["error"] and st.json()["cycles"] == []
 
     (root.path / CONFIG_FILE).write_text("", encoding="utf-8")
     (root.path / LOCAL_FILE).write_text("[embedding]\nmodle = \"x\"\n", encoding="utf-8")
-    r = cli("--headless", "config", "get", "embedding.model", "--root", str(root.path))
+    r = submit(cli, root)
     assert r.code == 2 and str(root.path / LOCAL_FILE) in r.stderr and "'embedding.model'" in r.stderr
+    got = cli("--headless", "config", "get", "embedding.model", "--root", str(root.path))
+    assert got.code == 0 and "'embedding.model'" in got.stderr
     # an original key belongs in rightmemory.toml, never in rmtui.toml
     (root.path / LOCAL_FILE).write_text("[sync]\nenabled = true\n", encoding="utf-8")
-    r = cli("--headless", "status", "--root", str(root.path))
+    r = submit(cli, root)
     assert r.code == 2 and "'sync.enabled' belongs in rightmemory.toml" in r.stderr
+    # a file that is not TOML at all cannot be shown: the error names where it breaks
+    (root.path / LOCAL_FILE).write_text("[sync\n", encoding="utf-8")
+    got = cli("--headless", "config", "get", "sync.enabled", "--root", str(root.path))
+    assert got.code == 2 and "malformed TOML" in got.stderr
 
 
 @pytest.mark.parametrize("text,message", [
@@ -308,9 +327,11 @@ def test_a_key_neither_tool_knows_is_refused_with_the_nearest_key(root, cli):
     ("[sync]\nenabled = \"yes\"\n", "'sync.enabled' must be bool"),
 ])
 def test_the_originals_rules_are_enforced(root, text, message):
+    # a rule of an executor table refuses the role that runs on it (here update, which every
+    # table above reaches), as the original refuses it; every other rule refuses the file
     write_original(root, text, commit=False)
     with pytest.raises(UsageError) as err:
-        load_config(root.path)
+        resolve_role_executor(load_config(root.path), "update")
     assert message in err.value.message and str(root.path / CONFIG_FILE) in err.value.message
 
 
@@ -404,15 +425,83 @@ def old_root(root):
     return git.Repo(root.path).head.commit.hexsha
 
 
-def test_an_older_root_is_migrated_on_first_load(root, cli):
-    head = old_root(root)
+def tree_state(folder) -> dict[str, tuple[int, bytes | None]]:
+    """Every path under ``folder`` (Git's files included): its mtime and, for a file, its bytes."""
+    out = {".": (folder.stat().st_mtime_ns, None)}
+    for path in sorted(folder.rglob("*")):
+        st = path.lstat()
+        out[str(path.relative_to(folder))] = (st.st_mtime_ns, path.read_bytes() if path.is_file() else None)
+    return out
+
+
+OLD_VALUES = {
+    "update.approval": "required", "update.max_evidence_bytes": 4096, "update.async.debounce_seconds": 120,
+    "update.model.api_key_env": "MY_OPENAI", "update.model.max_requests": 12,
+    "update.model.model_id": "openai:gpt-5",
+    "retrieve.top_k": 4, "retrieve.max_output_chars": 50000, "embedding.dense_budget_seconds": 3,
+    "assistant.lease_seconds": 600, "insight.watch.trigger_points": 120,
+    "update.async.target_batch_candidates": 7}
+
+
+def test_loading_an_older_root_reads_it_and_writes_nothing(root, cli):
+    old_root(root)
+    before = tree_state(root.path)
+    told: list[str] = []
+    import rmtui.engine.memory.config as config_module
+
+    config_module.NOTIFY, saved = told.append, config_module.NOTIFY
+    try:
+        cfg = load_config(root.path)
+        again = load_config(root.path)
+    finally:
+        config_module.NOTIFY = saved
+    # every value reads as it will after the move, from memory
+    assert {key: cfg.get(key) for key in OLD_VALUES} == OLD_VALUES and again.get("update.approval") == "required"
+    assert tree_state(root.path) == before  # no file written, touched or created (no lock file either)
+    assert len(told) == 1 and "config migrate" in told[0] and "update.approval" in told[0]
+
+
+def test_a_command_on_an_older_root_says_so_in_one_line_and_takes_no_lock(root, cli):
+    import subprocess
+    import sys
+
+    old_root(root)
     rp = str(root.path)
-    r = cli("--headless", "status", "--root", rp)
+    files = (root.path / CONFIG_FILE, root.path / LOCAL_FILE, root.path / ".git" / "info" / "exclude")
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) if p.exists() else None for p in files}
+    lock = root.path / ".runtime" / "config.lock"
+    lock.parent.mkdir(exist_ok=True)
+    # another process holds the config lock all along: a read that wanted it would wait, then fail
+    hold = ("import fcntl,os,sys; fd=os.open(sys.argv[1], os.O_RDWR|os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); "
+            "print('held', flush=True); sys.stdin.read()")
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        values = {}
+        for key in OLD_VALUES:
+            r = cli("--headless", "config", "get", key, "--root", rp, "--json")
+            assert r.code == 0, r.stderr
+            values[key] = r.json()["value"]
+            told = [line for line in r.stderr.splitlines() if line.strip()]
+            assert len(told) == 1 and "older layout" in told[0], r.stderr
+            assert f"rmtui --headless config migrate --root {rp}" in told[0]
+        st = cli("--headless", "status", "--root", rp)
+        assert st.code == 0, st.stderr
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert values == OLD_VALUES
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) if p.exists() else None for p in files} == before
+
+
+def test_config_migrate_moves_the_keys_and_says_what_it_moved(root, cli):
+    write_original(root, OLD_RMTUI_TOML, commit=False)  # untracked, as in a root made today: rewritten in place
+    rp = str(root.path)
+    r = cli("--headless", "config", "migrate", "--root", rp)
     assert r.code == 0, r.stderr
-    notice = next(line for line in r.stderr.splitlines() if "moved rmtui-only settings" in line)
-    assert notice.endswith(", ".join(MOVED))
-    assert "insight.threshold renamed to insight.watch.trigger_points" in r.stderr
-    assert "work tree only" in r.stderr
+    assert f"moved rmtui-only settings from rightmemory.toml to rmtui.toml: {', '.join(MOVED)}" in r.stdout
+    assert "insight.threshold renamed to insight.watch.trigger_points" in r.stdout
 
     shared, local = root.path / CONFIG_FILE, root.path / LOCAL_FILE
     assert only_original_keys(shared) == set()
@@ -423,26 +512,31 @@ def test_an_older_root_is_migrated_on_first_load(root, cli):
     assert "# Sentence-transformers model name." in local_text
     assert "# A batch forms when this many candidates are ready ...\ntarget_batch_candidates = 7" in text
     assert "approval" not in text and "[embedding]" not in text
-    # no setting lost
-    values = {key: cli("--headless", "config", "get", key, "--root", rp, "--json").json()["value"] for key in (
-        "update.approval", "update.max_evidence_bytes", "update.async.debounce_seconds", "update.model.api_key_env",
-        "update.model.max_requests", "update.model.model_id", "retrieve.top_k", "retrieve.max_output_chars",
-        "embedding.dense_budget_seconds", "assistant.lease_seconds", "insight.watch.trigger_points",
-        "update.async.target_batch_candidates")}
-    assert values == {
-        "update.approval": "required", "update.max_evidence_bytes": 4096, "update.async.debounce_seconds": 120,
-        "update.model.api_key_env": "MY_OPENAI", "update.model.max_requests": 12,
-        "update.model.model_id": "openai:gpt-5",
-        "retrieve.top_k": 4, "retrieve.max_output_chars": 50000, "embedding.dense_budget_seconds": 3,
-        "assistant.lease_seconds": 600, "insight.watch.trigger_points": 120,
-        "update.async.target_batch_candidates": 7}
-    # the work tree changed, not the history; rmtui.toml stays out of Git
+    # no setting lost, and nothing left to say
+    for key, value in OLD_VALUES.items():
+        got = cli("--headless", "config", "get", key, "--root", rp, "--json")
+        assert got.json()["value"] == value and got.stderr.strip() == "", (key, got.stderr)
+    assert git.Repo(root.path).ignored(LOCAL_FILE) == [LOCAL_FILE]
+    j = cli("--headless", "config", "migrate", "--root", rp, "--json")
+    assert j.code == 0 and j.json()["moved"] == [] and j.json()["renamed"] == []
+
+
+def test_config_migrate_of_a_tracked_file_lands_one_commit(root, cli):
+    head = old_root(root)  # an older root tracks rightmemory.toml
+    rp = str(root.path)
+    r = cli("--headless", "config", "migrate", "--root", rp, "--json")
+    assert r.code == 0, r.stderr
+    out = r.json()
+    assert out["moved"] == MOVED and out["renamed"] == [{"from": "insight.threshold",
+                                                         "to": "insight.watch.trigger_points"}]
     repo = git.Repo(root.path)
-    assert repo.head.commit.hexsha == head
-    assert [d.a_path for d in repo.index.diff(None)] == [CONFIG_FILE]
-    assert repo.ignored(LOCAL_FILE) == [LOCAL_FILE]
-    again = cli("--headless", "status", "--root", rp)
-    assert again.code == 0 and "moved" not in again.stderr  # once only
+    assert repo.head.commit.parents[0].hexsha == head and repo.head.commit.hexsha.startswith(out["landed_commit"][:10])
+    assert repo.head.commit.message.startswith("config: move rmtui-only settings")
+    assert not repo.is_dirty() and repo.ignored(LOCAL_FILE) == [LOCAL_FILE]
+    committed = repo.git.show(f"HEAD:{CONFIG_FILE}")
+    assert "approval" not in committed and "[embedding]" not in committed
+    cfg = load_config(root.path)
+    assert {key: cfg.get(key) for key in OLD_VALUES} == OLD_VALUES and cfg.notices == []
 
 
 def test_init_force_migrates_and_says_what_moved(root, cli):
@@ -459,17 +553,19 @@ def test_init_force_migrates_and_says_what_moved(root, cli):
 def test_migration_writes_nothing_when_the_file_also_has_an_unknown_key(root, cli):
     text = OLD_RMTUI_TOML + "\n[debug]\ntrac = true\n"
     write_original(root, text)
-    r = cli("--headless", "status", "--root", str(root.path))
+    r = submit(cli, root)
     assert r.code == 2 and "unknown key 'debug.trac'" in r.stderr and "'debug.trace'" in r.stderr
+    r = cli("--headless", "config", "migrate", "--root", str(root.path))
+    assert r.code == 2 and "unknown key 'debug.trac'" in r.stderr
     assert (root.path / CONFIG_FILE).read_text(encoding="utf-8") == text and not (root.path / LOCAL_FILE).exists()
 
 
-def test_set_on_an_older_root_migrates_first(root):
-    old_root(root)
-    set_config_value(root.path, "update.approval", "auto")
-    cfg = load_config(root.path)
-    assert cfg.get("update.approval") == "auto" and cfg.get("retrieve.top_k") == 4
-    assert only_original_keys(root.path / CONFIG_FILE) == set()
+def test_set_on_an_older_root_asks_for_the_migration_first(root):
+    write_original(root, OLD_RMTUI_TOML, commit=False)
+    before = (root.path / CONFIG_FILE).read_bytes()
+    with pytest.raises(UsageError, match="older layout.*config migrate"):
+        set_config_value(root.path, "update.approval", "auto")
+    assert (root.path / CONFIG_FILE).read_bytes() == before and not (root.path / LOCAL_FILE).exists()
 
 
 # -- executors in the original's order ---------------------------------------------------------------------
@@ -497,6 +593,18 @@ def test_executor_inheritance_follows_the_originals_order(root, monkeypatch):
     write_original(root, "[agent_cli]\nprovider = \"claude\"\n[historian.agent_cli]\nmodel = \"opus\"\n", commit=False)
     r = resolve_role_executor(load_config(root.path), "historian")
     assert (r.source_role, r.settings.provider, r.settings.model) == ("historian", "claude", "opus")
+
+
+def test_with_only_update_configured_every_role_but_retrieve_runs_on_it(root, cli):
+    from rmtui.engine.memory.role_table import ROLES
+
+    write_original(root, "[update.model]\nmodel_id = \"openai:gpt-5\"\n", commit=False)
+    cfg = load_config(root.path)
+    sources = {role: getattr(resolve_role_executor(cfg, role), "source_role", None) for role in ROLES}
+    assert sources == {role: (None if role == "retrieve" else "update") for role in ROLES}
+    # the one exception says why, as the README does (retrieve stays on the embedding backend)
+    r = cli("chat", "--role", "retrieve", "--root", str(root.path), input="")
+    assert r.code == 4 and "never uses another role's model" in r.stderr, (r.code, r.stderr)
 
 
 # -- retrieval counts and rerank through [retrieve.embedding] -----------------------------------------------
@@ -556,11 +664,66 @@ def test_booleans_and_provider_as_the_original_checks_them(root, text):
     write_original(root, text, commit=False)
     refused = original_config_verdict(text)
     if refused is None:
-        load_config(root.path)
+        assert_roles_as_the_original(root, text)
     else:
         with pytest.raises(UsageError) as err:
             load_config(root.path)
         assert repr(refused) in err.value.message
+
+
+#: rmtui's roles that the original has too (update-correction is rmtui's own).
+SHARED_ROLES = ("retrieve", "update", "pruner", "insight", "historian", "sync-reconciler")
+
+
+def assert_roles_as_the_original(root, text: str) -> None:
+    """Every shared role resolves as the original's loader loads it: an executor, nothing
+    configured, or a refusal naming the table it runs on."""
+    from compat_checker import original_role_verdict
+
+    cfg = load_config(root.path)  # the file itself loads, as the original's does
+    for role in SHARED_ROLES:
+        verdict = original_role_verdict(text, role)
+        if verdict.startswith("refused: "):
+            with pytest.raises(UsageError) as err:
+                resolve_role_executor(cfg, role)
+            table = verdict.removeprefix("refused: ").strip("[]").split(".")[0]
+            assert f"[{table}" in err.value.message or f"'{table}." in err.value.message, (role, err.value.message)
+        else:
+            got = resolve_role_executor(cfg, role)
+            assert (got is None) == (verdict == "none"), (role, verdict, got)
+
+
+BOTH = "[insight.model]\nmodel_id = \"openai:gpt-5\"\n[insight.agent_cli]\nprovider = \"claude\"\n"
+
+
+@pytest.mark.parametrize("text", [
+    BOTH,                                                               # every role but retrieve lands on insight
+    BOTH + "[update.model]\nmodel_id = \"openai:gpt-5\"\n",              # only insight itself is refused
+    BOTH + "[dreamer.agent_cli]\nprovider = \"codex\"\n",                # dreamer comes before insight
+    BOTH + "[pruner.model]\nmodel_id = \"openai:gpt-5\"\n[agent_cli]\nprovider = \"codex\"\n",
+    "[pruner.model]\napi_base = \"http://x\"\n[update.agent_cli]\nprovider = \"claude\"\n",  # pruner alone
+    "[historian.agent_cli]\nmodel = \"opus\"\n[update.model]\nmodel_id = \"openai:gpt-5\"\n",  # no provider anywhere
+    "[agent_cli]\nprovider = \"aider\"\n[update.model]\nmodel_id = \"openai:gpt-5\"\n",  # only the CLI path
+    "[agent_cli]\nprovider = \"codex\"\nmodle = 1\n[update.model]\nmodel_id = \"openai:gpt-5\"\n",
+])
+def test_a_broken_executor_table_refuses_only_the_roles_that_run_on_it(root, text):
+    write_original(root, text, commit=False)
+    assert_roles_as_the_original(root, text)
+
+
+def test_status_and_config_get_work_with_both_insight_executors_set(root, cli):
+    write_original(root, BOTH + "[update.model]\nmodel_id = \"openai:gpt-5\"\n", commit=False)
+    rp = str(root.path)
+    st = cli("--headless", "status", "--root", rp, "--json")
+    assert st.code == 0, st.stderr
+    assert any("[insight.model] and [insight.agent_cli] are both set" in w for w in st.json()["config"]["warnings"])
+    text = cli("--headless", "status", "--root", rp)
+    assert text.code == 0 and "warning: " in text.stdout and "[insight.agent_cli]" in text.stdout
+    got = cli("--headless", "config", "get", "insight.agent_cli.provider", "--root", rp, "--json")
+    assert got.code == 0 and got.json()["value"] == "claude"
+    # the role that runs on the table is refused when it runs, with the original's reason
+    r = cli("--headless", "insight", "run", "--force", "--root", rp)
+    assert r.code == 2 and "[insight.model] and [insight.agent_cli] are both set" in r.stderr, (r.code, r.stderr)
 
 
 def test_a_provider_with_blanks_runs_without_them(root):

@@ -256,11 +256,17 @@ def test_an_update_refuses_while_the_original_holds_pending_evidence(root):
         UpdateDriver(root).run_once()
 
 
-def test_a_role_with_both_executors_is_refused_when_the_file_loads(root):
+def test_a_role_with_both_executors_is_refused_when_a_role_runs_on_it(root):
+    # as the original's loader: the file loads; the table is refused for the roles that land on it
+    # (pruner, and here every role that falls back, since it is the only one); retrieve never does
     from rmtui.engine.errors import UsageError
     from rmtui.engine.memory.config import load_config
+    from rmtui.engine.roles.executors.config import resolve_role_executor
 
     (root.path / "rightmemory.toml").write_text(
         '[pruner.model]\nmodel_id = "openai:x"\n\n[pruner.agent_cli]\nprovider = "codex"\n', encoding="utf-8")
-    with pytest.raises(UsageError, match=r"\[pruner.model\] and \[pruner.agent_cli\] are both set"):
-        load_config(root.path)
+    cfg = load_config(root.path)
+    for role in ("pruner", "update", "historian"):
+        with pytest.raises(UsageError, match=r"\[pruner.model\] and \[pruner.agent_cli\] are both set"):
+            resolve_role_executor(cfg, role)
+    assert resolve_role_executor(cfg, "retrieve") is None

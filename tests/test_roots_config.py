@@ -201,9 +201,14 @@ def test_malformed_profiles_toml_is_reported(isolated_home, cli):
 ])
 def test_bad_config_is_refused_with_the_key_named(root, cli, text, message):
     (root.path / CONFIG_FILE).write_text(text, encoding="utf-8")
-    r = cli("--headless", "config", "get", "retrieve.top_k", "--root", str(root.path))
+    # submit loads the config (approval mode, size limit): refused, naming the key
+    r = cli("--headless", "submit", "--session", "s1", "--root", str(root.path), input="evidence\n")
     assert r.code == 2
     assert message in r.stderr
+    # config get still shows what is written (so it can be fixed), with the same reason; only
+    # a file that is not TOML at all has nothing to show
+    r = cli("--headless", "config", "get", "retrieve.top_k", "--root", str(root.path))
+    assert r.code == (2 if message == "malformed TOML" else 0) and message in r.stderr
     assert (root.path / CONFIG_FILE).read_text(encoding="utf-8") == text  # nothing rewritten
 
 

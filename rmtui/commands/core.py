@@ -88,6 +88,9 @@ def register(sub, common) -> None:
     q.add_argument("key")
     q.add_argument("value", help="a TOML value, e.g. \"required\" or 15 or true")
     q.set_defaults(handler=cmd_config_set)
+    q = csub.add_parser("migrate", parents=[common], help="move an older rightmemory.toml's rmtui-only settings "
+                        "to rmtui.toml (reading the config never does)")
+    q.set_defaults(handler=cmd_config_migrate)
 
 
 def cmd_init(args) -> Result:
@@ -249,10 +252,12 @@ def cmd_status(args) -> Result:
         valid += f" ({st['warnings']} warnings)" if st["valid"] else f", {st['warnings']} warnings"
     text = (f"root: {st['root']}\nhead: {st['head']}\nvalid: {valid}\n"
             f"items: {it['headings']} headings, {it['nodes']} nodes, {it['files']} files\nevidence: {ev}")
+    if st["config"]["error"]:
+        text += f"\nconfig: refused (commands that load it stop until it is fixed): {st['config']['error']}"
     if st["config"]["ignored"]:
         text += f"\nignored by rmtui (accepted for RightMemory): {', '.join(st['config']['ignored'])}"
     text += "".join(f"\nwarning: {w}" for w in st["config"]["warnings"])
-    text += _cycles_text(st["cycles"])
+    text += _cycles_text(st["cycles"]) if st["cycles"] else ""
     return Result(st, text)
 
 
@@ -289,8 +294,14 @@ def _toml_text(value) -> str:
 
 
 def cmd_config_get(args) -> Result:
-    cfg = root_of(args).config()
+    import sys
+
+    from rmtui.engine.memory.config import read_config
+
+    cfg, refused = read_config(root_of(args).path)
     value = cfg.get(args.key)
+    if refused:  # shown as written, so the file can be fixed
+        sys.stderr.write(f"rmtui: {refused} (the value is shown as written; other commands refuse the file)\n")
     return Result({"key": args.key, "value": value, "file": cfg.source(args.key)},
                   "" if value is None else _toml_text(value))
 
@@ -310,3 +321,11 @@ def cmd_config_set(args) -> Result:
     landed = f"; landed {out['landed_commit'][:10]}" if out["landed_commit"] else ""
     shown = tomlkit.item(value).as_string() if isinstance(value, str) else _toml_text(value)
     return Result(out, f"{args.key} = {shown} (in {out['file']}{landed})")
+
+
+def cmd_config_migrate(args) -> Result:
+    from rmtui.engine.writes.settings import migrate
+
+    out = migrate(root_of(args))
+    landed = [f"landed {out['landed_commit'][:10]}"] if out["landed_commit"] else []
+    return Result(out, "\n".join(out["lines"] + landed) or f"nothing to move: {out['root']} is in the current layout")

@@ -9,9 +9,14 @@ it is never committed or synced.
 
 Callers see one namespace of dotted keys and never need to know which file holds a key:
 ``Config.get("update.approval")`` reads rmtui.toml, ``Config.get("update.async.max_wait_seconds")``
-rightmemory.toml, and ``set_config_value`` writes each key to its own file. A root written
-before the split (rmtui-only keys in rightmemory.toml) is migrated when it is loaded: those
-keys move to rmtui.toml with their comments, and a notice says what moved.
+rightmemory.toml, and ``set_config_value`` writes each key to its own file.
+
+Reading only reads: no file is written and no lock taken, and each file is parsed and checked
+once per process while it stays the same. A root written before the split (rmtui-only keys in
+rightmemory.toml) is read as if migrated, with one notice naming ``config migrate``, the
+explicit step (also run by ``init``) that moves those keys to rmtui.toml with their comments.
+As in the original, a problem inside one role's executor table refuses only the roles that
+run on that table (``Config.role_problems``), not every command.
 
 The schemas, default texts and value checks are in ``config_schema``; the rewriting of an
 older file in ``config_migrate``; this module reads, caches and writes the files.
@@ -31,7 +36,7 @@ import tomlkit
 
 from rmtui.engine.errors import UsageError
 from rmtui.engine.fsutil import atomic_write_text
-from rmtui.engine.memory.config_migrate import migrated_texts, plan_migration
+from rmtui.engine.memory.config_migrate import Moved, apply_moves, migrated_texts, plan_migration
 from rmtui.engine.memory.config_schema import (
     CONFIG_FILE,
     EMBEDDING_API_KEY_ENV,
@@ -49,17 +54,20 @@ from rmtui.engine.memory.role_table import ROLES
 
 
 def parse_config_text(text: str, path: Path, *, file: str | None = None) -> Config:
-    """Validate the text of one config file (which one: ``file``, else the path's name)."""
+    """Validate the text of one config file (which one: ``file``, else the path's name) as the
+    loader does: a problem inside a role's executor table is kept for that role, not refused."""
     file = file or (LOCAL_FILE if Path(path).name == LOCAL_FILE else CONFIG_FILE)
-    data = validate_doc(parse_toml(text, str(path)), file, str(path))
+    problems: dict[str, str] = {}
+    data = validate_doc(parse_toml(text, str(path)), file, str(path), deferred=problems)
     if file == LOCAL_FILE:
         return Config(path=Path(path).parent / CONFIG_FILE, local=data)
-    return Config(path=Path(path), data=data)
+    return Config(path=Path(path), data=data, role_problems=problems)
 
 
 def validate_config_text(data: str | bytes, filename: str) -> None:
     """Refuse (``UsageError``) a config file's content the loader would refuse, bytes decoded as
-    it decodes them; the supervisor's admission and ``validate`` check committed files with it."""
+    it decodes them; the supervisor's admission and ``validate`` check committed files with it
+    (a file the original loads for some roles is not refused here either)."""
     path = Path(filename)
     text = _decode(data, path) if isinstance(data, bytes) else data
     parse_config_text(text, path)
@@ -80,14 +88,17 @@ def _dig(data: dict[str, Any], parts: list[str]) -> tuple[bool, Any]:
 class Config:
     """Validated configuration of one root; ``get`` falls back to schema defaults.
 
-    ``data`` is rightmemory.toml, ``local`` rmtui.toml; ``notices`` says what a migration
-    during this load moved.
+    ``data`` is rightmemory.toml, ``local`` rmtui.toml; ``notices`` says that rightmemory.toml is
+    in an older layout (applied from memory; ``config migrate`` writes it); ``role_problems``
+    holds, per role table (``agent_cli``: the top-level one), why the original would refuse a
+    role that runs on it.
     """
 
     path: Path
     data: dict[str, Any] = field(default_factory=dict)
     local: dict[str, Any] = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)
+    role_problems: dict[str, str] = field(default_factory=dict)
 
     @property
     def local_path(self) -> Path:
@@ -188,9 +199,15 @@ def ignored_keys(cfg: Config) -> list[str]:
 
 def config_warnings(cfg: Config) -> list[str]:
     """Settings that work but deserve a word (an API key in a tracked, synced file)."""
-    out = []
-    holders = [f"[{role}.model] api_key" for role in ORIGINAL_ROLES
-               if ((cfg.data.get(role) or {}).get("model") or {}).get("api_key")]
+    out = [f"{problem}: a role that runs on this table is refused until it is fixed; the others run"
+           for problem in cfg.role_problems.values()]
+
+    def model_table(role: str) -> dict[str, Any]:
+        section = cfg.data.get(role)
+        model = section.get("model") if isinstance(section, dict) else None
+        return model if isinstance(model, dict) else {}
+
+    holders = [f"[{role}.model] api_key" for role in ORIGINAL_ROLES if model_table(role).get("api_key")]
     if ((cfg.data.get("retrieve") or {}).get("embedding") or {}).get("api_key"):
         holders.append("[retrieve.embedding] api_key")
     if holders:
@@ -201,16 +218,40 @@ def config_warnings(cfg: Config) -> list[str]:
     return out
 
 
-# -- loading (and migrating) ---------------------------------------------------------------------
+# -- loading -------------------------------------------------------------------------------------
 
-# Parsed configs keyed by the files' exact bytes: tomlkit parsing costs milliseconds and hot
-# paths (every evidence submit) read the config, while reading the bytes costs microseconds
-# and, unlike timestamps, never misses a rewrite.
-_CACHE: dict[Path, tuple[tuple[bytes | None, bytes | None], dict[str, Any], dict[str, Any]]] = {}
+# Loaded configs keyed by both files' (mtime, size, inode): tomlkit parsing costs milliseconds
+# and hot paths (every evidence submit, every retrieve) read the config many times, so each
+# file is parsed and validated once per process while it stays the same file. Every write
+# here replaces the file (a new inode), so a rewrite is never missed.
+_StatKey = tuple[int, int, int] | None
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    keys: tuple[_StatKey, _StatKey]
+    data: dict[str, Any]
+    local: dict[str, Any]
+    notices: list[str]
+    problems: dict[str, str]
+
+
+_CACHE: dict[Path, _Loaded] = {}
 _CACHE_MAX = 32
+_TOLD: set[tuple[Path, tuple[_StatKey, _StatKey]]] = set()  # older layouts already reported
 
-#: Where migration notices go (the CLI's stderr; a front may replace it).
+#: Where the one-line notice of an older layout goes (the CLI's stderr; a front may replace it).
 NOTIFY: Callable[[str], None] = lambda text: print(f"rmtui: {text}", file=sys.stderr)  # noqa: E731
+
+
+def _stat(path: Path) -> _StatKey:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read: {exc.strerror}") from exc
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def _read(path: Path) -> bytes | None:
@@ -229,76 +270,124 @@ def _decode(raw: bytes, path: Path) -> str:
         raise UsageError(f"{path}: not valid UTF-8") from exc
 
 
-def load_config(root: Path) -> Config:
-    root = Path(root)
+def _parse(path: Path) -> tomlkit.TOMLDocument | None:
+    raw = _read(path)
+    return None if raw is None else parse_toml(_decode(raw, path), str(path))
+
+
+def migrate_hint(root: Path) -> str:
+    import shlex
+
+    return f"rmtui --headless config migrate --root {shlex.quote(str(root))}"
+
+
+def _load(root: Path, keys: tuple[_StatKey, _StatKey]) -> _Loaded:
+    """Parse and validate both files once; an older layout is applied in memory, never written."""
     path, local_path = root / CONFIG_FILE, root / LOCAL_FILE
-    raws = (_read(path), _read(local_path))
-    hit = _CACHE.get(path)
-    if hit is not None and hit[0] == raws:
-        return Config(path=path, data=copy.deepcopy(hit[1]), local=copy.deepcopy(hit[2]))
+    doc, local_doc = _parse(path), _parse(local_path)
     notices: list[str] = []
-    cacheable = True
-    if raws[0] is not None:
-        doc = parse_toml(_decode(raws[0], path), str(path))
-        if plan_migration(doc):
-            try:
-                notices = migrate_config(root)
-                raws = (_read(path), _read(local_path))
-            except OSError as exc:  # a read-only root still loads, with the keys moved in memory only
-                _, orig_text, local_text = plan_texts(root)
-                notices = [f"could not move rmtui-only settings out of {path} ({exc.strerror or exc}); "
-                           "they apply from memory this time"]
-                NOTIFY(notices[0])
-                raws, cacheable = ((orig_text or "").encode(), (local_text or "").encode()), False
-    data = (validate_doc(parse_toml(_decode(raws[0], path), str(path)), CONFIG_FILE, str(path))
-            if raws[0] is not None else {})
-    local = (validate_doc(parse_toml(_decode(raws[1], local_path), str(local_path)), LOCAL_FILE, str(local_path))
-             if raws[1] is not None else {})
-    if cacheable:
+    if doc is not None:
+        moves = plan_migration(doc)
+        if moves:
+            local_doc = local_doc if local_doc is not None else tomlkit.document()
+            done = apply_moves(doc, local_doc, moves)
+            notices.append(f"{path} is in an older layout: {done.summary()}; they apply from memory, and "
+                           f"`{migrate_hint(root)}` moves them for good")
+    problems: dict[str, str] = {}
+    data = validate_doc(doc, CONFIG_FILE, str(path), deferred=problems) if doc is not None else {}
+    local = validate_doc(local_doc, LOCAL_FILE, str(local_path)) if local_doc is not None else {}
+    return _Loaded(keys, data, local, notices, problems)
+
+
+def load_config(root: Path) -> Config:
+    """The root's configuration, read only: no file is written and no lock is taken (an older
+    layout is applied in memory and reported once, naming ``config migrate``)."""
+    root = Path(root)
+    path = root / CONFIG_FILE
+    keys = (_stat(path), _stat(root / LOCAL_FILE))
+    hit = _CACHE.get(path)
+    if hit is None or hit.keys != keys:
+        hit = _load(root, keys)
         if len(_CACHE) >= _CACHE_MAX:
             _CACHE.clear()
-        _CACHE[path] = (raws, copy.deepcopy(data), copy.deepcopy(local))
-    return Config(path=path, data=data, local=local, notices=notices)
+        _CACHE[path] = hit
+    if hit.notices and (path, keys) not in _TOLD:
+        _TOLD.add((path, keys))
+        for line in hit.notices:
+            NOTIFY(line)
+    return Config(path=path, data=copy.deepcopy(hit.data), local=copy.deepcopy(hit.local),
+                  notices=list(hit.notices), role_problems=dict(hit.problems))
 
 
-def plan_texts(root: Path) -> tuple[list[str], str | None, str | None]:
-    """What a migration of ``root`` would do: notices and the new texts of both files."""
+def read_config(root: Path, *, unreadable_ok: bool = False) -> tuple[Config, str | None]:
+    """The configuration for ``status`` and ``config get``, which must show a file the loader
+    refuses so a person can see and fix it: the checked config and None, or the values as
+    written and why the loader refuses them. A file that is not TOML at all refuses (nothing
+    in it can be shown; the error names the line) unless ``unreadable_ok``: then it counts as
+    empty, for ``status``, which reports the error and needs no value."""
     root = Path(root)
-    path, local_path = root / CONFIG_FILE, root / LOCAL_FILE
-    raw = _read(path)
-    if raw is None:
-        return [], None, None
-    doc = parse_toml(_decode(raw, path), str(path))
-    moves = plan_migration(doc)
-    if not moves:
-        return [], None, None
-    local_raw = _read(local_path)
-    local = parse_toml(_decode(local_raw, local_path), str(local_path)) if local_raw is not None else tomlkit.document()
-    return migrated_texts(doc, local, moves, path)
+    try:
+        return load_config(root), None
+    except UsageError as exc:
+        refused = exc.message
+
+    def values(path: Path) -> dict[str, Any]:
+        try:
+            doc = _parse(path)
+        except UsageError:
+            if not unreadable_ok:
+                raise
+            return {}
+        return doc.unwrap() if doc is not None else {}
+
+    path = root / CONFIG_FILE
+    return Config(path=path, data=values(path), local=values(root / LOCAL_FILE)), refused
 
 
-def migrate_config(root: Path, *, notify: bool = True) -> list[str]:
-    """Move rmtui-only keys out of rightmemory.toml into rmtui.toml; answer what moved.
+def plan_texts(root: Path) -> tuple[Moved, str | None, str | None]:
+    """What a migration of ``root`` would do: what moves and the new texts of both files
+    (None, None: nothing to move)."""
+    root = Path(root)
+    return migrated_texts_of(root / CONFIG_FILE, root)
+
+
+def migrated_texts_of(path: Path, root: Path) -> tuple[Moved, str | None, str | None]:
+    """The migration of the rightmemory.toml at ``path`` into ``root``'s rmtui.toml (the file
+    may be a supervisor worktree's copy; rmtui.toml is always the root's own)."""
+    doc = _parse(path)
+    moves = plan_migration(doc) if doc is not None else []
+    if doc is None or not moves:
+        return Moved(), None, None
+    local = _parse(Path(root) / LOCAL_FILE)
+    return migrated_texts(doc, local if local is not None else tomlkit.document(), moves, path)
+
+
+def migrate_config(root: Path) -> Moved:
+    """Move rmtui-only keys out of rightmemory.toml into rmtui.toml (``config migrate``, ``init``);
+    answer what moved.
 
     Nothing is written unless both resulting files are valid. rmtui.toml is written first, so
-    a crash in between leaves a key in both files, and the next load moves it again.
+    a crash in between leaves a key in both files, and the next migration moves it again.
     """
     from rmtui.engine.locks import file_lock
 
     root = Path(root)
     _ensure_runtime(root)
     with file_lock(root / ".runtime" / "config.lock"):
-        notices, orig_text, local_text = plan_texts(root)
+        done, orig_text, local_text = plan_texts(root)
         if orig_text is None or local_text is None:
-            return []
-        atomic_write_text(root / LOCAL_FILE, local_text)
-        ensure_local_ignored(root)
+            return done
+        write_migrated(root, orig_text, local_text)
+    return done
+
+
+def write_migrated(root: Path, orig_text: str | None, local_text: str) -> None:
+    """Write a migration's texts: rmtui.toml first (kept out of Git), then rightmemory.toml
+    (None: it is written elsewhere, e.g. through a supervised commit)."""
+    atomic_write_text(root / LOCAL_FILE, local_text)
+    ensure_local_ignored(root)
+    if orig_text is not None:
         atomic_write_text(root / CONFIG_FILE, orig_text)
-    _CACHE.pop(root / CONFIG_FILE, None)
-    if notify:
-        for line in notices:
-            NOTIFY(line)
-    return notices
 
 
 def _ensure_runtime(root: Path) -> None:
@@ -342,7 +431,9 @@ def set_config_value(root: Path, dotted: str, value: Any) -> Config:
     path = root / file
     _ensure_runtime(root)
     with file_lock(root / ".runtime" / "config.lock"):
-        migrate_config(root)  # an older rightmemory.toml gives up its rmtui-only keys first
+        if plan_texts(root)[1] is not None:  # its old keys would shadow the value set (and move only by hand)
+            raise UsageError(f"{root / CONFIG_FILE} is in an older layout (rmtui-only settings in it): run "
+                             f"`{migrate_hint(root)}` first, then set {dotted} again")
         raw = _read(path)
         doc = parse_toml(_decode(raw, path), str(path)) if raw is not None else tomlkit.document()
         parts = dotted.split(".")

@@ -1,11 +1,13 @@
 """Migration of a ``rightmemory.toml`` written by an older rmtui: keys the original does not
 know but rmtui does move to ``rmtui.toml`` with their comments, keys renamed since take their
-new name. Pure rewriting of parsed TOML documents; reading, locking and writing the files is
-the loader's (``config.migrate_config``).
+new name. Pure rewriting of parsed TOML documents: the loader applies it in memory to a file it
+finds in the older layout (and says so), ``config.migrate_config`` writes it, under the lock,
+when a person asks for it (``config migrate``, ``init``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -131,29 +133,66 @@ def _prune_empty(doc: Any, paths: list[tuple[str, ...]]) -> None:
                 del parent[path[-1]]
 
 
-def migrated_texts(doc: Any, local: Any, moves: list[tuple[tuple[str, ...], str, tuple[str, ...]]],
-                   path: Path) -> tuple[list[str], str, str]:
-    """Apply ``moves`` (from :func:`plan_migration`) to ``doc`` (rightmemory.toml at ``path``) and
-    ``local`` (rmtui.toml); answer the notices and both new texts, each validated."""
-    moved: list[str] = []
-    renamed: list[str] = []
+@dataclass
+class Moved:
+    """What a migration moves: keys to rmtui.toml, keys renamed in place, keys dropped because
+    their new name is already set (old, new)."""
+
+    moved: list[str] = field(default_factory=list)
+    renamed: list[tuple[str, str]] = field(default_factory=list)
+    dropped: list[tuple[str, str]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.moved or self.renamed or self.dropped)
+
+    def lines(self) -> list[str]:
+        """One sentence per kind of change, as the CLI prints them."""
+        out = []
+        if self.moved:
+            out.append(f"moved rmtui-only settings from {CONFIG_FILE} to {LOCAL_FILE}: {', '.join(self.moved)}")
+        out += [f"{CONFIG_FILE}: {old} renamed to {new}" for old, new in self.renamed]
+        out += [f"{CONFIG_FILE}: {old} dropped ({new} is already set)" for old, new in self.dropped]
+        return out
+
+    def summary(self) -> str:
+        """The changes in one clause (for the one-line notice of a command that only reads)."""
+        parts = []
+        if self.moved:
+            parts.append(f"rmtui-only settings that belong in {LOCAL_FILE} ({', '.join(self.moved)})")
+        parts += [f"{old} (now {new})" for old, new in self.renamed + self.dropped]
+        return "; ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"moved": self.moved, "renamed": [{"from": o, "to": n} for o, n in self.renamed],
+                "dropped": [{"from": o, "kept": n} for o, n in self.dropped]}
+
+
+def apply_moves(doc: Any, local: Any, moves: list[tuple[tuple[str, ...], str, tuple[str, ...]]]) -> Moved:
+    """Apply ``moves`` (from :func:`plan_migration`) to the parsed ``doc`` (rightmemory.toml) and
+    ``local`` (rmtui.toml) in place; answer what moved."""
+    done = Moved()
     for old, file, new in moves:
         comments, item = _pluck(doc, old)
         target = local if file == LOCAL_FILE else doc
         if file == CONFIG_FILE and _has(doc, new):
-            renamed.append(f"{'.'.join(old)} dropped ({'.'.join(new)} is already set)")
+            done.dropped.append((".".join(old), ".".join(new)))
             continue
         _put(target, new, item, comments)
-        (moved if file == LOCAL_FILE else renamed).append(
-            ".".join(old) if file == LOCAL_FILE else f"{'.'.join(old)} renamed to {'.'.join(new)}")
+        if file == LOCAL_FILE:
+            done.moved.append(".".join(old))
+        else:
+            done.renamed.append((".".join(old), ".".join(new)))
     _prune_empty(doc, [m[0] for m in moves])
+    return done
+
+
+def migrated_texts(doc: Any, local: Any, moves: list[tuple[tuple[str, ...], str, tuple[str, ...]]],
+                   path: Path) -> tuple[Moved, str, str]:
+    """Apply ``moves`` to ``doc`` (rightmemory.toml at ``path``) and ``local`` (rmtui.toml);
+    answer what moved and both new texts, each validated as the files will be read."""
+    done = apply_moves(doc, local, moves)
     orig_text, local_text = tomlkit.dumps(doc), tomlkit.dumps(local)
     label = f"{path} (migrating rmtui-only keys to {LOCAL_FILE})"
-    validate_doc(parse_toml(orig_text, label), CONFIG_FILE, str(path))
+    validate_doc(parse_toml(orig_text, label), CONFIG_FILE, str(path), deferred={})
     validate_doc(parse_toml(local_text, label), LOCAL_FILE, label)
-    notices = []
-    if moved:
-        notices.append(f"moved rmtui-only settings from {CONFIG_FILE} to {LOCAL_FILE}: {', '.join(moved)}")
-    notices += [f"{CONFIG_FILE}: {r}" for r in renamed]
-    notices.append(f"{CONFIG_FILE} was changed in the work tree only (not committed)")
-    return notices, orig_text, local_text
+    return done, orig_text, local_text

@@ -401,21 +401,69 @@ def check_value(dotted: str, spec: Key, value: Any, label: str = CONFIG_FILE) ->
             raise UsageError(f"{label}: {dotted!r} {problem}")
 
 
-def _original_rules(data: dict[str, Any], label: str) -> None:
-    """The original's rules that span keys (docs/formats.md, "Configuration")."""
-    for role in ORIGINAL_ROLES:
-        model = (data.get(role) or {}).get("model")
-        if model is not None and (data.get(role) or {}).get("agent_cli") is not None:
-            # the original refuses the pair when it loads the file, not when the role runs
-            raise UsageError(f"{label}: [{role}.model] and [{role}.agent_cli] are both set; keep one",
-                             details={"key": f"{role}.agent_cli"})
-        if model is None:
-            continue
+#: Tables of rightmemory.toml the original checks only when a role runs on them (its loader
+#: reads ``[<role>.model]``/``[<role>.agent_cli]``, and ``[agent_cli]``, for the one role it
+#: loads): a problem there refuses that role and the roles that fall back to it, nothing else.
+EXECUTOR_TABLES = ("model", "agent_cli")
+GLOBAL_CLI = "agent_cli"
+
+
+def _executor_rules(role: str, section: dict[str, Any], label: str) -> None:
+    """The original's rules across one role's executor keys (checked when the role runs)."""
+    model = section.get("model")
+    if model is not None and section.get("agent_cli") is not None:
+        raise UsageError(f"{label}: [{role}.model] and [{role}.agent_cli] are both set; keep one",
+                         details={"key": f"{role}.agent_cli"})
+    if isinstance(model, dict):
         if "model_id" not in model:
             raise UsageError(f"{label}: [{role}.model] needs model_id", details={"key": f"{role}.model.model_id"})
         clash = sorted({"model_id", "api_base", "api_key"} & set(model.get("kwargs") or {}))
         if clash:
             raise UsageError(f"{label}: [{role}.model.kwargs] must not redefine {', '.join(clash)}")
+
+
+def _split_executor_tables(data: dict[str, Any], label: str, deferred: dict[str, str]) -> dict[str, Any]:
+    """``data`` without the executor tables, each checked on its own: a problem goes to
+    ``deferred`` (role name, or ``agent_cli`` for the top-level table) instead of refusing the file."""
+    rest = dict(data)
+    for role in ORIGINAL_ROLES:
+        section = data.get(role)
+        if not isinstance(section, dict) or not any(k in section for k in EXECUTOR_TABLES):
+            continue
+        own = {k: section[k] for k in EXECUTOR_TABLES if k in section}
+        rest[role] = {k: v for k, v in section.items() if k not in EXECUTOR_TABLES}
+        try:
+            _walk(own, ORIGINAL_SCHEMA[role], f"{role}.", label, None, LOCAL_FILE)
+            _executor_rules(role, own, label)
+        except UsageError as exc:
+            deferred[role] = exc.message
+    if GLOBAL_CLI in data:  # its provider counts only for a role that takes it; any other key refuses them all
+        table = rest.pop(GLOBAL_CLI)
+        try:
+            if not isinstance(table, dict):
+                raise UsageError(f"{label}: {GLOBAL_CLI!r} must be a table")
+            _walk({k: v for k, v in table.items() if k != "provider"}, ORIGINAL_SCHEMA[GLOBAL_CLI],
+                  f"{GLOBAL_CLI}.", label, None, LOCAL_FILE)
+        except UsageError as exc:
+            deferred[GLOBAL_CLI] = exc.message
+        try:
+            if isinstance(table, dict) and "provider" in table:
+                check_value(f"{GLOBAL_CLI}.provider", ORIGINAL_SCHEMA[GLOBAL_CLI]["provider"], table["provider"], label)
+        except UsageError as exc:
+            deferred[f"{GLOBAL_CLI}.provider"] = exc.message
+    return rest
+
+
+def _original_rules(data: dict[str, Any], label: str) -> None:
+    """The original's rules that span keys (docs/formats.md, "Configuration")."""
+    for role in ORIGINAL_ROLES:
+        section = data.get(role)
+        if isinstance(section, dict):
+            _executor_rules(role, section, label)
+    _retrieve_rules(data, label)
+
+
+def _retrieve_rules(data: dict[str, Any], label: str) -> None:
     retrieve = data.get("retrieve") or {}
     backend, emb = retrieve.get("backend"), retrieve.get("embedding")
     if emb is not None and backend != "embedding":
@@ -432,11 +480,20 @@ def _original_rules(data: dict[str, Any], label: str) -> None:
                              f"candidate_count ({candidates})")
 
 
-def validate_doc(doc: Any, file: str, label: str) -> dict[str, Any]:
-    """Check one parsed file against its schema; answer its plain data."""
+def validate_doc(doc: Any, file: str, label: str, *, deferred: dict[str, str] | None = None) -> dict[str, Any]:
+    """Check one parsed file against its schema; answer its plain data.
+
+    With ``deferred`` (a dict to fill), a problem inside an executor table of rightmemory.toml
+    does not refuse the file: it is recorded for its role, as the original refuses it only when
+    that role (or one that falls back to it) is loaded. Without it, every problem refuses.
+    """
     schema, other_name = SCHEMAS[file], (LOCAL_FILE if file == CONFIG_FILE else CONFIG_FILE)
-    _walk(doc, schema, "", label, SCHEMAS[other_name] if file == LOCAL_FILE else None, other_name)
     data = doc.unwrap() if hasattr(doc, "unwrap") else dict(doc)
+    if file == CONFIG_FILE and deferred is not None:
+        _walk(_split_executor_tables(data, label, deferred), schema, "", label, None, other_name)
+        _retrieve_rules(data, label)
+        return data
+    _walk(data, schema, "", label, SCHEMAS[other_name] if file == LOCAL_FILE else None, other_name)
     if file == CONFIG_FILE:
         _original_rules(data, label)
     return data

@@ -292,7 +292,9 @@ def init_root(path: Path | str, *, force: bool = False, report: list[str] | None
     repo.index.add([n for n in files if n != CONFIG_FILE])  # the settings are per machine, as in RightMemory
     if repo.is_dirty(index=True, working_tree=False) or not repo.head.is_valid():
         repo.index.commit("init: rightmemory root")
-    moved = migrate_config(p, notify=False)
+    moved = migrate_config(p)
     if report is not None:
-        report.extend(moved)
+        report.extend(moved.lines())
+        if moved and CONFIG_FILE in repo.git.ls_files("--", CONFIG_FILE).splitlines():
+            report.append(f"{CONFIG_FILE} was changed in the work tree only (not committed)")
     return root

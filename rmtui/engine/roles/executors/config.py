@@ -7,6 +7,8 @@ As in the original, a role other than retrieve without settings of its own uses 
 configured of update, dreamer, insight, reviewer, pruner, sync-reconciler, historian,
 shared-view-builder, else the top-level ``[agent_cli] provider``; retrieve has only its own
 table or that global provider (an unconfigured retrieve stays on the embedding backend).
+"Configured" is the original's test: the table names ``model`` or ``agent_cli``; one that is
+broken (both set, no ``model_id``, …) refuses the roles that land on it, and only those.
 An ``api_key`` in the table wins over the environment (``status`` warns that it is tracked).
 """
 
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from rmtui.engine.errors import UnavailableError, UsageError
 from rmtui.engine.memory import config as _config_module
 from rmtui.engine.memory.config import Config, api_key_from_env
-from rmtui.engine.memory.config_schema import EXECUTOR_FALLBACK_ORDER
+from rmtui.engine.memory.config_schema import EXECUTOR_FALLBACK_ORDER, EXECUTOR_TABLES, GLOBAL_CLI, ORIGINAL_ROLES
 from rmtui.engine.memory.role_table import ROLES
 from rmtui.engine.roles.executors.base import ExecutorSettings
 
@@ -38,20 +40,45 @@ class RoleExecutorConfig:
         return self.role != self.source_role
 
 
+def _has_executor(cfg: Config, role: str) -> bool:
+    """As the original: the role's table in rightmemory.toml names a model or an agent CLI (a
+    broken one included: a role that lands on it is refused, it is not skipped)."""
+    section = cfg.data.get(role)
+    return isinstance(section, dict) and any(kind in section for kind in EXECUTOR_TABLES)
+
+
+def _global_provider(cfg: Config, role: str, table: dict) -> str | None:
+    """The provider of an agent-CLI path: the role's own, else the top-level one; the
+    top-level table's problems refuse only here, as in the original."""
+    for key in (GLOBAL_CLI, f"{GLOBAL_CLI}.provider" if not table.get("provider") else None):
+        if key and key in cfg.role_problems:
+            raise UsageError(cfg.role_problems[key])
+    return table.get("provider") or cfg.get("agent_cli.provider")
+
+
 def _own(cfg: Config, role: str) -> tuple[str, dict] | None:
-    model = cfg.table(f"{role}.model")
-    cli = cfg.table(f"{role}.agent_cli")
-    model = model if model and model.get("model_id") else None
-    if cli and cli.get("model") and not cli.get("provider") and cfg.get("agent_cli.provider"):
-        cli = {**cli, "provider": cfg.get("agent_cli.provider")}  # as the original: the global provider
-    cli = cli if cli and cli.get("provider") else None
-    if model and cli:
-        raise UsageError(f"rightmemory.toml: [{role}.model] and [{role}.agent_cli] are both set; keep one")
-    if model:
-        return "model", model
-    if cli:
-        return "agent_cli", cli
-    return None
+    if role not in ORIGINAL_ROLES:  # a role only rmtui has keeps its whole executor in rmtui.toml
+        model = cfg.table(f"{role}.model")
+        cli = cfg.table(f"{role}.agent_cli")
+        if model and model.get("model_id"):
+            return "model", model
+        if cli and (cli.get("provider") or cli.get("model")):
+            provider = _global_provider(cfg, role, cli)
+            return ("agent_cli", {**cli, "provider": provider}) if provider else None
+        return None
+    if not _has_executor(cfg, role):
+        return None
+    if role in cfg.role_problems:  # refused when the role runs, not when the file loads
+        raise UsageError(cfg.role_problems[role])
+    if "model" in cfg.data[role]:
+        return "model", cfg.table(f"{role}.model") or {}
+    cli = cfg.table(f"{role}.agent_cli") or {}
+    provider = _global_provider(cfg, role, cli)
+    if not provider:
+        raise UsageError(f"rightmemory.toml: [{role}.agent_cli] names no provider and there is no top-level "
+                         "[agent_cli] provider; set one of them (claude or codex)",
+                         details={"key": f"{role}.agent_cli.provider"})
+    return "agent_cli", {**cli, "provider": provider}
 
 
 def _knobs(cfg: Config, role: str, source: str) -> str:
@@ -95,12 +122,12 @@ def resolve_role_executor(cfg: Config, role: str) -> RoleExecutorConfig | None:
         kind, table = own
         return RoleExecutorConfig(role, role, kind, _settings(cfg, role, role, kind, table))
     if role not in NEVER_BORROWS:
-        for source in EXECUTOR_FALLBACK_ORDER:
-            found = _own(cfg, source) if source != role else None
+        for source in EXECUTOR_FALLBACK_ORDER:  # the first that names an executor, even a broken one
+            found = _own(cfg, source) if source != role and _has_executor(cfg, source) else None
             if found is not None:
                 kind, table = found
                 return RoleExecutorConfig(role, source, kind, _settings(cfg, role, source, kind, table))
-    provider = cfg.get("agent_cli.provider")
+    provider = _global_provider(cfg, role, {})
     if provider:
         table = {"provider": provider, "command": (cfg.table(f"{role}.agent_cli") or {}).get("command")}
         return RoleExecutorConfig(role, "agent_cli", "agent_cli", _settings(cfg, role, role, "agent_cli", table))
@@ -111,10 +138,13 @@ def make_executor(cfg: Config, role: str):
     """Build the configured executor for ``role``; refuse clearly when none is configured."""
     resolved = resolve_role_executor(cfg, role)
     if resolved is None:
-        hint = "" if role in NEVER_BORROWS else ", or [update.model] for every role,"
+        if role in NEVER_BORROWS:
+            raise UnavailableError(f"no model is configured for role {role!r}, which never uses another role's "
+                                   f"model (as in RightMemory): set [{role}.model] model_id or [{role}.agent_cli] "
+                                   f"provider, or a top-level [agent_cli] provider, in rightmemory.toml")
         raise UnavailableError(f"no model is configured for role {role!r}: set [{role}.model] model_id "
-                               f"or [{role}.agent_cli] provider{hint} or a top-level [agent_cli] provider "
-                               f"in rightmemory.toml")
+                               f"or [{role}.agent_cli] provider, or [update.model] for every role, or a top-level "
+                               f"[agent_cli] provider in rightmemory.toml")
     return build_executor(resolved.settings)
 
 
