@@ -429,6 +429,34 @@ def reuse_vectors(src: Path, root: MemoryRoot) -> None:
     os.sync()  # the copy's writeback (600 MB of token states at 50,000 nodes) not during the figures
 
 
+def gpu_index(root: MemoryRoot, tmp: Path) -> None:
+    """The whole index (vectors and token states) of a copy of the root with no caches, built in
+    process on the GPU ``embedding.device = "auto"`` finds; a line saying so when there is none."""
+    from rmtui.engine.retrieval.modelhost import device as devices
+
+    dev = devices.resolve_device("auto")
+    if not devices.is_gpu(dev):
+        print("GPU: none here (embedding.device = \"auto\" runs on the CPU): no GPU line")
+        return
+    import torch
+
+    from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
+    from rmtui.engine.retrieval.retrieve import index_root
+
+    copy = tmp / "gpu-root"
+    shutil.copytree(root.path, copy, symlinks=True, ignore=shutil.ignore_patterns("cache"))  # no vectors
+    t = time.monotonic()
+    backend = InProcessBackend(device=dev, backend="torch")
+    loaded = time.monotonic() - t
+    t = time.monotonic()
+    out = index_root(MemoryRoot(copy), backend)
+    dt = time.monotonic() - t
+    FIGURES["gpu_index_s"] = dt
+    print(f"whole index on the GPU ({dev}: {torch.cuda.get_device_name(dev)}, torch {torch.__version__}): "
+          f"{out.get('indexed')} passages of {out.get('entries')} entries, vectors and token states, in {dt:.1f} s "
+          f"(model load {loaded:.1f} s before it) {FLOOR}")
+
+
 def compare_baseline(path: Path) -> None:
     base = json.loads(path.read_text())
     for key, label in (("warm_cli_ms", "warm CLI retrieve"), ("thin_ms", "warm thin client"),
@@ -482,6 +510,8 @@ def main() -> None:
         waited, _ = wait_until_indexed(root, env, args.index_timeout)
         print(f"dense index complete (a call answered hybrid with 100 % coverage) {waited:.1f} s after the first call; "
               f"service on {runtime_of(service_state_dir(root))} {FLOOR}")
+        if not args.reuse_vectors:
+            gpu_index(root, tmp)
 
         FLOOR.measure(root, env)
         FIGURES["inproc_ms"] = 1000 * (FLOOR.inproc or 0.0)

@@ -3,11 +3,21 @@
 # (~/.local/bin/rmtui, or $RMTUI_BIN_DIR), then run the main job (`rmtui demo`).
 #   scripts/install.sh            install and open the workbench on a demo root
 #   scripts/install.sh --no-run   install only (what CI does)
+#   scripts/install.sh --gpu      PyTorch's CUDA build instead of the CPU build (with or without --no-run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+RUN=1
+TORCH_BUILD=CPU
+for arg in "$@"; do
+  case "$arg" in
+    --no-run) RUN=0 ;;
+    --gpu) TORCH_BUILD=GPU ;;
+    *) echo "install.sh: unknown option $arg (known: --no-run, --gpu)" >&2; exit 2 ;;
+  esac
+done
 # Each step says what it does before it starts and how long it took when it ends.
 STEPS=6
-if [ "${1:-}" != "--no-run" ]; then STEPS=7; fi
+if [ "$RUN" = 1 ]; then STEPS=7; fi
 n=0
 step() { n=$((n + 1)); step_start=$SECONDS; printf '\n[%d/%d] %s\n' "$n" "$STEPS" "$*"; }
 done_step() { printf '      done in %ds\n' "$((SECONDS - step_start))"; }
@@ -18,9 +28,10 @@ fi
 step "Python environment in ./.venv (with $PY)"
 if [ -x .venv/bin/python ]; then echo "      .venv exists: reusing it"; else "$PY" -m venv .venv; fi
 done_step
-# The CPU build of PyTorch first: an unpinned torch would pull a multi-GB CUDA build.
-step "PyTorch 2.13.0, CPU build (the largest download: a minute or two on first install)"
-.venv/bin/pip install --quiet torch==2.13.0
+# The CPU build of PyTorch first: PyPI's torch for Linux is a multi-GB CUDA build.
+# --gpu asks for that build instead (for embedding.device = "cuda", docs/architecture.md).
+step "PyTorch 2.13.0, $TORCH_BUILD build (the largest download: a minute or two on first install)"
+if [ "$TORCH_BUILD" = GPU ]; then scripts/install-torch.sh .venv --gpu; else scripts/install-torch.sh .venv; fi
 done_step
 step "rmtui and its test tools (pip install -e '.[dev]')"
 .venv/bin/pip install --quiet -e '.[dev]'
@@ -39,7 +50,7 @@ step "The rmtui command on your PATH (a link to .venv/bin/rmtui)"
 scripts/link-command.sh
 done_step
 printf '\nInstalled: .venv/bin/rmtui, and the rmtui command as said above (run the tests with .venv/bin/python -m pytest)\n'
-if [ "${1:-}" != "--no-run" ]; then
+if [ "$RUN" = 1 ]; then
   step "rmtui demo: a demo root opened in the workbench (press ? for keys, q to quit)"
   exec .venv/bin/rmtui demo
 fi

@@ -40,6 +40,8 @@ def register(sub, common) -> None:
     p.add_argument("--backend", choices=("auto", "onnx", "torch"),
                    help="what runs the embedding model (default: embedding.backend, \"auto\": ONNX Runtime "
                         "when the model can be exported, else torch)")
+    p.add_argument("--device", help="cpu, cuda, cuda:N, or auto (default: embedding.device, \"auto\": the first "
+                                    "CUDA GPU torch can use, else the CPU)")
     p.add_argument("--state-dir", help=argparse.SUPPRESS)  # used by the local warm service launcher
     p.add_argument("--warm-root", action="append", default=[], help=argparse.SUPPRESS)  # ditto: read while loading
     p.set_defaults(handler=cmd_embedding_service)
@@ -157,9 +159,10 @@ def cmd_embedding_service(args) -> Result:
 
         raise UsageError("--port must be between 0 and 65535")
     backend = args.backend or (cfg.get("embedding.backend") if cfg else "auto")
+    device = args.device or (cfg.get("embedding.device") if cfg else "auto")
     code = serve(host=args.host, port=args.port, model=model, model_path=model_path, reranker_path=reranker,
                  token=token, idle_timeout=idle, state_dir=Path(args.state_dir) if args.state_dir else None,
-                 backend=backend, warm_roots=tuple(Path(r) for r in args.warm_root))
+                 backend=backend, device=device, warm_roots=tuple(Path(r) for r in args.warm_root))
     return Result({"stopped": True}, "", exit_code=code)
 
 

@@ -9,6 +9,7 @@ neither file knows is refused with the nearest known key.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -83,6 +84,18 @@ def _provider() -> Key:
 
 def _text() -> Key:
     return Key((str,), nonempty=True)
+
+
+#: what ``embedding.device`` accepts, besides ``cuda:N`` (retrieval/modelhost/device.py decides ``auto``)
+DEVICE_WORDS = ("auto", "cpu", "cuda")
+_CUDA_N = re.compile(r"^cuda:[0-9]{1,3}$")
+
+
+def check_device(value: str) -> str | None:
+    """None when ``value`` names a device ``embedding.device`` accepts, else what is wrong with it."""
+    if value in DEVICE_WORDS or _CUDA_N.match(value):
+        return None
+    return f"must be one of {', '.join(DEVICE_WORDS)} or cuda:N (a GPU's index), not {value!r}"
 
 
 def _check_url(value: str) -> str | None:
@@ -184,6 +197,8 @@ def _local_schema() -> dict[str, Any]:
         "reranker_path": Key((str,)),
         # "auto": ONNX Runtime when the model has (or can be given) an ONNX export, else torch
         "backend": Key((str,), "auto", choices=("auto", "onnx", "torch")),
+        # "auto": the first CUDA GPU torch can use, else the CPU (retrieval/modelhost/device.py)
+        "device": Key((str,), "auto", check=check_device),
         "rerank_top": Key((int,), 30, minimum=1),
         "service_url": Key((str,), check=_check_url),
         "service_token_env": Key((str,)),

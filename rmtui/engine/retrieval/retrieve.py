@@ -160,7 +160,7 @@ def cli_backend(root: MemoryRoot, cfg, *, wait_seconds: float | None = None):
     wait = float(cfg.get("embedding.dense_budget_seconds")) if wait_seconds is None else wait_seconds
     local = ensure_local_service(path, cfg.get("embedding.reranker_path"),
                                  idle_timeout=float(cfg.get("embedding.idle_timeout_seconds")), wait_seconds=wait,
-                                 backend=str(cfg.get("embedding.backend")))
+                                 backend=str(cfg.get("embedding.backend")), device=str(cfg.get("embedding.device")))
     return ServiceClient(local.url, local.token or None, timeout=60.0, info=local.info)
 
 

@@ -239,7 +239,7 @@ def launch_done(state_dir: Path) -> None:
 
 
 def start_local_service(model_path: Path, reranker_path: str | None, *, idle_timeout: float,
-                        backend: str = "auto", warm_root: Path | None = None) -> bool:
+                        backend: str = "auto", warm_root: Path | None = None, device: str = "auto") -> bool:
     """Launch the local service unless it runs or is starting; never waits for it (True: launched).
 
     A CLI call that finds no service calls this first, so that the service starts while the
@@ -252,20 +252,21 @@ def start_local_service(model_path: Path, reranker_path: str | None, *, idle_tim
             if _alive(state_dir) or _starting(state_dir):
                 return False
             (state_dir / "state.json").unlink(missing_ok=True)
-            _launch(state_dir, model_path, reranker_path, idle_timeout, backend, warm_root)
+            _launch(state_dir, model_path, reranker_path, idle_timeout, backend, warm_root, device)
             return True
     except ConflictError:
         return False  # another process holds the launch lock: it is launching or waiting
 
 
 def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_timeout: float,
-                         wait_seconds: float, backend: str = "auto") -> LocalService:
+                         wait_seconds: float, backend: str = "auto", device: str = "auto") -> LocalService:
     """The running local service for this model, started (detached) if none runs.
 
     Waits at most ``wait_seconds`` for it to be ready; a service still loading its model
     raises :class:`ServiceError` and keeps starting in the background for later calls.
-    ``backend`` (``embedding.backend``) applies to a service this call starts; one already
-    running is used whatever its runtime (both answer with the same vectors).
+    ``backend`` and ``device`` (``embedding.backend``, ``embedding.device``) apply to a service
+    this call starts; one already running is used whatever its runtime and device (all answer
+    with the same vectors).
     """
     state_dir = _prepare_dir(model_path, reranker_path)
     deadline = time.monotonic() + wait_seconds
@@ -278,7 +279,7 @@ def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_ti
             proc = _launched.get(state_dir)
             if proc is None and not _alive(state_dir) and not _starting(state_dir):
                 (state_dir / "state.json").unlink(missing_ok=True)
-                proc = _launch(state_dir, model_path, reranker_path, idle_timeout, backend)
+                proc = _launch(state_dir, model_path, reranker_path, idle_timeout, backend, device=device)
             progress.report("starting the local embedding model (the first use takes a few seconds)")
             while time.monotonic() < deadline:
                 st = read_state(state_dir)
@@ -306,14 +307,15 @@ def _log_tail(state_dir: Path) -> str:
 
 
 def _launch(state_dir: Path, model_path: Path, reranker_path: str | None,
-            idle_timeout: float, backend: str = "auto", warm_root: Path | None = None) -> subprocess.Popen:
+            idle_timeout: float, backend: str = "auto", warm_root: Path | None = None,
+            device: str = "auto") -> subprocess.Popen:
     """Start the service detached (own session: it outlives this process)."""
     token = secrets.token_urlsafe(24)
     env = dict(os.environ)
     env[TOKEN_ENV] = token
     argv = [sys.executable, "-m", "rmtui", "--headless", "embedding-service", "--host", "127.0.0.1", "--port", "0",
             "--model-path", str(model_path), "--idle-timeout", str(idle_timeout), "--state-dir", str(state_dir),
-            "--token-env", TOKEN_ENV, "--backend", backend]
+            "--token-env", TOKEN_ENV, "--backend", backend, "--device", device]
     if reranker_path:
         argv += ["--reranker-path", str(reranker_path)]
     if warm_root is not None:
@@ -468,6 +470,7 @@ def _launch_early(root_path: Path, cfg, model: Path, *, preload: bool = False) -
     try:
         start_local_service(model, cfg.get("embedding.reranker_path"),
                             idle_timeout=float(cfg.get("embedding.idle_timeout_seconds")),
-                            backend=str(cfg.get("embedding.backend")), warm_root=root_path if preload else None)
+                            backend=str(cfg.get("embedding.backend")), warm_root=root_path if preload else None,
+                            device=str(cfg.get("embedding.device")))
     except (OSError, EngineError):
         pass  # the call goes on in this process and starts the service itself, reporting any failure

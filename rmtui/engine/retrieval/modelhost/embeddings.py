@@ -24,11 +24,12 @@ from typing import Protocol
 import numpy as np
 
 from rmtui.engine.errors import UnavailableError, UsageError
+from rmtui.engine.retrieval.modelhost import device as devices
 from rmtui.engine.retrieval.modelhost.model_cache import model_identity
 from rmtui.engine.retrieval.modelhost.model_info import ModelInfo  # noqa: F401  (re-exported)
 from rmtui.engine.retrieval.modelhost.service_state import DEFAULT_MODEL, resolve_model_path  # noqa: F401  (re-exported)
 
-EMBED_BATCH = 64
+EMBED_BATCH = devices.CPU_REQUEST_BATCH
 MAX_CANDIDATES = 200
 #: ``embedding.backend`` values: ONNX when an export exists or can be made, else torch; or one of them.
 BACKENDS = ("auto", "onnx", "torch")
@@ -72,13 +73,15 @@ class SentenceEmbedder:
 
         _torch_threads()
         self.path = Path(path)
+        self.device = device
         self.model = SentenceTransformer(str(path), device=device, local_files_only=True)
         dim = self.model.get_embedding_dimension() if hasattr(self.model, "get_embedding_dimension") \
             else self.model.get_sentence_embedding_dimension()
         if dim is None:
             raise UsageError(f"embedding model {path} does not declare its embedding dimension")
         self.dimensions = int(dim)
-        self.max_batch_size = EMBED_BATCH
+        self.max_batch_size = devices.request_batch(device)
+        self._batch = devices.encode_batch(device)
         self.identity = identity or model_identity(self.path, self.adapter)
         self._lock = threading.Lock()
 
@@ -87,7 +90,7 @@ class SentenceEmbedder:
             raise ValueError("kind must be 'query' or 'passage'")
         with self._lock:
             fn = self.model.encode_query if kind == "query" else self.model.encode_document
-            vecs = fn(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True,
+            vecs = fn(texts, batch_size=self._batch, normalize_embeddings=True, convert_to_numpy=True,
                       show_progress_bar=False)
         return np.asarray(vecs, dtype=np.float32)
 
@@ -99,7 +102,7 @@ class SentenceEmbedder:
             raise ValueError("kind must be 'query' or 'passage'")
         with self._lock:
             fn = self.model.encode_query if kind == "query" else self.model.encode_document
-            got = fn(texts, batch_size=32, output_value=None, convert_to_numpy=True, show_progress_bar=False)
+            got = fn(texts, batch_size=self._batch, output_value=None, convert_to_numpy=True, show_progress_bar=False)
             tok = self.model.tokenizer
         special = set(tok.all_special_ids)
         vecs = np.zeros((len(texts), self.dimensions), dtype=np.float32)
@@ -187,11 +190,32 @@ class DenseReranker:
         return sorted(range(len(documents)), key=lambda i: (-float(s[i]), i))
 
 
+def _require_cuda(device: str) -> None:
+    """A GPU asked for by name must be there: say so rather than fail deep inside torch."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UnavailableError(f'embedding.device = "{device}", but torch sees no CUDA GPU here '
+                               f'(torch {torch.__version__}); set embedding.device = "auto" or "cpu" in rmtui.toml, '
+                               "or install PyTorch's CUDA build (scripts/install.sh --gpu)")
+    index = int(device.split(":", 1)[1]) if ":" in device else 0
+    if index >= torch.cuda.device_count():
+        raise UnavailableError(f'embedding.device = "{device}", but torch sees {torch.cuda.device_count()} GPU(s)')
+
+
 class InProcessBackend:
     """Models held in this process (service, MCP server, TUI, bench): same interface as the client."""
 
     def __init__(self, model: str | None = None, model_path: str | None = None,
                  reranker_path: str | None = None, device: str = "cpu", backend: str = "auto") -> None:
+        """``device``: ``cpu``, ``cuda``, ``cuda:N``, or ``auto`` (:func:`device.resolve_device`)."""
+        try:
+            device = devices.resolve_device(device)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+        if devices.is_gpu(device):
+            _require_cuda(device)
+        self.device = device
         self.embedder: Embedder = load_embedder(resolve_model_path(model, model_path), backend, device)
         self.reranker: CrossEncoderReranker | DenseReranker = (
             CrossEncoderReranker(Path(reranker_path), device) if reranker_path else DenseReranker(self.embedder))
@@ -199,7 +223,7 @@ class InProcessBackend:
     @classmethod
     def from_config(cls, cfg) -> InProcessBackend:
         return cls(cfg.get("embedding.model"), cfg.get("embedding.model_path"), cfg.get("embedding.reranker_path"),
-                   backend=cfg.get("embedding.backend"))
+                   device=cfg.get("embedding.device"), backend=cfg.get("embedding.backend"))
 
     @property
     def runtime(self) -> str:
