@@ -83,14 +83,11 @@ def server_dir() -> str:
 
 
 def safe_dir(path: str) -> bool:
-    """The user's own directory, mode 0700, and not a symlink: only then is its socket ours."""
-    import stat
+    """The directory exists and meets the one rule of runtime folders (the user's own, mode
+    0700, not a symlink: ``service_lookup.FOLDER_RULE``): only then is its socket ours."""
+    from rmtui.engine.retrieval.modelhost.service_lookup import folder_fault
 
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077 == 0
+    return os.path.lexists(path) and folder_fault(path) is None
 
 
 # -- the client: ``rmtui --headless mcp`` ------------------------------------------------------
@@ -248,11 +245,12 @@ def launch() -> None:
         directory = server_dir()
         if len(os.path.join(directory, "sock").encode()) > MAX_SOCKET_PATH:
             return
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        if not safe_dir(directory):
-            return
-        log = os.open(os.path.join(directory, "log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    except (OSError, ImportError, ValueError):
+        from rmtui.engine.retrieval.modelhost.service_lookup import NOFOLLOW, UnsafeFolder, private_folder
+
+        private_folder(os.path.dirname(directory))
+        private_folder(directory)
+        log = os.open(os.path.join(directory, "log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND | NOFOLLOW, 0o600)
+    except (OSError, ImportError, ValueError, UnsafeFolder):
         return
     try:
         subprocess.Popen([sys.executable, "-m", "rmtui.mcp_forkserver_main", directory], stdin=subprocess.DEVNULL,
@@ -269,10 +267,14 @@ def stop(directory: str | None = None, timeout: float = 5.0) -> bool:
     import signal
     import time
 
+    from rmtui.engine.retrieval.modelhost.service_lookup import NOFOLLOW
+
     directory = directory or server_dir()
+    if not safe_dir(directory):
+        return False
     try:
-        with open(os.path.join(directory, "pid")) as fh:
-            pid = int(fh.read().strip())
+        with open(os.open(os.path.join(directory, "pid"), os.O_RDONLY | NOFOLLOW)) as fh:
+            pid = int(fh.read(32).strip())
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             if b"rmtui.mcp_forkserver" not in fh.read():
                 return False  # a pid file outlived its server and the number was reused
@@ -459,10 +461,14 @@ def serve(directory: str, entry: Entry, idle_seconds: float = IDLE_SECONDS) -> i
     import signal
     import threading
 
-    if not safe_dir(directory):
-        print(f"rmtui mcp fork server: {directory} is not a directory only this user can enter", file=sys.stderr)
+    from rmtui.engine.retrieval.modelhost.service_lookup import NOFOLLOW, folder_fault, refusal
+
+    fault = folder_fault(directory) if os.path.lexists(directory) else "does not exist"
+    if fault is not None:
+        print(f"rmtui mcp fork server: {refusal(directory, fault)}", file=sys.stderr)
         return 2
-    lock_fd = os.open(os.path.join(directory, "lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    # the folder's files are opened in place: a symlink planted as one is refused, never followed
+    lock_fd = os.open(os.path.join(directory, "lock"), os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o600)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -483,7 +489,8 @@ def serve(directory: str, entry: Entry, idle_seconds: float = IDLE_SECONDS) -> i
     os.chmod(temp, 0o600)
     listener.listen(16)
     os.replace(temp, path)  # ready: connections before this found no socket and took the full path
-    with open(os.path.join(directory, "pid"), "w") as fh:
+    with open(os.open(os.path.join(directory, "pid"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | NOFOLLOW, 0o600),
+              "w") as fh:
         fh.write(f"{os.getpid()}\n")
     ours = os.stat(path).st_ino
     listener.settimeout(idle_seconds)

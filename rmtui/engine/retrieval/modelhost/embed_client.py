@@ -22,7 +22,8 @@ from rmtui.engine import progress
 from rmtui.engine.display import remote_text
 from rmtui.engine.errors import ConflictError, EngineError, UnavailableError, UsageError
 from rmtui.engine.fsutil import atomic_write_text
-from rmtui.engine.locks import file_lock, try_lock
+from rmtui.engine.locks import LinkedLockFile, file_lock, try_lock
+from rmtui.engine.retrieval.modelhost import service_lookup
 from rmtui.engine.retrieval.modelhost.model_info import ModelInfo
 from rmtui.engine.retrieval.modelhost.service_http import MAX_RESPONSE_BYTES, JsonHttpClient, ServiceError  # noqa: F401  (re-exported)
 from rmtui.engine.retrieval.modelhost.service_state import (
@@ -174,7 +175,10 @@ class LocalService:
 
 
 def _alive(state_dir: Path) -> bool:
-    fd = try_lock(state_dir / "alive.lock")
+    try:
+        fd = try_lock(state_dir / "alive.lock")
+    except LinkedLockFile as exc:
+        raise ServiceError(exc.message) from exc
     if fd is None:
         return True
     os.close(fd)
@@ -190,10 +194,23 @@ STARTING_SECONDS = 600.0
 
 
 def _prepare_dir(model_path: Path, reranker_path: str | None) -> Path:
+    """The service's state folder, made or checked (it and the services' folder) by the one
+    folder rule (``service_lookup.FOLDER_RULE``): its state file holds the service's bearer
+    token, and a folder another user controls could send this user's needs to their service."""
     state_dir = service_dir(model_path, reranker_path)
-    state_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(state_dir, 0o700)  # its state file holds the service's bearer token
+    try:
+        service_lookup.private_folder(state_dir.parent)
+        service_lookup.private_folder(state_dir)
+    except service_lookup.UnsafeFolder as exc:
+        raise ServiceError(f"the local embedding service cannot use its folder: {exc}") from None
     return state_dir
+
+
+def _read_own(path: Path, limit: int = 1 << 16) -> str:
+    """A small file of a state folder, read in place (never through a symlink)."""
+    fd = os.open(path, os.O_RDONLY | service_lookup.NOFOLLOW)
+    with open(fd, "rb") as f:
+        return f.read(limit).decode("utf-8", "replace")
 
 
 def _starting(state_dir: Path) -> bool:
@@ -222,7 +239,7 @@ def _starting(state_dir: Path) -> bool:
 def _launch_record(state_dir: Path) -> tuple[int, float] | None:
     """(pid, time) of the launch recorded in ``launch.json``, if any."""
     try:
-        launch = json.loads((state_dir / "launch.json").read_text())
+        launch = json.loads(_read_own(state_dir / "launch.json"))
         return int(launch["pid"]), float(launch["at"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -232,7 +249,7 @@ def launch_done(state_dir: Path) -> None:
     """Called by the service once it holds its alive lock: from then on the lock tells whether it
     runs, and a stopping service must not look like one still starting."""
     try:
-        if json.loads((state_dir / "launch.json").read_text()).get("pid") == os.getpid():
+        if json.loads(_read_own(state_dir / "launch.json")).get("pid") == os.getpid():
             (state_dir / "launch.json").unlink()
     except (OSError, ValueError, AttributeError):
         pass
@@ -256,6 +273,8 @@ def start_local_service(model_path: Path, reranker_path: str | None, *, idle_tim
             return True
     except ConflictError:
         return False  # another process holds the launch lock: it is launching or waiting
+    except LinkedLockFile as exc:
+        raise ServiceError(exc.message) from exc
 
 
 def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_timeout: float,
@@ -294,15 +313,19 @@ def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_ti
                 time.sleep(0.02)
     except ConflictError:
         pass  # another process is launching it and holds the launch lock past our budget
+    except LinkedLockFile as exc:
+        raise ServiceError(exc.message) from exc
     raise ServiceError(f"the local embedding service is still starting (waited {wait_seconds:.0f} s)")
 
 
 def _log_tail(state_dir: Path) -> str:
     try:
-        lines = (state_dir / "service.log").read_text(errors="replace").strip().splitlines()
+        with open(os.open(state_dir / "service.log", os.O_RDONLY | service_lookup.NOFOLLOW), "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+            lines = f.read().decode("utf-8", "replace").strip().splitlines()
     except OSError:
         return ""
-    return (": " + lines[-1][:300]) if lines else ""
+    return (": " + remote_text(lines[-1])) if lines else ""
 
 
 def _launch(state_dir: Path, model_path: Path, reranker_path: str | None,
@@ -318,12 +341,20 @@ def _launch(state_dir: Path, model_path: Path, reranker_path: str | None,
         argv += ["--reranker-path", str(reranker_path)]
     if warm_root is not None:
         argv += ["--warm-root", str(warm_root)]
-    log = open(state_dir / "service.log", "ab")  # noqa: SIM115 - closed below once the child holds it
+    # appended to in place: a symlink planted as the log is refused, never written through
+    try:
+        log = os.open(state_dir / "service.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND | service_lookup.NOFOLLOW,
+                      0o600)
+    except OSError as exc:
+        link = " (a symlink: a runtime folder's files are opened in place, never through a link)" \
+            if os.path.islink(state_dir / "service.log") else ""
+        raise ServiceError(f"the local embedding service cannot open its log {state_dir / 'service.log'}: "
+                           f"{exc.strerror}{link}") from None
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                 start_new_session=True, close_fds=True, cwd=str(state_dir))
     finally:
-        log.close()
+        os.close(log)
     _launched[state_dir] = proc
     atomic_write_text(state_dir / "launch.json", json.dumps({"pid": proc.pid, "at": time.time()}))
     return proc
