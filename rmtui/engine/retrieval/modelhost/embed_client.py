@@ -293,6 +293,7 @@ def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_ti
             st = read_state(state_dir)
             if st is not None and _alive(state_dir):
                 _launched.pop(state_dir, None)
+                _not_failed(st["url"])
                 return LocalService(st["url"], st.get("token") or "", state_dir, False, st.get("info"))
             proc = _launched.get(state_dir)
             if proc is None and not _alive(state_dir) and not _starting(state_dir):
@@ -303,6 +304,7 @@ def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_ti
                 st = read_state(state_dir)
                 if st is not None:
                     _launched.pop(state_dir, None)
+                    _not_failed(st["url"])
                     return LocalService(st["url"], st.get("token") or "", state_dir, proc is not None, st.get("info"))
                 if proc is not None and proc.poll() is not None:
                     _launched.pop(state_dir, None)
@@ -316,6 +318,14 @@ def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_ti
     except LinkedLockFile as exc:
         raise ServiceError(exc.message) from exc
     raise ServiceError(f"the local embedding service is still starting (waited {wait_seconds:.0f} s)")
+
+
+def _not_failed(url: str) -> None:
+    """A service that failed this call already (no whole answer in time) is not asked again."""
+    why = service_lookup.failure(url)
+    if why is not None:
+        raise ServiceError(f"the local embedding service at {url} failed this call already ({why}); "
+                           "it is not asked again")
 
 
 def _log_tail(state_dir: Path) -> str:
@@ -395,7 +405,7 @@ def delegation_model(cfg) -> Path | None:
 
 
 def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int | None,
-                      include_returned: bool, include_pending: bool = True, timeout: float = 120.0,
+                      include_returned: bool, include_pending: bool = True, timeout: float | None = None,
                       wait_seconds: float = 0.0) -> dict | None:
     """Ask an already-running local warm service to run the retrieval; None when there is none.
 
@@ -407,7 +417,9 @@ def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int
     which launched it, waits rather than load a model of its own).
     ``include_pending`` is sent only when false (the route's default is true), so a service
     that does not know the field still serves the default; one that refuses it answers 422,
-    and the caller then retrieves in its own process.
+    and the caller then retrieves in its own process. ``timeout`` (``service_lookup.answer_seconds()``
+    by default) bounds the whole answer; a service that failed (late, cut off, not HTTP) is
+    noted, and neither this nor the caller's own retrieval asks it again in this process.
     """
     model = delegation_model(cfg)
     if model is None:
@@ -419,14 +431,18 @@ def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int
     if st is None or not st.get("token"):
         _launch_early(root_path, cfg, model)
         return None
-    client = JsonHttpClient(st["url"], st["token"], timeout=timeout)
+    if service_lookup.failure(st["url"]) is not None:
+        return None  # it failed this call already (the thin client asked it first)
+    client = JsonHttpClient(st["url"], st["token"], timeout=service_lookup.answer_seconds() if timeout is None
+                            else timeout)
     body: dict = {"root": str(root_path), "session": session, "need": need, "top": top,
                   "include_returned": include_returned}
     if not include_pending:
         body["include_pending"] = False
     try:
         status, answer = client.request("POST", RETRIEVE_ROUTE, body)
-    except (UnavailableError, UsageError):
+    except (UnavailableError, UsageError) as exc:
+        service_lookup.note_failure(st["url"], exc.message)
         _launch_early(root_path, cfg, model)  # a stale state file: the service is gone
         return None
     finally:

@@ -138,6 +138,34 @@ def code_stamp() -> str:
     return _CODE_STAMP
 
 
+#: How long a client waits for the warm service's whole answer (connect, send and every byte
+#: of it), unless ``RMTUI_SERVICE_ANSWER_SECONDS`` says otherwise (tests, benches).
+ANSWER_SECONDS = 120.0
+
+
+def answer_seconds() -> float:
+    try:
+        seconds = float(os.environ.get("RMTUI_SERVICE_ANSWER_SECONDS", ANSWER_SECONDS))
+    except ValueError:
+        return ANSWER_SECONDS
+    return seconds if 0 < seconds < 86400 else ANSWER_SECONDS
+
+
+#: Warm services that failed this process (by url): no answer within the deadline, an answer
+#: that is not HTTP, a connection cut. One call asks a failing service once, whichever path
+#: asked it (the thin client, the full path's delegation, its model client).
+_FAILED: dict[str, str] = {}
+
+
+def note_failure(url: str, why: str) -> None:
+    _FAILED.setdefault(url, why)
+
+
+def failure(url: str) -> str | None:
+    """Why the service at ``url`` failed in this process, or None."""
+    return _FAILED.get(url)
+
+
 #: How a file in a runtime folder is opened: never through a symlink planted in its place.
 NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
