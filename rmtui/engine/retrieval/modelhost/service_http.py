@@ -34,11 +34,12 @@ class ServiceError(UnavailableError):
 
 
 class _Deadline(io.RawIOBase):
-    """The answer's bytes as ``http.client`` reads them, each read bounded by what is left of
-    the request's total time (a per-read timeout alone never ends a trickle)."""
+    """The answer's bytes as ``http.client`` reads them (the socket's own reader), each read
+    bounded by what is left of the request's total time: a per-read timeout alone never ends
+    a trickle."""
 
-    def __init__(self, sock: socket.socket, deadline: float) -> None:
-        self.sock, self.deadline = sock, deadline
+    def __init__(self, raw, sock: socket.socket, deadline: float) -> None:
+        self.raw, self.sock, self.deadline = raw, sock, deadline
 
     def readable(self) -> bool:
         return True
@@ -48,7 +49,11 @@ class _Deadline(io.RawIOBase):
         if left <= 0:
             raise TimeoutError("no whole answer before the deadline")
         self.sock.settimeout(left)
-        return self.sock.recv_into(buffer)
+        return self.raw.readinto(buffer)
+
+    def close(self) -> None:
+        self.raw.close()  # the socket reader's reference: the connection's close waits for it
+        super().close()
 
 
 def _bounded_response(deadline: float) -> type[http.client.HTTPResponse]:
@@ -57,8 +62,7 @@ def _bounded_response(deadline: float) -> type[http.client.HTTPResponse]:
     class BoundedResponse(http.client.HTTPResponse):
         def __init__(self, sock: socket.socket, *args, **kwargs) -> None:
             super().__init__(sock, *args, **kwargs)
-            self.fp.close()  # the plain reader (closed, so the socket's own close is not held back)
-            self.fp = io.BufferedReader(_Deadline(sock, deadline))
+            self.fp = io.BufferedReader(_Deadline(self.fp.detach(), sock, deadline))
 
     return BoundedResponse
 

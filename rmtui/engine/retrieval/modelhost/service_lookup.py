@@ -68,8 +68,7 @@ def private_folder(path: str | os.PathLike[str]) -> str:
     except FileExistsError:
         pass
     except FileNotFoundError:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        os.makedirs(path, 0o700, exist_ok=True)
+        os.makedirs(os.path.abspath(path), 0o700, exist_ok=True)
     try:
         st = os.lstat(path)
     except OSError as exc:
@@ -151,19 +150,28 @@ def answer_seconds() -> float:
     return seconds if 0 < seconds < 86400 else ANSWER_SECONDS
 
 
-#: Warm services that failed this process (by url): no answer within the deadline, an answer
-#: that is not HTTP, a connection cut. One call asks a failing service once, whichever path
-#: asked it (the thin client, the full path's delegation, its model client).
-_FAILED: dict[str, str] = {}
+#: Warm services that failed in this process (by url): no answer within the deadline, an
+#: answer that is not HTTP, a connection cut. One call asks a failing service once, whichever
+#: path asked it (the thin client, the full path's delegation, its model client); a long-lived
+#: process (the MCP server) tries it again after :data:`FAILURE_SECONDS`.
+_FAILED: dict[str, tuple[str, float]] = {}
+FAILURE_SECONDS = 300.0
 
 
 def note_failure(url: str, why: str) -> None:
-    _FAILED.setdefault(url, why)
+    import time
+
+    _FAILED[url] = (why, time.monotonic())
 
 
 def failure(url: str) -> str | None:
-    """Why the service at ``url`` failed in this process, or None."""
-    return _FAILED.get(url)
+    """Why the service at ``url`` failed in this process lately, or None."""
+    import time
+
+    noted = _FAILED.get(url)
+    if noted is None or time.monotonic() - noted[1] > FAILURE_SECONDS:
+        return None
+    return noted[0]
 
 
 #: How a file in a runtime folder is opened: never through a symlink planted in its place.
