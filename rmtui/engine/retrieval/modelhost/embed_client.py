@@ -431,8 +431,9 @@ def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int
     if st is None or not st.get("token"):
         _launch_early(root_path, cfg, model)
         return None
-    if service_lookup.failure(st["url"]) is not None:
-        return None  # it failed this call already (the thin client asked it first)
+    if service_lookup.failure(st["url"]) is not None:  # it failed this call already (the thin client asked it)
+        _launch_early(root_path, cfg, model)  # (nothing, while it still holds its lock)
+        return None
     client = JsonHttpClient(st["url"], st["token"], timeout=service_lookup.answer_seconds() if timeout is None
                             else timeout)
     body: dict = {"root": str(root_path), "session": session, "need": need, "top": top,
