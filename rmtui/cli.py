@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
+from rmtui.command_word import command_of
 from rmtui.engine.errors import EngineError
 
 # A thin retrieve (rmtui/thin_client.py) never needs argparse, the command modules (and the
@@ -30,17 +31,6 @@ def _common_parser() -> argparse.ArgumentParser:
     common.add_argument("--root", default=argparse.SUPPRESS, help="memory root path")
     common.add_argument("--profile", default=argparse.SUPPRESS, help="profile name from profiles.toml")
     return common
-
-
-def command_of(argv: Sequence[str]) -> str | None:
-    """The command word of ``argv`` (after the global options), if any."""
-    args = iter(argv)
-    for arg in args:
-        if arg in ("--root", "--profile"):
-            next(args, None)
-        elif not arg.startswith("-"):
-            return arg
-    return None
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:

@@ -5,8 +5,11 @@ protocol version, over a second on a busy two-core machine), which no server can
 while it imports the SDK itself. As Mercurial's ``chg`` does for its command server, one
 resident process per user and installed code imports the SDK and the MCP front once and
 waits on a Unix socket. ``rmtui --headless mcp`` connects, hands over its three standard
-streams, working directory, environment and arguments, and the server forks a child that
-runs exactly the command the caller would have run (``cli.main``), on the caller's streams.
+streams, working directory, environment, arguments, umask, nice value and resource limits
+(:func:`process_settings`), and the server forks a child that
+runs exactly the command the caller would have run (the CLI's ``main``, which
+``rmtui.mcp_forkserver_main`` hands the server: this module never imports the CLI), on the
+caller's streams.
 The caller waits, forwards the signals it receives, and exits with the child's status.
 
 Nothing is trusted on either side. The socket's directory must be the user's own, mode 0700,
@@ -28,6 +31,13 @@ from __future__ import annotations
 import os
 import socket
 import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    #: What a child runs: the CLI's ``main`` (handed over by ``rmtui.mcp_forkserver_main``).
+    Entry = Callable[[list[str]], int]
 
 PROTOCOL = b"RMTUI-MCP/1"
 MAX_BODY = 1 << 20  # argv, cwd and environment: far below this
@@ -73,14 +83,11 @@ def server_dir() -> str:
 
 
 def safe_dir(path: str) -> bool:
-    """The user's own directory, mode 0700, and not a symlink: only then is its socket ours."""
-    import stat
+    """The directory exists and meets the one rule of runtime folders (the user's own, mode
+    0700, not a symlink: ``service_lookup.FOLDER_RULE``): only then is its socket ours."""
+    from rmtui.engine.retrieval.modelhost.service_lookup import folder_fault
 
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077 == 0
+    return os.path.lexists(path) and folder_fault(path) is None
 
 
 # -- the client: ``rmtui --headless mcp`` ------------------------------------------------------
@@ -139,10 +146,34 @@ def _proc_stat(pid: int) -> list[bytes]:
         return []
 
 
+#: The resource limits a child takes over from its caller: every one of these this system has.
+RLIMITS = ("RLIMIT_AS", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_FSIZE", "RLIMIT_LOCKS",
+           "RLIMIT_MEMLOCK", "RLIMIT_MSGQUEUE", "RLIMIT_NICE", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_RSS",
+           "RLIMIT_RTPRIO", "RLIMIT_RTTIME", "RLIMIT_SIGPENDING", "RLIMIT_STACK")
+
+
+def _rlimit_names() -> list[str]:
+    import resource
+
+    return [name for name in RLIMITS if hasattr(resource, name)]
+
+
+def process_settings() -> dict:
+    """What a process inherits besides its streams, cwd and environment, and a forked child
+    would otherwise take from the fork server instead of its caller: the file mode creation
+    mask, the nice value and the resource limits (``-1``: unlimited)."""
+    import resource
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return {"umask": mask, "nice": os.getpriority(os.PRIO_PROCESS, 0),
+            "rlimits": {name: list(resource.getrlimit(getattr(resource, name))) for name in _rlimit_names()}}
+
+
 def _send_request(sock: socket.socket, argv: list[str]) -> None:
     import json
 
-    body = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+    body = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), **process_settings()}).encode()
     header = PROTOCOL + b" %d\n" % len(body)
     socket.send_fds(sock, [header], [0, 1, 2])
     sock.sendall(body)
@@ -214,14 +245,15 @@ def launch() -> None:
         directory = server_dir()
         if len(os.path.join(directory, "sock").encode()) > MAX_SOCKET_PATH:
             return
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        if not safe_dir(directory):
-            return
-        log = os.open(os.path.join(directory, "log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    except (OSError, ImportError, ValueError):
+        from rmtui.engine.retrieval.modelhost.service_lookup import NOFOLLOW, UnsafeFolder, private_folder
+
+        private_folder(os.path.dirname(directory))
+        private_folder(directory)
+        log = os.open(os.path.join(directory, "log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND | NOFOLLOW, 0o600)
+    except (OSError, ImportError, ValueError, UnsafeFolder):
         return
     try:
-        subprocess.Popen([sys.executable, "-m", "rmtui.mcp_forkserver", directory], stdin=subprocess.DEVNULL,
+        subprocess.Popen([sys.executable, "-m", "rmtui.mcp_forkserver_main", directory], stdin=subprocess.DEVNULL,
                          stdout=log, stderr=log, start_new_session=True, close_fds=True)
     except OSError:
         pass
@@ -235,10 +267,14 @@ def stop(directory: str | None = None, timeout: float = 5.0) -> bool:
     import signal
     import time
 
+    from rmtui.engine.retrieval.modelhost.service_lookup import NOFOLLOW
+
     directory = directory or server_dir()
+    if not safe_dir(directory):
+        return False
     try:
-        with open(os.path.join(directory, "pid")) as fh:
-            pid = int(fh.read().strip())
+        with open(os.open(os.path.join(directory, "pid"), os.O_RDONLY | NOFOLLOW)) as fh:
+            pid = int(fh.read(32).strip())
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             if b"rmtui.mcp_forkserver" not in fh.read():
                 return False  # a pid file outlived its server and the number was reused
@@ -263,7 +299,7 @@ def check_request(body: bytes, fds: list[int]) -> dict:
     """The request as the fork server accepts it, or :class:`Refused` naming the rule."""
     import json
 
-    from rmtui.cli import command_of
+    from rmtui.command_word import command_of
 
     if len(fds) != 3:
         raise Refused(f"a request carries exactly three descriptors (stdin, stdout, stderr), not {len(fds)}")
@@ -273,8 +309,8 @@ def check_request(body: bytes, fds: list[int]) -> dict:
         req = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise Refused("the request body is not UTF-8 JSON") from None
-    if not isinstance(req, dict) or set(req) != {"argv", "cwd", "env"}:
-        raise Refused("the request is an object of exactly argv, cwd and env")
+    if not isinstance(req, dict) or set(req) != REQUEST_KEYS:
+        raise Refused("the request is an object of exactly argv, cwd, env, umask, nice and rlimits")
     argv, cwd, env = req["argv"], req["cwd"], req["env"]
     if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv) or command_of(argv) != "mcp":
         raise Refused("argv is a list of strings naming the mcp command")
@@ -283,12 +319,51 @@ def check_request(body: bytes, fds: list[int]) -> dict:
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) and k and "=" not in k
                                             and "\0" not in k + v for k, v in env.items()):
         raise Refused("env maps names to strings")
+    _check_settings(req["umask"], req["nice"], req["rlimits"])
     return req
 
 
+REQUEST_KEYS = frozenset({"argv", "cwd", "env", "umask", "nice", "rlimits"})
+_LIMIT_MAX = 1 << 63
+
+
+def _check_settings(umask: object, nice: object, rlimits: object) -> None:
+    """The caller's process settings (:func:`process_settings`), as the child can take them over."""
+    if type(umask) is not int or not 0 <= umask <= 0o777:
+        raise Refused("umask is a file mode creation mask from 0 to 0o777")
+    if type(nice) is not int or not -20 <= nice <= 19:
+        raise Refused("nice is a nice value from -20 to 19")
+    names = _rlimit_names()
+    if not isinstance(rlimits, dict) or sorted(rlimits) != sorted(names):
+        raise Refused(f"rlimits names exactly this system's resource limits ({', '.join(names)})")
+    for name, pair in rlimits.items():
+        ok = isinstance(pair, list) and len(pair) == 2 and all(
+            type(v) is int and (v == -1 or 0 <= v < _LIMIT_MAX) for v in pair)
+        if not ok or (pair[1] != -1 and (pair[0] == -1 or pair[0] > pair[1])):
+            raise Refused(f"rlimits gives {name} as [soft, hard], whole numbers (-1: unlimited), soft not over hard")
+
+
+def _take_on(req: dict) -> None:
+    """Become the caller in what a process inherits: its nice value, resource limits and umask.
+    What the fork server may not grant (a higher limit or priority than its own) fails here,
+    before the caller was told a child serves it, so the call takes the full path."""
+    import resource
+
+    if os.getpriority(os.PRIO_PROCESS, 0) != req["nice"]:
+        os.setpriority(os.PRIO_PROCESS, 0, req["nice"])
+    for name, (soft, hard) in req["rlimits"].items():
+        which = getattr(resource, name)
+        if resource.getrlimit(which) != (soft, hard):
+            resource.setrlimit(which, (soft, hard))
+    os.umask(req["umask"])
+
+
 def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
-    head, fds, _flags, _addr = socket.recv_fds(conn, 64, 3)
+    # room for one descriptor more than a request carries: more is refused, never cut silently
+    head, fds, flags, _addr = socket.recv_fds(conn, 64, 4)
     try:
+        if flags & socket.MSG_CTRUNC or len(fds) > 3:
+            raise Refused("a request carries exactly three descriptors (stdin, stdout, stderr), not more")
         while b"\n" not in head:
             more = conn.recv(64)
             if not more or len(head) > 64:
@@ -311,7 +386,8 @@ def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
         raise
 
 
-def _child(conn: socket.socket, listener: socket.socket, lock_fd: int, req: dict, fds: list[int]) -> None:
+def _child(conn: socket.socket, listener: socket.socket, lock_fd: int, req: dict, fds: list[int],
+           entry: Entry) -> None:
     """The forked child: become the caller's process and run its command. Never returns."""
     global IN_CHILD
     import signal
@@ -325,6 +401,12 @@ def _child(conn: socket.socket, listener: socket.socket, lock_fd: int, req: dict
         os.close(lock_fd)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the engine's subprocesses are waited for
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        try:
+            _take_on(req)
+        except (OSError, ValueError) as exc:  # on the fork server's log: the caller's streams are not ours yet
+            print(f"rmtui mcp fork server: a child cannot take on its caller's process settings: {exc}",
+                  file=sys.stderr, flush=True)
+            os._exit(1)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         for fd in fds:
@@ -340,9 +422,7 @@ def _child(conn: socket.socket, listener: socket.socket, lock_fd: int, req: dict
         except OSError:  # the caller gave up waiting and serves itself: never touch its streams
             os._exit(1)
         threading.Thread(target=_end_with_caller, args=(conn,), daemon=True).start()
-        from rmtui.cli import main
-
-        code = main(list(req["argv"]))
+        code = entry(list(req["argv"]))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # noqa: BLE001 - the caller gets the traceback and a status, as a crash would give
@@ -372,18 +452,23 @@ def _end_with_caller(conn: socket.socket) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def serve(directory: str, idle_seconds: float = IDLE_SECONDS) -> int:
-    """Serve forks from ``directory`` until idle; 0 also when another fork server holds it."""
+def serve(directory: str, entry: Entry, idle_seconds: float = IDLE_SECONDS) -> int:
+    """Serve forks from ``directory`` until idle; 0 also when another fork server holds it.
+    Each child runs ``entry`` (the CLI's ``main``) on the caller's arguments."""
     import contextlib
     import fcntl
     import importlib
     import signal
     import threading
 
-    if not safe_dir(directory):
-        print(f"rmtui mcp fork server: {directory} is not a directory only this user can enter", file=sys.stderr)
+    from rmtui.engine.retrieval.modelhost.service_lookup import NOFOLLOW, folder_fault, refusal
+
+    fault = folder_fault(directory) if os.path.lexists(directory) else "does not exist"
+    if fault is not None:
+        print(f"rmtui mcp fork server: {refusal(directory, fault)}", file=sys.stderr)
         return 2
-    lock_fd = os.open(os.path.join(directory, "lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    # the folder's files are opened in place: a symlink planted as one is refused, never followed
+    lock_fd = os.open(os.path.join(directory, "lock"), os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o600)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -404,7 +489,8 @@ def serve(directory: str, idle_seconds: float = IDLE_SECONDS) -> int:
     os.chmod(temp, 0o600)
     listener.listen(16)
     os.replace(temp, path)  # ready: connections before this found no socket and took the full path
-    with open(os.path.join(directory, "pid"), "w") as fh:
+    with open(os.open(os.path.join(directory, "pid"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | NOFOLLOW, 0o600),
+              "w") as fh:
         fh.write(f"{os.getpid()}\n")
     ours = os.stat(path).st_ino
     listener.settimeout(idle_seconds)
@@ -414,14 +500,14 @@ def serve(directory: str, idle_seconds: float = IDLE_SECONDS) -> int:
                 conn, _ = listener.accept()
             except TimeoutError:
                 return 0
-            _handle(conn, listener, lock_fd)
+            _handle(conn, listener, lock_fd, entry)
     finally:
         with contextlib.suppress(FileNotFoundError):
             if os.stat(path).st_ino == ours:
                 os.unlink(path)
 
 
-def _handle(conn: socket.socket, listener: socket.socket, lock_fd: int) -> None:
+def _handle(conn: socket.socket, listener: socket.socket, lock_fd: int, entry: Entry) -> None:
     try:
         conn.settimeout(5.0)
         pid, uid = _peer(conn)
@@ -436,15 +522,7 @@ def _handle(conn: socket.socket, listener: socket.socket, lock_fd: int) -> None:
         return
     pid = os.fork()
     if pid == 0:
-        _child(conn, listener, lock_fd, req, fds)
+        _child(conn, listener, lock_fd, req, fds, entry)
     for fd in fds:
         os.close(fd)
     conn.close()
-
-
-if __name__ == "__main__":
-    # Serve from the module as imported, not from ``__main__``: the children's ``cli.main`` reads
-    # ``IN_CHILD`` there.
-    from rmtui import mcp_forkserver
-
-    raise SystemExit(mcp_forkserver.serve(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else IDLE_SECONDS))

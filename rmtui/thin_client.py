@@ -28,6 +28,11 @@ class _Fallback(Exception):
     """This call is the full path's."""
 
 
+class _ServiceFailed(_Fallback):
+    """The service was asked and failed (no whole answer in time, not HTTP): the full path
+    does not ask it again."""
+
+
 def trace(what: str) -> None:
     """Which path answered, on stderr, when ``RMTUI_CLIENT_TRACE=1`` (the MCP server's too)."""
     if os.environ.get("RMTUI_CLIENT_TRACE") == "1":
@@ -111,13 +116,16 @@ _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 
 
-def post_local(url: str, token: str, route: str, payload: dict, *, timeout: float = 120.0) -> tuple[int, object]:
+def post_local(url: str, token: str, route: str, payload: dict, *, timeout: float | None = None) -> tuple[int, object]:
     """One JSON POST to the local warm service over a plain socket: (status, decoded body).
 
     HTTP/1.1 with ``Connection: close`` and a ``Content-Length`` answer, which is all the
     service sends; anything else (another host, TLS, a chunked or oversized answer) is the
-    full path's, whose client (``http.client``) costs more to import than this whole call."""
+    full path's, whose client (``http.client``) costs more to import than this whole call.
+    ``timeout`` (``service_lookup.answer_seconds()`` by default) bounds the whole exchange,
+    not each read: a service that trickles its answer fails with :class:`_ServiceFailed`."""
     import _socket  # the C module under ``socket``, which costs ~4 ms more (enum, selectors)
+    import time
 
     from rmtui.engine.lean import loads
 
@@ -132,13 +140,22 @@ def post_local(url: str, token: str, route: str, payload: dict, *, timeout: floa
             "Connection: close\r\n\r\n").encode("ascii")
     # a literal address straight to connect(): create_connection would resolve it through
     # getaddrinfo, which imports the IDNA codec (a few ms of a call whose budget is 25)
+    if timeout is None:
+        from rmtui.engine.retrieval.modelhost.service_lookup import answer_seconds
+
+        timeout = answer_seconds()
+    deadline = time.monotonic() + timeout
     sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    raw = bytearray()
     try:
         sock.settimeout(timeout)
         sock.connect((host, int(port)))
         sock.sendall(head + body)
-        raw = bytearray()
         while len(raw) <= MAX_ANSWER_BYTES + 65536:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _ServiceFailed(f"no whole answer within {timeout:g} s")
+            sock.settimeout(left)
             chunk = sock.recv(1 << 16)
             if not chunk:
                 break
@@ -146,17 +163,20 @@ def post_local(url: str, token: str, route: str, payload: dict, *, timeout: floa
             end = raw.find(b"\r\n\r\n")
             if end >= 0 and (length := _content_length(raw[:end])) is not None and len(raw) >= end + 4 + length:
                 break
+    except OSError as exc:  # refused, reset, or the deadline passed inside a read
+        raise _ServiceFailed(f"no whole answer within {timeout:g} s" if isinstance(exc, TimeoutError)
+                             else f"the connection failed ({type(exc).__name__})") from None
     finally:
         sock.close()
     end = raw.find(b"\r\n\r\n")
     if end < 0:
-        raise _Fallback("no complete answer head")
+        raise _ServiceFailed("no complete answer head")
     lines = bytes(raw[:end]).decode("latin-1").split("\r\n")
     status_line = lines[0].split(" ", 2)
     length = _content_length(raw[:end])
     if len(status_line) < 2 or not status_line[0].startswith("HTTP/1.") or not status_line[1].isdigit() \
             or length is None or length > MAX_ANSWER_BYTES or len(raw) < end + 4 + length:
-        raise _Fallback("an answer the thin client does not read")
+        raise _ServiceFailed("an answer the thin client does not read")
     data = bytes(raw[end + 4:end + 4 + length])
     return int(status_line[1]), loads(data.decode("utf-8")) if data else {}
 
@@ -197,7 +217,7 @@ def _content_length(head: bytes | bytearray) -> int | None:
 def _answer(opts: dict) -> tuple[str, str]:
     """(stdout, stderr) of the call, as the service rendered them."""
     from rmtui.engine.retrieval.modelhost.client_settings import read_settings, settings_digest
-    from rmtui.engine.retrieval.modelhost.service_lookup import RETRIEVE_ROUTE, read_state, service_dir
+    from rmtui.engine.retrieval.modelhost.service_lookup import RETRIEVE_ROUTE, note_failure, read_state, service_dir
 
     root = _root(opts["root"])
     settings = read_settings(root, settings_digest(root))
@@ -212,13 +232,41 @@ def _answer(opts: dict) -> tuple[str, str]:
                   "include_returned": opts["include_returned"], "render": "json" if opts["json"] else "text"}
     if not opts["include_pending"]:
         body["include_pending"] = False
-    status, answer = post_local(st["url"], st["token"], RETRIEVE_ROUTE, body)
+    try:
+        status, answer = post_local(st["url"], st["token"], RETRIEVE_ROUTE, body)
+    except _ServiceFailed as why:  # the full path retrieves without asking it again
+        note_failure(st["url"], str(why))
+        raise
     if status != 200 or not isinstance(answer, dict) or answer.get("ok") is not True:
         raise _Fallback("the service did not answer with a result")
     out, err = answer.get("stdout"), answer.get("stderr")
     if not isinstance(out, str) or not isinstance(err, str):
         raise _Fallback("a malformed answer")
-    return out, err
+    return _shown(out, as_json=opts["json"]), _shown(err, as_json=False)
+
+
+#: Every character :func:`rmtui.engine.display.printable` escapes, and the carriage return it
+#: keeps only before a line feed; lone surrogates are caught by the UTF-8 check. A gate, not a
+#: second rule: text holding none of them is printed as it came, any other text goes through
+#: the full path's own escaping (``tests/test_warm_service_limits.py`` keeps the two equal).
+_UNSAFE = frozenset([*map(chr, range(0x00, 0x09)), "\x0b", "\x0c", "\r", *map(chr, range(0x0e, 0x20)),
+                     *map(chr, range(0x7f, 0xa0)), *map(chr, range(0x202a, 0x202f)), *map(chr, range(0x2066, 0x206a))])
+
+
+def _shown(text: str, *, as_json: bool) -> str:
+    """The service's rendering with terminal controls escaped as the full path escapes them
+    (``display.json_text`` inside JSON, then ``display.printable``): the service renders with
+    those very functions, so a well-behaved answer passes unchanged, and a misbehaving one
+    never drives the terminal. Only then is ``re`` imported (a cost the thin path avoids)."""
+    if _UNSAFE.isdisjoint(text):
+        try:
+            text.encode("utf-8")
+            return text
+        except UnicodeEncodeError:
+            pass
+    from rmtui.engine.display import json_text, printable
+
+    return printable(json_text(text) if as_json else text)
 
 
 def thin_retrieve(argv: list[str]) -> str | None:

@@ -169,7 +169,8 @@ def raw_request(header: bytes, body: bytes = b"", fds=(0, 1, 2)) -> bytes:
 
 
 def request(argv, cwd="/", env=None) -> tuple[bytes, bytes]:
-    body = json.dumps({"argv": argv, "cwd": cwd, "env": env if env is not None else {"HOME": "/"}}).encode()
+    body = json.dumps({"argv": argv, "cwd": cwd, "env": env if env is not None else {"HOME": "/"},
+                       **mcp_forkserver.process_settings()}).encode()
     return b"RMTUI-MCP/1 %d\n" % len(body), body
 
 
@@ -180,6 +181,8 @@ def test_the_fork_server_refuses_what_it_cannot_vouch_for_and_the_call_takes_the
         for header, body, fds, rule in (
                 (b"HELLO\n", b"", (0, 1, 2), "the header is RMTUI-MCP/1"),
                 (*request(["--headless", "mcp"]), (null.fileno(),), "exactly three descriptors"),
+                (*request(["--headless", "mcp"]), (0, 1, 2, null.fileno()), "exactly three descriptors"),
+                (*request(["--headless", "mcp"]), (0, 1, 2, 0, 1, 2, 0), "exactly three descriptors"),
                 (*request(["--headless", "status"]), (0, 1, 2), "argv is a list of strings naming the mcp command"),
                 (*request(["--headless", "mcp"], cwd="relative"), (0, 1, 2), "cwd is an absolute path"),
                 (*request(["--headless", "mcp"], env={"A=B": "x"}), (0, 1, 2), "env maps names to strings"),
@@ -199,11 +202,21 @@ def test_the_fork_server_refuses_what_it_cannot_vouch_for_and_the_call_takes_the
 
 
 def test_check_request_names_each_rule():
-    ok = {"argv": ["--headless", "mcp"], "cwd": "/", "env": {"HOME": "/"}}
+    ok = {"argv": ["--headless", "mcp"], "cwd": "/", "env": {"HOME": "/"}, **mcp_forkserver.process_settings()}
+    limits = ok["rlimits"]
     with open(os.devnull) as null:
         fds = [null.fileno()] * 3
         assert mcp_forkserver.check_request(json.dumps(ok).encode(), fds) == ok
-        for change, rule in (({"extra": 1}, "exactly argv, cwd and env"),
+        for change, rule in (({"extra": 1}, "exactly argv, cwd, env, umask, nice and rlimits"),
+                             ({"umask": 0o1777}, "umask is a file mode creation mask"),
+                             ({"umask": True}, "umask is a file mode creation mask"),
+                             ({"nice": 20}, "nice is a nice value"),
+                             ({"rlimits": {}}, "rlimits names exactly this system's resource limits"),
+                             ({"rlimits": {**limits, "RLIMIT_BOGUS": [1, 1]}}, "rlimits names exactly"),
+                             ({"rlimits": {**limits, "RLIMIT_NOFILE": [9, 8]}}, "soft not over hard"),
+                             ({"rlimits": {**limits, "RLIMIT_NOFILE": [-1, 8]}}, "soft not over hard"),
+                             ({"rlimits": {**limits, "RLIMIT_NOFILE": [1.5, 8]}}, "whole numbers"),
+                             ({"rlimits": {**limits, "RLIMIT_NOFILE": [-2, 8]}}, "whole numbers"),
                              ({"argv": "mcp"}, "argv is a list"),
                              ({"argv": ["mcp", 3]}, "argv is a list"),
                              ({"cwd": "/x\0y"}, "cwd is an absolute path"),
@@ -226,9 +239,92 @@ def test_other_code_means_another_fork_server(forkserver, monkeypatch):
 
 def test_one_fork_server_per_directory_and_it_leaves_when_idle(forkserver):
     fork_dir = launched()
-    again = subprocess.run([sys.executable, "-m", "rmtui.mcp_forkserver", str(fork_dir), "0.5"], timeout=60)
+    again = subprocess.run([sys.executable, "-m", "rmtui.mcp_forkserver_main", str(fork_dir), "0.5"], timeout=60)
     assert again.returncode == 0 and socket_path().exists()  # the lock holder serves on
     assert mcp_forkserver.stop(str(fork_dir)) and not socket_path().exists()
 
-    idle = subprocess.run([sys.executable, "-m", "rmtui.mcp_forkserver", str(fork_dir), "0.5"], timeout=60)
+    idle = subprocess.run([sys.executable, "-m", "rmtui.mcp_forkserver_main", str(fork_dir), "0.5"], timeout=60)
     assert idle.returncode == 0 and not socket_path().exists()  # half a second without a caller: gone
+
+
+def rpc(proc: subprocess.Popen, message: dict) -> dict | None:
+    """One JSON-RPC message to a stdio MCP server; its answer when the message has an id."""
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+    proc.stdin.flush()
+    return json.loads(proc.stdout.readline()) if "id" in message else None
+
+
+def host_session(root, settle, check=None, env=None) -> tuple[dict, int | None]:
+    """An ``rmtui mcp`` started as a host starts it (``settle`` in the new process), a
+    submission and a guidance capture through it: the modes of the files it made, and the
+    pid of the fork server's child that served it (``check``-ed; None: the full path served it)."""
+    before = {p for p in root.path.rglob("*") if ".git" not in p.parts}
+    proc = subprocess.Popen([sys.executable, "-m", "rmtui", "--headless", "mcp", "--root", str(root.path)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=settle, env=env)
+    child = None
+    try:
+        if check is not None:
+            trace = proc.stderr.readline().decode()
+            assert FORKED in trace, trace
+            child = int(trace.rsplit("child ", 1)[1].rstrip(")\n"))
+            check(child)
+        assert rpc(proc, {"id": 1, "method": "initialize", "params": json.loads(INIT)["params"]})["result"]
+        rpc(proc, {"method": "notifications/initialized"})
+        for n, (tool, session_id) in enumerate((("rightmemory_submit_update", "s-umask"),
+                                                 ("rightmemory_capture_guidance", "s-umask"))):
+            done = rpc(proc, {"id": 2 + n, "method": "tools/call", "params": {
+                "name": tool, "arguments": {"session_id": session_id, "evidence": "always run ruff first\n"}}})
+            assert not done["result"].get("isError"), done
+    finally:
+        proc.stdin.close()
+        assert proc.wait(30) == 0
+    return {str(p.relative_to(root.path)): oct(p.stat().st_mode & 0o777) for p in root.path.rglob("*")
+            if p.is_file() and ".git" not in p.parts and p not in before}, child
+
+
+def test_a_child_runs_with_its_callers_umask_limits_and_nice_value(memory_root, forkserver, tmp_path):
+    import resource
+
+    from rmtui.engine.memory.roots import MemoryRoot
+
+    launched()
+    other = MemoryRoot(shutil.copytree(memory_root.path, tmp_path / "other", symlinks=True))
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    nice = min(os.getpriority(os.PRIO_PROCESS, 0) + 5, 19)
+
+    def as_the_host_sets_it() -> None:  # what an agent's host may set for the servers it starts
+        os.umask(0o077)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (333, hard))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+
+    def in_the_child(child: int) -> None:
+        status = Path(f"/proc/{child}/status").read_text()
+        assert "\nUmask:\t0077\n" in status, status
+        limits = Path(f"/proc/{child}/limits").read_text().splitlines()
+        assert any(line.startswith("Max open files") and line.split()[3:5] == ["333", str(hard)]
+                   for line in limits), limits
+        assert any(line.startswith("Max core file size") and line.split()[4:6] == ["0", "0"] for line in limits)
+        assert int(mcp_forkserver._proc_stat(child)[16]) == nice
+
+    forked, child = host_session(memory_root, as_the_host_sets_it, in_the_child)
+    assert child is not None
+    for name in (".runtime/state.sqlite3", ".runtime/memory.lock", "AGENT_GUIDANCE_INBOX.md"):
+        assert forked.get(name) == "0o600", forked
+    # every file the child made has the mode the full path gives it under the same umask
+    full, _ = host_session(other, as_the_host_sets_it, None, env={**os.environ, "RMTUI_MCP_FORKSERVER": "0"})
+    assert full == forked
+
+
+def test_a_child_that_cannot_take_on_its_callers_limits_leaves_the_call_to_the_full_path(forkserver):
+    """A caller's limit the kernel will not grant the child (above its hard limit, or above
+    ``fs.nr_open`` even for root) fails in the child before the caller's streams are touched:
+    no ``pid`` line, so the caller takes the full path."""
+    fork_dir = launched()
+    body = json.loads(request(["--headless", "mcp"])[1])
+    body["rlimits"]["RLIMIT_NOFILE"] = [1 << 40, 1 << 40]
+    raw = json.dumps(body).encode()
+    assert raw_request(b"RMTUI-MCP/1 %d\n" % len(raw), raw) == b""
+    wait_until(lambda: "cannot take on its caller's process settings" in (fork_dir / "log").read_text(), 10,
+               "the child's refusal in the log")

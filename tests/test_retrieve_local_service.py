@@ -108,7 +108,7 @@ def test_a_service_answer_of_the_wrong_shape_is_not_used_and_an_error_keeps_its_
         monkeypatch.setenv("RMTUI_SERVICE_DIR", str(tmp_path / "services"))
         cfg = root.config()
         state_dir = service_state.service_dir(service_state.resolve_model_path(None, None), None)
-        state_dir.mkdir(parents=True)
+        state_dir.mkdir(parents=True, mode=0o700)  # a state folder is private (the folder rule)
         (state_dir / "state.json").write_text(json.dumps(
             {"url": f"http://127.0.0.1:{server.server_address[1]}", "token": "t", "pid": os.getpid()}))
         for wrong in ([1, 2], {"ok": "yes", "data": {}, "text": ""}, {"ok": True, "text": "memory"},

@@ -238,7 +238,7 @@ def test_warm_service_route_passes_include_pending(lexical, service, monkeypatch
     monkeypatch.setenv("RMTUI_SERVICE_DIR", str(tmp_path / "services"))
     cfg = lexical.config()
     state = service_dir(resolve_model_path(cfg.get("embedding.model"), None), None)
-    state.mkdir(parents=True)
+    state.mkdir(parents=True, mode=0o700)  # a state folder is private (the folder rule)
     (state / "state.json").write_text(json.dumps({"url": service.url, "token": TOKEN}))
     uid = submit(lexical, FACT)
     service.server.serves_retrieval = True

@@ -15,9 +15,26 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rmtui.engine.errors import ConflictError
+from rmtui.engine.errors import ConflictError, OperationFailed
 
 _local = threading.local()
+
+
+class LinkedLockFile(OperationFailed):
+    """A lock file that is a symlink: whoever planted it would have this process create or
+    lock the file it points to (a folder shared with another user's processes)."""
+
+
+def _open_lock(path: Path) -> int:
+    """The lock file's descriptor, opened (or created) in place and never through a symlink."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise LinkedLockFile(f"lock file {path} is a symlink: a lock file is opened only in place, "
+                                 "never through a link") from exc
+        raise
 
 
 def _held() -> dict[str, int]:
@@ -38,8 +55,7 @@ def file_lock(path: Path, *, timeout: float = 60.0, shared: bool = False) -> Ite
         finally:
             held[key] -= 1
         return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open_lock(path)
     op = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     deadline = time.monotonic() + timeout
     try:
@@ -63,8 +79,7 @@ def file_lock(path: Path, *, timeout: float = 60.0, shared: bool = False) -> Ite
 
 def try_lock(path: Path) -> int | None:
     """Take an exclusive lock without waiting; return the fd to keep it, or None."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open_lock(path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -22,7 +22,8 @@ from rmtui.engine import progress
 from rmtui.engine.display import remote_text
 from rmtui.engine.errors import ConflictError, EngineError, UnavailableError, UsageError
 from rmtui.engine.fsutil import atomic_write_text
-from rmtui.engine.locks import file_lock, try_lock
+from rmtui.engine.locks import LinkedLockFile, file_lock, try_lock
+from rmtui.engine.retrieval.modelhost import service_lookup
 from rmtui.engine.retrieval.modelhost.model_info import ModelInfo
 from rmtui.engine.retrieval.modelhost.service_http import MAX_RESPONSE_BYTES, JsonHttpClient, ServiceError  # noqa: F401  (re-exported)
 from rmtui.engine.retrieval.modelhost.service_state import (
@@ -174,7 +175,10 @@ class LocalService:
 
 
 def _alive(state_dir: Path) -> bool:
-    fd = try_lock(state_dir / "alive.lock")
+    try:
+        fd = try_lock(state_dir / "alive.lock")
+    except LinkedLockFile as exc:
+        raise ServiceError(exc.message) from exc
     if fd is None:
         return True
     os.close(fd)
@@ -190,10 +194,23 @@ STARTING_SECONDS = 600.0
 
 
 def _prepare_dir(model_path: Path, reranker_path: str | None) -> Path:
+    """The service's state folder, made or checked (it and the services' folder) by the one
+    folder rule (``service_lookup.FOLDER_RULE``): its state file holds the service's bearer
+    token, and a folder another user controls could send this user's needs to their service."""
     state_dir = service_dir(model_path, reranker_path)
-    state_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(state_dir, 0o700)  # its state file holds the service's bearer token
+    try:
+        service_lookup.private_folder(state_dir.parent)
+        service_lookup.private_folder(state_dir)
+    except service_lookup.UnsafeFolder as exc:
+        raise ServiceError(f"the local embedding service cannot use its folder: {exc}") from None
     return state_dir
+
+
+def _read_own(path: Path, limit: int = 1 << 16) -> str:
+    """A small file of a state folder, read in place (never through a symlink)."""
+    fd = os.open(path, os.O_RDONLY | service_lookup.NOFOLLOW)
+    with open(fd, "rb") as f:
+        return f.read(limit).decode("utf-8", "replace")
 
 
 def _starting(state_dir: Path) -> bool:
@@ -222,7 +239,7 @@ def _starting(state_dir: Path) -> bool:
 def _launch_record(state_dir: Path) -> tuple[int, float] | None:
     """(pid, time) of the launch recorded in ``launch.json``, if any."""
     try:
-        launch = json.loads((state_dir / "launch.json").read_text())
+        launch = json.loads(_read_own(state_dir / "launch.json"))
         return int(launch["pid"]), float(launch["at"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -232,7 +249,7 @@ def launch_done(state_dir: Path) -> None:
     """Called by the service once it holds its alive lock: from then on the lock tells whether it
     runs, and a stopping service must not look like one still starting."""
     try:
-        if json.loads((state_dir / "launch.json").read_text()).get("pid") == os.getpid():
+        if json.loads(_read_own(state_dir / "launch.json")).get("pid") == os.getpid():
             (state_dir / "launch.json").unlink()
     except (OSError, ValueError, AttributeError):
         pass
@@ -256,6 +273,8 @@ def start_local_service(model_path: Path, reranker_path: str | None, *, idle_tim
             return True
     except ConflictError:
         return False  # another process holds the launch lock: it is launching or waiting
+    except LinkedLockFile as exc:
+        raise ServiceError(exc.message) from exc
 
 
 def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_timeout: float,
@@ -275,6 +294,7 @@ def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_ti
             st = read_state(state_dir)
             if st is not None and _alive(state_dir):
                 _launched.pop(state_dir, None)
+                _not_failed(st["url"])
                 return LocalService(st["url"], st.get("token") or "", state_dir, False, st.get("info"))
             proc = _launched.get(state_dir)
             if proc is None and not _alive(state_dir) and not _starting(state_dir):
@@ -285,6 +305,7 @@ def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_ti
                 st = read_state(state_dir)
                 if st is not None:
                     _launched.pop(state_dir, None)
+                    _not_failed(st["url"])
                     return LocalService(st["url"], st.get("token") or "", state_dir, proc is not None, st.get("info"))
                 if proc is not None and proc.poll() is not None:
                     _launched.pop(state_dir, None)
@@ -295,15 +316,27 @@ def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_ti
                 time.sleep(0.02)
     except ConflictError:
         pass  # another process is launching it and holds the launch lock past our budget
+    except LinkedLockFile as exc:
+        raise ServiceError(exc.message) from exc
     raise ServiceError(f"the local embedding service is still starting (waited {wait_seconds:.0f} s)")
+
+
+def _not_failed(url: str) -> None:
+    """A service that failed this call already (no whole answer in time) is not asked again."""
+    why = service_lookup.failure(url)
+    if why is not None:
+        raise ServiceError(f"the local embedding service at {url} failed this call already ({why}); "
+                           "it is not asked again")
 
 
 def _log_tail(state_dir: Path) -> str:
     try:
-        lines = (state_dir / "service.log").read_text(errors="replace").strip().splitlines()
+        with open(os.open(state_dir / "service.log", os.O_RDONLY | service_lookup.NOFOLLOW), "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+            lines = f.read().decode("utf-8", "replace").strip().splitlines()
     except OSError:
         return ""
-    return (": " + lines[-1][:300]) if lines else ""
+    return (": " + remote_text(lines[-1])) if lines else ""
 
 
 def _launch(state_dir: Path, model_path: Path, reranker_path: str | None,
@@ -320,12 +353,20 @@ def _launch(state_dir: Path, model_path: Path, reranker_path: str | None,
         argv += ["--reranker-path", str(reranker_path)]
     if warm_root is not None:
         argv += ["--warm-root", str(warm_root)]
-    log = open(state_dir / "service.log", "ab")  # noqa: SIM115 - closed below once the child holds it
+    # appended to in place: a symlink planted as the log is refused, never written through
+    try:
+        log = os.open(state_dir / "service.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND | service_lookup.NOFOLLOW,
+                      0o600)
+    except OSError as exc:
+        link = " (a symlink: a runtime folder's files are opened in place, never through a link)" \
+            if os.path.islink(state_dir / "service.log") else ""
+        raise ServiceError(f"the local embedding service cannot open its log {state_dir / 'service.log'}: "
+                           f"{exc.strerror}{link}") from None
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                 start_new_session=True, close_fds=True, cwd=str(state_dir))
     finally:
-        log.close()
+        os.close(log)
     _launched[state_dir] = proc
     atomic_write_text(state_dir / "launch.json", json.dumps({"pid": proc.pid, "at": time.time()}))
     return proc
@@ -366,7 +407,7 @@ def delegation_model(cfg) -> Path | None:
 
 
 def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int | None,
-                      include_returned: bool, include_pending: bool = True, timeout: float = 120.0,
+                      include_returned: bool, include_pending: bool = True, timeout: float | None = None,
                       wait_seconds: float = 0.0) -> dict | None:
     """Ask an already-running local warm service to run the retrieval; None when there is none.
 
@@ -378,7 +419,9 @@ def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int
     which launched it, waits rather than load a model of its own).
     ``include_pending`` is sent only when false (the route's default is true), so a service
     that does not know the field still serves the default; one that refuses it answers 422,
-    and the caller then retrieves in its own process.
+    and the caller then retrieves in its own process. ``timeout`` (``service_lookup.answer_seconds()``
+    by default) bounds the whole answer; a service that failed (late, cut off, not HTTP) is
+    noted, and neither this nor the caller's own retrieval asks it again in this process.
     """
     model = delegation_model(cfg)
     if model is None:
@@ -390,14 +433,19 @@ def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int
     if st is None or not st.get("token"):
         _launch_early(root_path, cfg, model)
         return None
-    client = JsonHttpClient(st["url"], st["token"], timeout=timeout)
+    if service_lookup.failure(st["url"]) is not None:  # it failed this call already (the thin client asked it)
+        _launch_early(root_path, cfg, model)  # (nothing, while it still holds its lock)
+        return None
+    client = JsonHttpClient(st["url"], st["token"], timeout=service_lookup.answer_seconds() if timeout is None
+                            else timeout)
     body: dict = {"root": str(root_path), "session": session, "need": need, "top": top,
                   "include_returned": include_returned}
     if not include_pending:
         body["include_pending"] = False
     try:
         status, answer = client.request("POST", RETRIEVE_ROUTE, body)
-    except (UnavailableError, UsageError):
+    except (UnavailableError, UsageError) as exc:
+        service_lookup.note_failure(st["url"], exc.message)
         _launch_early(root_path, cfg, model)  # a stale state file: the service is gone
         return None
     finally:

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from rmtui.engine.errors import ConflictError, EngineError, UsageError
-from rmtui.engine.fsutil import atomic_write_text
+from rmtui.engine.fsutil import atomic_write_bytes
 from rmtui.engine.locks import try_lock
 from rmtui.engine.retrieval.modelhost.embed_client import (  # noqa: F401  (re-exported: one import for both sides)
     MAX_BODY_BYTES,
@@ -57,6 +57,7 @@ from rmtui.engine.retrieval.modelhost.embed_client import (  # noqa: F401  (re-e
     stop_local_service,
 )
 from rmtui.engine.retrieval.modelhost.model_info import ModelInfo
+from rmtui.engine.retrieval.modelhost.service_lookup import UnsafeFolder, private_folder
 from rmtui.engine.retrieval.modelhost.service_state import RETRIEVE_ROUTE, TOKENS_ROUTE
 
 #: Text one /embed or /rerank request may carry in all (a full batch of the longest texts).
@@ -562,7 +563,10 @@ def serve(*, host: str, port: int, model: str | None, model_path: str | None, re
                          f"set a token (--token-env) or bind a loopback address such as 127.0.0.1 or ::1")
     alive_fd = None
     if state_dir is not None:
-        state_dir.mkdir(parents=True, exist_ok=True)
+        try:  # the one folder rule of runtime folders (service_lookup.FOLDER_RULE)
+            private_folder(state_dir)
+        except UnsafeFolder as exc:
+            raise UsageError(f"refusing to serve: {exc}") from None
         alive_fd = try_lock(state_dir / "alive.lock")
         if alive_fd is None:
             raise ConflictError(f"another embedding service already runs for {state_dir}")
@@ -580,8 +584,7 @@ def serve(*, host: str, port: int, model: str | None, model_path: str | None, re
     if state_file is not None:
         state = {"pid": os.getpid(), "url": server.url, "token": token, "info": server.model_info.to_json(),
                  "started_at": time.time(), "runtime": models.runtime, "device": models.device}
-        atomic_write_text(state_file, json.dumps(state))
-        os.chmod(state_file, 0o600)
+        atomic_write_bytes(state_file, json.dumps(state).encode(), mode=0o600)  # its token: this user's only
     if ready is not None:
         ready(server)
     else:

@@ -3,14 +3,20 @@
 
 Standard library ``http.client`` over one kept-alive connection (``https://`` verified
 against the system trust store, ``SSL_CERT_FILE``, or a given CA file), JSON in and out,
-bearer token, bounded response size. Kept free of numpy so a warm CLI call stays cheap.
+bearer token, bounded response size, and a total deadline per request: ``timeout`` bounds
+the whole request (connect, send, every byte of the answer), so a service that sends its
+answer a few bytes at a time cannot hold a call past it. Kept free of numpy so a warm CLI
+call stays cheap.
 """
 
 from __future__ import annotations
 
 import http.client
+import io
 import json
+import socket
 import ssl
+import time
 from urllib.parse import urlsplit
 
 from rmtui.engine.display import remote_text
@@ -25,6 +31,40 @@ class ServiceError(UnavailableError):
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message, details={"status": status} if status else None)
         self.status = status
+
+
+class _Deadline(io.RawIOBase):
+    """The answer's bytes as ``http.client`` reads them (the socket's own reader), each read
+    bounded by what is left of the request's total time: a per-read timeout alone never ends
+    a trickle."""
+
+    def __init__(self, raw, sock: socket.socket, deadline: float) -> None:
+        self.raw, self.sock, self.deadline = raw, sock, deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no whole answer before the deadline")
+        self.sock.settimeout(left)
+        return self.raw.readinto(buffer)
+
+    def close(self) -> None:
+        self.raw.close()  # the socket reader's reference: the connection's close waits for it
+        super().close()
+
+
+def _bounded_response(deadline: float) -> type[http.client.HTTPResponse]:
+    """An answer class whose every read goes through :class:`_Deadline`."""
+
+    class BoundedResponse(http.client.HTTPResponse):
+        def __init__(self, sock: socket.socket, *args, **kwargs) -> None:
+            super().__init__(sock, *args, **kwargs)
+            self.fp = io.BufferedReader(_Deadline(self.fp.detach(), sock, deadline))
+
+    return BoundedResponse
 
 
 class JsonHttpClient:
@@ -69,9 +109,18 @@ class JsonHttpClient:
             body = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode()
             headers["Content-Type"] = "application/json"
         path = (self._parts.path or "") + route
+        deadline = time.monotonic() + self.timeout
         for attempt in (0, 1):  # a kept-alive connection may have been closed by the server
+            reused = self._conn is not None and self._conn.sock is not None
             try:
                 conn = self._connection()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("no time left")
+                conn.timeout = left  # connect and send
+                if conn.sock is not None:
+                    conn.sock.settimeout(left)
+                conn.response_class = _bounded_response(deadline)
                 conn.request(method, path, body=body, headers=headers)
                 resp = conn.getresponse()
                 raw = resp.read(MAX_RESPONSE_BYTES + 1)
@@ -83,9 +132,13 @@ class JsonHttpClient:
                 self.close()
                 raise ServiceError(f"embedding service at {self.url} has an untrusted certificate: "
                                    f"{exc.verify_message}") from exc
+            except TimeoutError as exc:  # asked once: a slow service is not asked again
+                self.close()
+                raise ServiceError(f"embedding service at {self.url} did not answer within "
+                                   f"{self.timeout:g} s") from exc
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
-                if attempt:
+                if attempt or not reused:
                     # a malformed answer's exception quotes the service's bytes (a bad status line)
                     raise ServiceError(f"embedding service at {self.url} is unavailable: {remote_text(exc)}") from exc
         if len(raw) > MAX_RESPONSE_BYTES:
