@@ -179,3 +179,26 @@ def test_cli_retrieval_parses_json_and_retries_invalid_answers(standin, root):
     first, second = standin.calls()
     assert "read-only" in first["argv"] and "submit_selection" in first["stdin"]
     assert "Your answer was refused: the answer is not a JSON object" in second["stdin"]
+
+
+def test_a_roles_stray_file_is_kept_and_named_in_the_receipt(standin, root, cli):
+    """A CLI role can write any file in its worktree; one the allow-list leaves out (never
+    committed) is moved to .runtime/kept/ when the worktree goes, and the receipt says where."""
+    use_cli(root, "update", "claude")
+    q = EvidenceQueue(root)
+    q.submit("s", b"ruff line length is 120")
+    q.close()
+    node = "# Memory\n\n- `ruff-120` Ruff line length is 120 → []\n"
+    standin.plan({"answer": "Changed ruff-120.", "write": {"MEMORY.md": node, "notes.md": "my scratch notes\n"},
+                  "commit": "update: ruff"})
+    out = UpdateDriver(root).run_once(force=True)
+    assert out.state == "committed", out
+    assert (root.path / "MEMORY.md").read_text() == node and not (root.path / "notes.md").exists()
+    op_id = out.receipt.operation_id
+    kept = root.runtime / "kept" / op_id / "notes.md"
+    assert kept.read_text() == "my scratch notes\n"
+    assert not (root.runtime / "worktrees" / op_id).exists()
+    (warning,) = [w for w in out.receipt.warnings if "untracked-files" in w]
+    assert "notes.md" in warning and str(kept.parent) in warning
+    shown = cli("--headless", "receipts", "show", op_id, "--root", str(root.path))
+    assert shown.code == 0 and "notes.md" in shown.stdout and str(kept.parent) in shown.stdout
