@@ -235,3 +235,22 @@ def test_discard_untracked_drops_them_on_abort(mroot, cli):
     assert r.code == 0, r.stderr
     assert not wt.exists() and not (mroot.runtime / "kept").exists()
     assert cli("--headless", "maintain", "status", "--root", str(rp), "--json").json() == {"active": False}
+
+
+def test_discarding_named_files_refuses_over_one_not_named(mroot):
+    """The workbench drops only the files its confirmation showed: one written since still
+    refuses, and then nothing is deleted."""
+    from rmtui.engine.errors import ConflictError
+    from rmtui.engine.writes import maintain
+
+    op = maintain.begin(mroot)
+    wt = Path(op.worktree)
+    (wt / "notes.md").write_text("shown\n")
+    (wt / "later.txt").write_text("written after the confirmation\n")
+    with pytest.raises(ConflictError) as refused:
+        maintain.land(mroot, discard_untracked=("notes.md",))
+    assert refused.value.details["files"] == ["later.txt"] and "later.txt" in refused.value.message
+    assert (wt / "notes.md").is_file() and (wt / "later.txt").is_file()
+    (wt / "later.txt").unlink()
+    receipt = maintain.land(mroot, discard_untracked=("notes.md",))
+    assert receipt.phase == "no_change" and not wt.exists() and not (mroot.runtime / "kept").exists()

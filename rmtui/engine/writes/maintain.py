@@ -7,6 +7,7 @@ carries (names the root's allow-list leaves out) unless the person asks to drop 
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,14 +94,17 @@ def status(root: MemoryRoot) -> MaintenanceStatus | None:
         return MaintenanceStatus(op, head, _landable(sup, op, head, tip), dirty, issues, stray_files(op.worktree))
 
 
-def _check_stray(op: Operation, verb: str, discard: bool) -> None:
-    """Refuse to remove the worktree over files only it holds, or drop them when asked."""
+def _check_stray(op: Operation, verb: str, discard: bool | Collection[str]) -> None:
+    """Refuse to remove the worktree over files only it holds, or drop them when asked
+    (``discard``: all of them, or only the ones named, e.g. those a confirmation showed)."""
     files = stray_files(op.worktree)
-    if files and discard:
-        discard_stray(op.worktree, files)
-    elif files:
+    drop = files if discard is True else [f for f in files if discard and f in discard]
+    left = [f for f in files if f not in drop]  # any not named: refused, and nothing is deleted
+    if not left:
+        discard_stray(op.worktree, drop)
+    else:
         kept = "Nothing was landed" if verb == "land" else "The maintenance stays open"
-        raise StrayFiles(op.worktree, files, f"the worktree of {op.id}",
+        raise StrayFiles(op.worktree, left, f"the worktree of {op.id}",
                          f"{kept}. Give each file a memory file's name, move it out of the worktree or delete "
                          f"it, then {verb} again; or pass --discard-untracked to drop them.")
 
@@ -111,7 +115,8 @@ def _landable(sup: Supervisor, op: Operation, head: str, tip: str) -> bool:
     return head == op.base_commit or sup.repo.is_ancestor(head, tip)  # type: ignore[arg-type]
 
 
-def land(root: MemoryRoot, message: str = "maintain: manual edit", *, discard_untracked: bool = False) -> Receipt:
+def land(root: MemoryRoot, message: str = "maintain: manual edit", *,
+         discard_untracked: bool | Collection[str] = False) -> Receipt:
     """Commit the worktree's edits and land them, or stop and say why (worktree kept)."""
     with Supervisor(root) as sup:
         op = _require(sup)
@@ -152,7 +157,7 @@ def _land(sup: Supervisor, op: Operation, message: str) -> Receipt:
         wt.close()
 
 
-def abort(root: MemoryRoot, *, discard_untracked: bool = False) -> Receipt:
+def abort(root: MemoryRoot, *, discard_untracked: bool | Collection[str] = False) -> Receipt:
     """Drop the worktree and its edits to memory files (refused over files only it holds)."""
     with Supervisor(root) as sup:
         op = _require(sup, worktree=False)
