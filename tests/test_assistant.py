@@ -212,3 +212,32 @@ def test_guidance_landing_meanwhile_is_rebased_over(host):
     assert receipt["phase"] == "committed"
     assert "use-pytest" in (host.root.path / "MEMORY.md").read_text()
     assert captured["id"] in (host.root.path / "AGENT_GUIDANCE_INBOX.md").read_text()
+
+
+def test_a_hosts_stray_file_is_kept_and_named_when_its_task_ends(host, cli):
+    """A file the host's child leaves in the task's worktree that is not a memory file (never
+    committed) goes to .runtime/kept/<task>/ with the worktree's removal; the receipt names both."""
+    root = host.root
+    host.submit3()
+    # a task replaced by --retry (its operation abandoned) keeps its child's stray file
+    old = host("assistant", "update", "begin")
+    Path(old["worktree"], "todo.txt").write_text("left behind\n", encoding="utf-8")
+    task = host("assistant", "update", "begin", "--retry")
+    assert task["task_id"] != old["task_id"] and not Path(old["worktree"]).exists()
+    assert (root.runtime / "kept" / old["task_id"] / "todo.txt").read_text() == "left behind\n"
+    shown = host("receipts", "show", old["task_id"], "--json")
+    assert shown["phase"] == "abandoned" and any("todo.txt" in w for w in shown["warnings"])
+
+    # and a completed one: the landing goes on, the files are kept and named
+    Path(task["worktree"], "notes.md").write_text("child's scratch\n", encoding="utf-8")
+    Path(task["worktree"], "drafts").mkdir()
+    Path(task["worktree"], "drafts", "MEMORY-typo.md").write_text("- `x` meant for memory\n", encoding="utf-8")
+    _commit_edit(task["worktree"], "MEMORY.md", MEMORY_WITH_NODE, "update: record pytest convention")
+    receipt = host(*task["complete"][2:-2])
+    assert receipt["phase"] == "committed" and receipt["changed_paths"] == ["MEMORY.md"]
+    kept = root.runtime / "kept" / task["task_id"]
+    assert (kept / "notes.md").read_text() == "child's scratch\n"
+    assert (kept / "drafts" / "MEMORY-typo.md").read_text() == "- `x` meant for memory\n"
+    assert not Path(task["worktree"]).exists() and not (root.path / "notes.md").exists()
+    (warning,) = [w for w in receipt["warnings"] if "untracked-files" in w]
+    assert "notes.md" in warning and "drafts/MEMORY-typo.md" in warning and str(kept) in warning

@@ -15,6 +15,7 @@ import textwrap
 
 import git
 import pytest
+from test_sync import _diverge, machines, memory_with, upstream  # noqa: F401  (fixtures)
 
 from rmtui.engine.errors import OperationFailed, UnavailableError
 from rmtui.engine.evidence.queue import EvidenceQueue
@@ -179,3 +180,47 @@ def test_cli_retrieval_parses_json_and_retries_invalid_answers(standin, root):
     first, second = standin.calls()
     assert "read-only" in first["argv"] and "submit_selection" in first["stdin"]
     assert "Your answer was refused: the answer is not a JSON object" in second["stdin"]
+
+
+def test_a_roles_stray_file_is_kept_and_named_in_the_receipt(standin, root, cli):
+    """A CLI role can write any file in its worktree; one the allow-list leaves out (never
+    committed) is moved to .runtime/kept/ when the worktree goes, and the receipt says where."""
+    use_cli(root, "update", "claude")
+    q = EvidenceQueue(root)
+    q.submit("s", b"ruff line length is 120")
+    q.close()
+    node = "# Memory\n\n- `ruff-120` Ruff line length is 120 → []\n"
+    standin.plan({"answer": "Changed ruff-120.", "write": {"MEMORY.md": node, "notes.md": "my scratch notes\n"},
+                  "commit": "update: ruff"})
+    out = UpdateDriver(root).run_once(force=True)
+    assert out.state == "committed", out
+    assert (root.path / "MEMORY.md").read_text() == node and not (root.path / "notes.md").exists()
+    op_id = out.receipt.operation_id
+    kept = root.runtime / "kept" / op_id / "notes.md"
+    assert kept.read_text() == "my scratch notes\n"
+    assert not (root.runtime / "worktrees" / op_id).exists()
+    (warning,) = [w for w in out.receipt.warnings if "untracked-files" in w]
+    assert "notes.md" in warning and str(kept.parent) in warning
+    shown = cli("--headless", "receipts", "show", op_id, "--root", str(root.path))
+    assert shown.code == 0 and "notes.md" in shown.stdout and str(kept.parent) in shown.stdout
+
+
+def test_a_cli_reconcilers_stray_file_is_kept_and_named_by_the_pull(standin, machines):  # noqa: F811
+    """The sync repair's staging worktree goes after the pull; a file the CLI reconciler left
+    there outside the memory files is kept under .runtime/kept/ and the pull's answer says where."""
+    from rmtui.engine import sync
+
+    a, b = machines
+    _diverge(a, b)
+    set_config_value(b.path, "sync-reconciler.agent_cli.provider", "claude")  # per machine, never committed
+    set_config_value(b.path, "sync-reconciler.agent_cli.model", "m-1")
+    resolved = memory_with(("port", "the staging DB listens on 5433 (6543 was an old local note)"))
+    standin.plan({"answer": "Resolved the port conflict.", "write": {"MEMORY.md": resolved,
+                                                                     "notes.md": "why 5433\n"},
+                  "commit": "sync: reconcile staging port"})
+    res = sync.pull(b)
+    assert res.status == "synced", res
+    assert (b.path / "MEMORY.md").read_text() == resolved and not (b.path / "notes.md").exists()
+    (kept,) = list((b.runtime / "kept").glob("sync-*/notes.md"))
+    assert kept.read_text() == "why 5433\n"
+    assert "untracked-files" in res.message and "notes.md" in res.message and str(kept.parent) in res.message

@@ -300,3 +300,35 @@ def test_host_repairs_a_sync_conflict(machines):  # noqa: F811
     assert parents == [before, ctx["upstream_commit"]]
     assert rm(a, "sync", "pull")["status"] == "synced"  # it was pushed
     assert (a.path / "MEMORY.md").read_text() == resolved
+
+
+def test_a_sync_repair_hosts_stray_file_is_kept_and_named(machines):  # noqa: F811
+    a, b = machines
+    _diverge(a, b)
+    assert rm(b, "sync", "pull", expect=3)["status"] == "conflict"
+    task = rm(b, "assistant", "begin", "--role", "sync-reconciler")
+    wt = Path(task["worktree"])
+    (wt / "notes.md").write_text("how I resolved it\n")
+    resolved = memory_with(("port", "the staging DB listens on 5433 (6543 was an old local note)"))
+    edit_and_commit(str(wt), "MEMORY.md", resolved, "sync: reconcile staging port")
+    out = complete(task)
+    assert out["status"] == "synced" and not wt.exists()
+    kept = b.runtime / "kept" / task["task_id"]
+    assert (kept / "notes.md").read_text() == "how I resolved it\n"
+    (warning,) = out["warnings"]
+    assert "untracked-files" in warning and "notes.md" in warning and str(kept) in warning
+    assert complete(task) == out  # completing again answers the same
+
+
+def test_a_replaced_sync_repair_task_keeps_its_stray_file(machines):  # noqa: F811
+    a, b = machines
+    _diverge(a, b)
+    assert rm(b, "sync", "pull", expect=3)["status"] == "conflict"
+    old = rm(b, "assistant", "begin", "--role", "sync-reconciler")
+    (Path(old["worktree"]) / "notes.md").write_text("half a resolution\n")
+    new = rm(b, "assistant", "begin", "--role", "sync-reconciler", "--retry")
+    assert new["task_id"] != old["task_id"] and not Path(old["worktree"]).exists()
+    kept = b.runtime / "kept" / old["task_id"]
+    assert (kept / "notes.md").read_text() == "half a resolution\n"
+    status = rm(b, "assistant", "status", "--task", old["task_id"])
+    assert "notes.md" in json.dumps(status) and str(kept) in json.dumps(status)

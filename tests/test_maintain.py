@@ -159,3 +159,98 @@ def test_racing_begins_give_exactly_one_maintenance(mroot):
     assert codes == [0, 3, 3, 3]
     with Supervisor(mroot) as sup:
         assert len([o for o in sup.store.list(kind="maintenance") if not o.final]) == 1
+
+
+# -- files the allow-list does not track: a person's notes are never dropped with the worktree --
+
+STRAY = {"notes.md": "my notes\n", "MEMORY-typo.md": "- `x` meant for memory\n", "drafts/notes.txt": "draft\n"}
+
+
+def _write_stray(wt: Path) -> None:
+    for rel, text in STRAY.items():
+        (wt / rel).parent.mkdir(parents=True, exist_ok=True)
+        (wt / rel).write_text(text)
+
+
+@pytest.mark.parametrize("verb", ["land", "abort"])
+def test_land_and_abort_refuse_while_the_worktree_holds_files_that_are_not_memory_files(mroot, cli, verb):
+    rp = mroot.path
+    head = git(rp, "rev-parse", "HEAD")
+    wt, _ = begin(cli, rp)
+    (wt / "MEMORY.md").write_text(add_memory_node(MEMORY, "manual"))
+    _write_stray(wt)
+    before = snapshot(rp)
+    r = cli("--headless", "maintain", verb, "--root", str(rp), "--json")
+    assert r.code == 3, (r.stdout, r.stderr)
+    err = r.json()
+    assert err["details"]["rule"] == "untracked-files"
+    assert sorted(err["details"]["files"]) == sorted(STRAY)
+    for rel in STRAY:
+        assert rel in r.stderr
+    assert "untracked-files" in r.stderr and "--discard-untracked" in r.stderr
+    assert "MEMORY_*.md" in r.stderr  # the rule: which names are memory files
+    # nothing landed, nothing removed: the worktree, the person's files and edits are all there
+    assert snapshot(rp) == before and git(rp, "rev-parse", "HEAD") == head
+    for rel, text in STRAY.items():
+        assert (wt / rel).read_text() == text
+    assert "`manual`" in (wt / "MEMORY.md").read_text()
+    assert git(wt, "rev-parse", "HEAD") == head  # land made no commit of the edits it refused
+    st = cli("--headless", "maintain", "status", "--root", str(rp), "--json").json()
+    assert st["active"] and sorted(st["untracked"]) == sorted(STRAY)
+
+
+def test_moving_a_stray_file_into_a_memory_file_lands_it(mroot, cli):
+    rp = mroot.path
+    wt, _ = begin(cli, rp)
+    _write_stray(wt)
+    assert cli("--headless", "maintain", "land", "--root", str(rp)).code == 3
+    (wt / "MEMORY-typo.md").rename(wt / "MEMORY_typo.md")  # the name the person meant
+    (wt / "notes.md").unlink()
+    r = cli("--headless", "maintain", "land", "--root", str(rp))
+    assert r.code == 3 and "drafts/notes.txt" in r.stderr and "notes.md" not in r.stderr.replace("drafts/notes", "")
+    (wt / "drafts/notes.txt").unlink()
+    r = cli("--headless", "maintain", "land", "--root", str(rp))
+    assert r.code == 0, r.stderr
+    assert "changed: MEMORY_typo.md" in r.stdout
+    assert (rp / "MEMORY_typo.md").read_text() == STRAY["MEMORY-typo.md"] and not wt.exists()
+
+
+def test_discard_untracked_drops_them_and_lands(mroot, cli):
+    rp = mroot.path
+    wt, _ = begin(cli, rp)
+    (wt / "MEMORY.md").write_text(add_memory_node(MEMORY, "manual"))
+    _write_stray(wt)
+    r = cli("--headless", "maintain", "land", "--discard-untracked", "--root", str(rp))
+    assert r.code == 0, r.stderr
+    assert "changed: MEMORY.md" in r.stdout and "`manual`" in (rp / "MEMORY.md").read_text()
+    assert not wt.exists() and not (mroot.runtime / "kept").exists()  # dropped, as asked
+    assert not any((rp / rel).exists() for rel in STRAY)
+
+
+def test_discard_untracked_drops_them_on_abort(mroot, cli):
+    rp = mroot.path
+    wt, _ = begin(cli, rp)
+    _write_stray(wt)
+    r = cli("--headless", "maintain", "abort", "--discard-untracked", "--root", str(rp))
+    assert r.code == 0, r.stderr
+    assert not wt.exists() and not (mroot.runtime / "kept").exists()
+    assert cli("--headless", "maintain", "status", "--root", str(rp), "--json").json() == {"active": False}
+
+
+def test_discarding_named_files_refuses_over_one_not_named(mroot):
+    """The workbench drops only the files its confirmation showed: one written since still
+    refuses, and then nothing is deleted."""
+    from rmtui.engine.errors import ConflictError
+    from rmtui.engine.writes import maintain
+
+    op = maintain.begin(mroot)
+    wt = Path(op.worktree)
+    (wt / "notes.md").write_text("shown\n")
+    (wt / "later.txt").write_text("written after the confirmation\n")
+    with pytest.raises(ConflictError) as refused:
+        maintain.land(mroot, discard_untracked=("notes.md",))
+    assert refused.value.details["files"] == ["later.txt"] and "later.txt" in refused.value.message
+    assert (wt / "notes.md").is_file() and (wt / "later.txt").is_file()
+    (wt / "later.txt").unlink()
+    receipt = maintain.land(mroot, discard_untracked=("notes.md",))
+    assert receipt.phase == "no_change" and not wt.exists() and not (mroot.runtime / "kept").exists()

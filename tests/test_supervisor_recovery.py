@@ -255,3 +255,28 @@ def test_recover_cli_exits_1_while_an_operation_stays_stuck(seeded, cli):
     git(seeded.path, "checkout", "--", "MEMORY.md")
     r = cli("--headless", "recover", "--root", str(seeded.path), "--json")
     assert r.code == 0 and r.json()["published"] == [op.id]
+
+
+def test_recovery_keeps_the_files_a_removed_worktree_held_outside_memory(seeded, cli):
+    """A dead writer's worktree (abandoned) and an orphan one of ours (record lost): what they
+    hold that no landing carries is moved to .runtime/kept/ and named, never deleted."""
+    rp = seeded.path
+    orphan = seeded.runtime / "worktrees" / "update-orphan"
+    git(rp, "worktree", "add", "-q", "-b", "rmtui/op/update-orphan", str(orphan), "HEAD")
+    (orphan / "notes.md").write_text("orphan's notes\n")
+    with Supervisor(seeded) as sup:
+        op = sup.begin("update", "update", lease=dead_lease())
+    (Path(op.worktree) / "scratch.txt").write_text("dead writer's scratch\n")
+    r = cli("--headless", "recover", "--root", str(rp), "--json")
+    assert r.code == 0, r.stderr
+    out = r.json()
+    assert out["abandoned"] == [op.id] and str(orphan) in out["cleaned"]
+    kept = seeded.runtime / "kept"
+    assert (kept / op.id / "scratch.txt").read_text() == "dead writer's scratch\n"
+    assert (kept / "update-orphan" / "notes.md").read_text() == "orphan's notes\n"
+    (said,) = out["kept"]
+    assert "notes.md" in said and str(kept / "update-orphan") in said and "untracked-files" in said
+    with Supervisor(seeded) as sup:
+        receipt = sup.store.receipt(op.id)
+    assert any("scratch.txt" in w and str(kept / op.id) in w for w in receipt.warnings)
+    assert not orphan.exists() and not Path(op.worktree).exists()

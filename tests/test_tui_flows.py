@@ -386,6 +386,67 @@ async def test_land_a_maintenance_edit_and_see_a_refused_landing(demo, tmp_path,
         assert not isinstance(app.screen, ConfirmScreen)
 
 
+async def test_a_file_that_is_not_a_memory_file_is_shown_and_refused_until_deleted_by_a_yes(demo, tmp_path,
+                                                                                           monkeypatch):
+    """`n` then a name like notes.txt: the file is never committed, so landing (which removes
+    the worktree) is refused by name; only an explicit "Delete them and land" drops it."""
+    app = RmtuiApp(demo)
+    repo = git.Repo(demo.path)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app, pilot)
+        await pilot.press("3")
+        maint = app.screen
+        await wait_for(pilot, lambda: maint.loaded, what="the maintenance screen")
+        await pilot.press("b")
+        await wait_for(pilot, lambda: maint.status is not None and maint.files, what="a maintenance worktree")
+        wt = Path(maint.status["worktree"])
+        monkeypatch.setenv("EDITOR", editor(tmp_path, "notes", "what I found about retries"))
+        await pilot.press("n")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the new-file prompt")
+        await type_text(pilot, "notes.txt")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: maint.status and maint.status["untracked"] == ["notes.txt"],
+                       what="the stray file to show")
+        assert "not memory files, never landed: notes.txt" in str(maint.query_one("#maint-status").render())
+        head = repo.head.commit.hexsha
+        await pilot.press("l")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the land prompt")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the offer to delete and land")
+        question = str(app.screen.query_one("#confirm-question").render())
+        assert "notes.txt" in question and "MEMORY_*.md" in question and "rename it" in question
+        assert "refused" in maint.result.plain and "untracked-files" in maint.result.plain
+        assert "notes.txt" in maint.result.plain
+        await pilot.press("n")  # no: nothing lands, nothing is deleted
+        await wait_for(pilot, lambda: app.screen is maint, what="the confirmation to close")
+        assert repo.head.commit.hexsha == head and maint.status is not None
+        assert (wt / "notes.txt").read_text() == "what I found about retries\n"
+        # aborting says the file goes too
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the abort confirmation")
+        assert "notes.txt" in str(app.screen.query_one("#confirm-question").render())
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen is maint, what="the confirmation to close")
+        assert (wt / "notes.txt").is_file()
+        # an edit to a memory file, then yes: the stray file is deleted and the edit lands
+        files = maint.query_one("#maint-files")
+        await tab_to(pilot, files)
+        await option_to(pilot, files, "MEMORY_ingestion.md")
+        monkeypatch.setenv("EDITOR",
+                           editor(tmp_path, "good", "- `ing-retry` Retries use jittered backoff. → [dep:ing-poll]"))
+        await pilot.press("e")
+        await wait_for(pilot, lambda: maint.status["dirty"] == ["MEMORY_ingestion.md"], what="the edit")
+        await pilot.press("l")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the land prompt")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the offer again")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: repo.head.commit.hexsha != head, what="the landing")
+        assert "`ing-retry`" in (demo.path / "MEMORY_ingestion.md").read_text(encoding="utf-8")
+        await wait_for(pilot, lambda: maint.status is None, what="the worktree to go")
+        assert not wt.exists() and not (demo.path / "notes.txt").exists()
+
+
 async def test_landing_is_refused_when_the_root_moved(demo, tmp_path, monkeypatch):
     app = RmtuiApp(demo)
     async with app.run_test(size=SIZE) as pilot:

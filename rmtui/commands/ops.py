@@ -44,9 +44,15 @@ def register(sub, common) -> None:
                  ).set_defaults(handler=cmd_maintain_status)
     q = s.add_parser("land", parents=[common], help="validate the edits and land them as one commit")
     q.add_argument("-m", "--message", default="maintain: manual edit")
+    q.add_argument("--discard-untracked", action="store_true", help=DISCARD_HELP)
     q.set_defaults(handler=cmd_maintain_land)
-    s.add_parser("abort", parents=[common], help="drop the worktree and its edits").set_defaults(
-        handler=cmd_maintain_abort)
+    q = s.add_parser("abort", parents=[common], help="drop the worktree and its edits")
+    q.add_argument("--discard-untracked", action="store_true", help=DISCARD_HELP)
+    q.set_defaults(handler=cmd_maintain_abort)
+
+
+DISCARD_HELP = ("delete the worktree's files that are not memory files (names the root's allow-list leaves out); "
+                "without it, land and abort refuse while there are any (exit 3)")
 
 
 def _ts(t: float) -> str:
@@ -136,18 +142,20 @@ def cmd_maintain_status(args) -> Result:
     lines = [f"worktree: {st.operation.worktree}", f"captured head: {st.operation.base_commit}",
              f"head current: {'yes' if st.current else 'no (landing will stop)'}",
              f"changed: {', '.join(st.dirty) or '-'}"] + [str(i) for i in st.issues]
+    if st.untracked:
+        lines.append(f"not memory files (land and abort refuse until moved or deleted): {', '.join(st.untracked)}")
     return Result(d, "\n".join(lines))
 
 
 def cmd_maintain_land(args) -> Result:
     from rmtui.engine.writes import maintain
 
-    r = maintain.land(root_of(args), args.message)
+    r = maintain.land(root_of(args), args.message, discard_untracked=args.discard_untracked)
     return Result(r.to_json(), _receipt_text(r))
 
 
 def cmd_maintain_abort(args) -> Result:
     from rmtui.engine.writes import maintain
 
-    r = maintain.abort(root_of(args))
+    r = maintain.abort(root_of(args), discard_untracked=args.discard_untracked)
     return Result(r.to_json(), f"aborted {r.operation_id}")

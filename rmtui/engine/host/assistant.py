@@ -539,7 +539,9 @@ def _fence(root: MemoryRoot, sup: Supervisor, role: str, record: dict | None, op
         if op is None:
             from rmtui.engine.writes import worktrees
 
-            worktrees.remove(root, record["worktree"], None)
+            kept = worktrees.remove(root, record["worktree"], None)
+            if kept is not None:  # the host's stray files, moved to .runtime/kept/: say where
+                reason += "; " + kept.message(f"the worktree of {record['task_id']}")
         record.update(state="abandoned", error=reason)
         _save_record(root, record)
 
@@ -672,8 +674,11 @@ def _complete_sync(root: MemoryRoot, record: dict, summary: str | None) -> TaskO
         synced = hosted.complete_sync(root, str(wt_path), record["saved"], summary=summary or own)
         from rmtui.engine.writes import worktrees
 
-        worktrees.remove(root, wt_path, None)
-        return _done(root, record, TaskOutcome(task_id, "sync-reconciler", synced.to_json()))
+        outcome = synced.to_json()
+        kept = worktrees.remove(root, wt_path, None)
+        if kept is not None:  # the host's stray files, moved to .runtime/kept/: say where
+            outcome["warnings"] = [kept.message(f"the worktree of {task_id}")]
+        return _done(root, record, TaskOutcome(task_id, "sync-reconciler", outcome))
 
 
 def task_status(root: MemoryRoot, task_id: str | None = None) -> OpenTasks | UpdateTask | CycleTask | NoTask:

@@ -296,6 +296,7 @@ def _pull_fetched(root: MemoryRoot, up: Upstream, executor, *, push_merge: bool 
     digest = hashlib.sha256(f"{inc.head}\0{inc.tip}\0{REPAIR_POLICY}".encode()).hexdigest()[:16]
     wt = worktrees.worktrees_dir(root) / f"sync-{digest}"
     fresh_worktree(root, wt, inc.head)
+    outcome = None
     try:
         candidate, conflicts, problems = stage(wt, inc, incoming.limits_of(root))
         if problems:
@@ -303,18 +304,20 @@ def _pull_fetched(root: MemoryRoot, up: Upstream, executor, *, push_merge: bool 
 
             outcome = repair(root, wt, head=inc.head, tip=inc.tip, label=inc.label, conflicts=conflicts,
                              problems=problems, executor=executor)
-            if outcome.commit is None:
-                res = SyncResult("conflict", outcome.message, conflicts or problems[:20], inc.ahead, inc.behind,
-                                 inc.head, inc.label, inc.tip, repair=outcome.to_json())
-                return _finish(root, res)
-            candidate = outcome.commit
-            repair_info: dict | None = outcome.to_json()
-        else:
-            repair_info = None
     finally:
-        worktrees.remove(root, wt, None)
+        kept = worktrees.remove(root, wt, None)
+    # what the repair role left outside the memory files was moved to .runtime/kept/: say where
+    kept_note = [kept.message("the sync repair's worktree")] if kept is not None else []
+    repair_info: dict | None = None
+    if outcome is not None:
+        if outcome.commit is None:
+            res = SyncResult("conflict", "; ".join([outcome.message, *kept_note]), conflicts or problems[:20],
+                             inc.ahead, inc.behind, inc.head, inc.label, inc.tip, repair=outcome.to_json())
+            return _finish(root, res)
+        candidate = outcome.commit
+        repair_info = outcome.to_json()
     return _publish(root, up, inc.head, candidate, inc.paths, inc.behind, inc.label, repair_info,
-                    push_merge=push_merge and inc.ahead > 0, notes=notes)
+                    push_merge=push_merge and inc.ahead > 0, notes=[*notes, *kept_note])
 
 
 def publish_repaired(root: MemoryRoot, inc: Incoming, commit: str, repair_info: dict) -> SyncResult:

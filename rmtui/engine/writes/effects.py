@@ -50,7 +50,10 @@ def effect(name: str) -> Callable[[EffectFn], EffectFn]:
 def _cleanup(sup: Supervisor, op: Operation) -> None:
     # the operation is final: a Git lock on its refs or worktree is a dead (or fenced) writer's
     clear_locks(op_lock_files(sup.publisher.git_dir, op.id, op.worktree or None))
-    worktrees.remove(sup.root, op.worktree, op.branch)
+    # what its writer left outside the memory files is moved to .runtime/kept/, and the receipt says so
+    kept = worktrees.remove(sup.root, op.worktree, op.branch)
+    if kept is not None:
+        op.warnings.append(kept.message(f"the worktree of {op.id}"))
     try:
         sup.repo.git.update_ref("-d", pin_ref(op.id))
     except git.GitCommandError:

@@ -1,10 +1,13 @@
 """Manual maintenance (docs/architecture.md, "Manual maintenance"): a person edits a temporary worktree on a
 captured head; landing goes through the same admission and only if that head is current.
+Landing or aborting removes the worktree, so both refuse while it holds files no landing
+carries (names the root's allow-list leaves out) unless the person asks to drop them.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +22,7 @@ from rmtui.engine.memory.validation import validate_root
 from rmtui.engine.writes.admission import dirty_paths
 from rmtui.engine.writes.operations import Operation, Receipt
 from rmtui.engine.writes.supervisor import Supervisor
+from rmtui.engine.writes.worktrees import StrayFiles, discard_stray, stray_files
 
 KIND = "maintenance"
 LEASE_SECONDS = 7 * 24 * 3600
@@ -31,6 +35,7 @@ class MaintenanceStatus:
     current: bool
     dirty: list[str]
     issues: list[Issue]  # errors and warnings; only errors block landing
+    untracked: list[str]  # files the allow-list leaves out: they block landing and aborting
 
     @property
     def errors(self) -> list[Issue]:
@@ -40,7 +45,8 @@ class MaintenanceStatus:
         return {
             "operation_id": self.operation.id, "worktree": self.operation.worktree,
             "captured_head": self.operation.base_commit, "head": self.head, "head_current": self.current,
-            "dirty": self.dirty, "valid": not self.errors, "errors": [i.to_json() for i in self.errors],
+            "dirty": self.dirty, "untracked": self.untracked, "valid": not self.errors,
+            "errors": [i.to_json() for i in self.errors],
             "warnings": [i.to_json() for i in self.issues if not i.is_error],
             "last_error": self.operation.error,
         }
@@ -85,7 +91,22 @@ def status(root: MemoryRoot) -> MaintenanceStatus | None:
             wt.close()
         head = sup.head()
         issues = validate_root(op.worktree, enforce_correction_capacity=False).issues
-        return MaintenanceStatus(op, head, _landable(sup, op, head, tip), dirty, issues)
+        return MaintenanceStatus(op, head, _landable(sup, op, head, tip), dirty, issues, stray_files(op.worktree))
+
+
+def _check_stray(op: Operation, verb: str, discard: bool | Collection[str]) -> None:
+    """Refuse to remove the worktree over files only it holds, or drop them when asked
+    (``discard``: all of them, or only the ones named, e.g. those a confirmation showed)."""
+    files = stray_files(op.worktree)
+    drop = files if discard is True else [f for f in files if discard and f in discard]
+    left = [f for f in files if f not in drop]  # any not named: refused, and nothing is deleted
+    if not left:
+        discard_stray(op.worktree, drop)
+    else:
+        kept = "Nothing was landed" if verb == "land" else "The maintenance stays open"
+        raise StrayFiles(op.worktree, left, f"the worktree of {op.id}",
+                         f"{kept}. Give each file a memory file's name, move it out of the worktree or delete "
+                         f"it, then {verb} again; or pass --discard-untracked to drop them.")
 
 
 def _landable(sup: Supervisor, op: Operation, head: str, tip: str) -> bool:
@@ -94,11 +115,13 @@ def _landable(sup: Supervisor, op: Operation, head: str, tip: str) -> bool:
     return head == op.base_commit or sup.repo.is_ancestor(head, tip)  # type: ignore[arg-type]
 
 
-def land(root: MemoryRoot, message: str = "maintain: manual edit") -> Receipt:
+def land(root: MemoryRoot, message: str = "maintain: manual edit", *,
+         discard_untracked: bool | Collection[str] = False) -> Receipt:
     """Commit the worktree's edits and land them, or stop and say why (worktree kept)."""
     with Supervisor(root) as sup:
         op = _require(sup)
         with sup.landing(op.id):
+            _check_stray(op, "land", discard_untracked)
             return _land(sup, op, message)
 
 
@@ -134,6 +157,9 @@ def _land(sup: Supervisor, op: Operation, message: str) -> Receipt:
         wt.close()
 
 
-def abort(root: MemoryRoot) -> Receipt:
+def abort(root: MemoryRoot, *, discard_untracked: bool | Collection[str] = False) -> Receipt:
+    """Drop the worktree and its edits to memory files (refused over files only it holds)."""
     with Supervisor(root) as sup:
-        return sup.abandon(_require(sup, worktree=False), "maintenance aborted")
+        op = _require(sup, worktree=False)
+        _check_stray(op, "abort", discard_untracked)
+        return sup.abandon(op, "maintenance aborted")

@@ -58,7 +58,7 @@ def recover(sup: Supervisor) -> dict:
     work-tree sync (``repaired``).
     """
     done: dict[str, list[str]] = {"repaired": [], "published": [], "abandoned": [], "failed": [], "effects": [],
-                                  "cleaned": [], "errors": []}
+                                  "cleaned": [], "kept": [], "errors": []}
     sup.repaired = []
     with sup.exclusive():
         done["repaired"] += clear_dead_landings(sup)
@@ -97,7 +97,7 @@ def recover(sup: Supervisor) -> dict:
         done["errors"].append(f"cleaning what a killed sync left: {exc}")
     try:
         with sup.exclusive():
-            done["cleaned"] += _clean_leftovers(sup)
+            done["cleaned"] += _clean_leftovers(sup, done["kept"])
             done["errors"] += _foreign_locks(sup)
             ref, head = sup.publisher.current_branch(), sup.publisher.head_or_none()
             if ref and head and not any(BranchMoved.rule in e for e in done["errors"]):
@@ -246,8 +246,9 @@ def _foreign_locks(sup: Supervisor) -> list[str]:
             for p in root_lock_files(sup.publisher) if p.exists()]
 
 
-def _clean_leftovers(sup: Supervisor) -> list[str]:
-    """Remove worktrees, branches and pins of our own operations that are finished.
+def _clean_leftovers(sup: Supervisor, kept: list[str]) -> list[str]:
+    """Remove worktrees, branches and pins of our own operations that are finished (a removed
+    worktree's files outside memory go to ``.runtime/kept/``, said in ``kept``).
 
     Leftovers are listed before the records are read: ``begin`` saves its record before
     it creates anything, so whatever of ours exists now has a record. ``.runtime/worktrees/``
@@ -266,8 +267,10 @@ def _clean_leftovers(sup: Supervisor) -> list[str]:
     cleaned = _clear_finished_op_locks(sup, known, live, ours)
     for path in paths:
         if path.name in ours and path.name not in live:
-            worktrees.remove(root, path, worktrees.BRANCH_PREFIX + path.name)
+            moved = worktrees.remove(root, path, worktrees.BRANCH_PREFIX + path.name)
             cleaned.append(str(path))
+            if moved is not None:
+                kept.append(moved.message(f"the worktree {path}"))
     gone = {p.name for p in paths}
     for branch in branches:
         name = branch[len(worktrees.BRANCH_PREFIX):]

@@ -378,8 +378,9 @@ class Supervisor:
         self.store.save(op)
         receipt = self.write_receipt(op)
         crashpoint("after-final")
+        warned = len(op.warnings)
         self.run_effects(op)
-        return receipt
+        return self.store.receipt(op.id) if len(op.warnings) != warned else receipt
 
     def write_receipt(self, op: Operation) -> Receipt:
         r = Receipt(operation_id=op.id, kind=op.kind, phase=op.phase, batch_id=op.batch_id,
@@ -389,6 +390,7 @@ class Supervisor:
         return self.store.save_receipt(r)
 
     def run_effects(self, op: Operation) -> Operation:
+        warned = len(op.warnings)
         for eff in op.effects:
             if eff.state == "done":
                 continue
@@ -405,7 +407,7 @@ class Supervisor:
             else:
                 eff.state, eff.error = "done", None
             self.store.save(op)
-        if any(e.state != "done" for e in op.effects):
+        if any(e.state != "done" for e in op.effects) or len(op.warnings) != warned:
             self.store.save_receipt(self._receipt_update(op))
         return op
 

@@ -1,14 +1,23 @@
 """Isolated Git worktrees for operations, under ``.runtime/worktrees/``, and the pruning of
-the ones a killed sync left (docs/sync.md, "A sync that was killed")."""
+the ones a killed sync left (docs/sync.md, "A sync that was killed").
+
+Removing a worktree never loses a file silently (docs/architecture.md, "Files a removal would
+lose"): :func:`stray_files` names what only the worktree holds, the files the root's allow-list
+leaves out; a person's lander refuses on them, and :func:`remove` moves any left to
+``.runtime/kept/`` first and says where.
+"""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import git
 
+from rmtui.engine.errors import ConflictError, OperationFailed
 from rmtui.engine.memory.roots import MemoryRoot
 
 WORKTREES = "worktrees"
@@ -19,8 +28,98 @@ STAGING = re.compile(r"^sync-[0-9a-f]{16}$")
 SYNC_TASK = re.compile(r"^sync-repair-[0-9A-Za-z-]+$")
 
 
+KEPT = "kept"
+#: The rule a refusal or a warning about such files names.
+STRAY_RULE = "untracked-files"
+#: Which names are memory files, as the root's allow-list ``.gitignore`` says (said in refusals).
+MEMORY_FILES = ("memory files are the names the root's allow-list .gitignore tracks (`*`, then `!name` lines), "
+                "e.g. MEMORY.md, MEMORY_*.md, PURSUITS.md, PURSUIT_*.md, corrections.md, insight_logs/*.md; "
+                "a file with any other name is never committed")
+
+
 def worktrees_dir(root: MemoryRoot) -> Path:
     return root.runtime / WORKTREES
+
+
+def kept_dir(root: MemoryRoot) -> Path:
+    return root.runtime / KEPT
+
+
+def stray_files(path: Path | str) -> list[str]:
+    """Files in a worktree that Git neither tracks nor would add: what the root's allow-list
+    (and Git's other excludes) leaves out, e.g. ``notes.md`` or ``MEMORY-typo.md``. No landing
+    carries them, so removing the worktree would lose them. A nested repository is one entry
+    (``dir/``). Empty for a worktree that is gone."""
+    p = Path(path)
+    if not (p / ".git").exists():
+        return []
+    out = git.Git(str(p)).ls_files("--others", "--ignored", "--exclude-standard", "-z", stdout_as_string=False)
+    return sorted(e.decode("utf-8", "surrogateescape") for e in out.split(b"\0") if e)
+
+
+def stray_message(files: list[str], what: str) -> str:
+    shown = ", ".join(files[:20]) + (f" and {len(files) - 20} more" if len(files) > 20 else "")
+    return (f"{STRAY_RULE}: {what} holds {len(files)} file{'s' if len(files) != 1 else ''} that "
+            f"{'are' if len(files) != 1 else 'is'} not memory files and would be lost with it: {shown} "
+            f"({MEMORY_FILES})")
+
+
+class StrayFiles(ConflictError):
+    """A worktree about to be removed holds files no landing carries (exit 3, rule ``untracked-files``)."""
+
+    rule = STRAY_RULE
+
+    def __init__(self, worktree: Path | str, files: list[str], what: str, remedy: str) -> None:
+        super().__init__(f"{stray_message(files, what)}; the worktree {worktree} is kept. {remedy}",
+                         details={"rule": STRAY_RULE, "files": files, "worktree": str(worktree)})
+
+
+def discard_stray(path: Path | str, files: list[str]) -> None:
+    """Delete the named stray files (the person asked to drop them)."""
+    p = Path(path)
+    for rel in files:
+        f = p / rel
+        if f.is_dir() and not f.is_symlink():
+            shutil.rmtree(f)
+        else:
+            f.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """Stray files a removal moved out of a worktree before removing it, and where to."""
+
+    files: list[str]
+    where: Path
+
+    def message(self, what: str = "the worktree") -> str:
+        n = len(self.files)
+        return (f"{STRAY_RULE}: {what} held {n} file{'s' if n != 1 else ''} that "
+                f"{'are' if n != 1 else 'is'} not memory files: {', '.join(self.files[:20])}"
+                f"{f' and {n - 20} more' if n > 20 else ''}; kept in {self.where}")
+
+
+def keep_stray(root: MemoryRoot, path: Path | str) -> Kept | None:
+    """Move a worktree's stray files to ``.runtime/kept/<worktree name>/`` (a fresh folder per
+    removal), keeping their relative paths; nothing when it has none."""
+    p = Path(path)
+    files = stray_files(p)
+    if not files:
+        return None
+    base = kept_dir(root) / p.name
+    where, n = base, 1
+    while where.exists():
+        n += 1
+        where = base.with_name(f"{base.name}-{n}")
+    try:
+        for rel in files:
+            dest = where / rel.rstrip("/")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(p / rel.rstrip("/"), dest)
+    except OSError as exc:
+        raise OperationFailed(f"{STRAY_RULE}: could not keep the files {p} holds outside memory ({exc}); "
+                              "the worktree is not removed", details={"rule": STRAY_RULE, "files": files}) from exc
+    return Kept(files, where)
 
 
 def create(root: MemoryRoot, name: str, base: str) -> tuple[Path, str]:
@@ -35,12 +134,18 @@ def create(root: MemoryRoot, name: str, base: str) -> tuple[Path, str]:
     return path, branch
 
 
-def remove(root: MemoryRoot, path: Path | str | None, branch: str | None) -> None:
-    """Remove a worktree and its branch; tolerant of half-created or already-removed state."""
+def remove(root: MemoryRoot, path: Path | str | None, branch: str | None) -> Kept | None:
+    """Remove a worktree and its branch; tolerant of half-created or already-removed state.
+
+    Its stray files (:func:`stray_files`) are moved to ``.runtime/kept/`` first and returned,
+    for the caller to name in its receipt or answer; if they cannot be moved, nothing is removed.
+    """
     repo = git.Repo(root.path)
+    kept = None
     if path:
         p = Path(path)
         if p.exists():
+            kept = keep_stray(root, p)
             try:
                 repo.git.worktree("remove", "--force", "--force", str(p))
             except git.GitCommandError:
@@ -51,6 +156,7 @@ def remove(root: MemoryRoot, path: Path | str | None, branch: str | None) -> Non
             repo.git.branch("-D", branch)
         except git.GitCommandError:
             pass
+    return kept
 
 
 def existing(root: MemoryRoot) -> list[Path]:

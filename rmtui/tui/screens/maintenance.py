@@ -1,6 +1,8 @@
 """Manual maintenance: a worktree on a captured head, edited in $EDITOR, landed or aborted
 through the engine, with the worktree's validation errors shown live as files change.
-Aborting a worktree with changes asks first: its edits go with it."""
+Aborting a worktree with changes asks first: its edits go with it. Files that are not memory
+files (names the root's allow-list leaves out) are shown; landing or aborting over them is
+refused by the engine, and only a confirmed "delete them" drops them."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from textual.worker import get_current_worker
 
 from rmtui.engine.errors import EngineError, UsageError
 from rmtui.engine.host import watch
+from rmtui.engine.writes.worktrees import MEMORY_FILES, STRAY_RULE
 from rmtui.tui import readers
 from rmtui.tui.context import workbench
 from rmtui.tui.messages import EngineDone, EngineFailed, MaintenanceLoaded
@@ -28,6 +31,10 @@ from rmtui.tui.screens.base import LiveScreen, error_text
 from rmtui.tui.screens.dialogs import ConfirmScreen, PromptScreen
 from rmtui.tui.widgets.footer import KeysFooter
 from rmtui.tui.wording import count
+
+
+def _shown(names: list[str], most: int = 5) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def editor_command() -> list[str]:
@@ -52,6 +59,8 @@ class MaintenanceScreen(LiveScreen):
         self.busy = False
         self.loaded = False
         self.result: Text | None = None
+        self.land_message = ""  # the last landing's commit message, for a confirmed retry
+        self.refused_files: list[str] = []  # the stray files the last landing was refused over
         self.sub_title = "Manual maintenance"
 
     def compose(self) -> ComposeResult:
@@ -112,6 +121,9 @@ class MaintenanceScreen(LiveScreen):
             else:
                 text.append(f"the root moved to {st['head'][:10]}: landing will be refused", style="bold")
             text.append(f"\nchanged: {', '.join(st['dirty']) if st['dirty'] else 'nothing yet'}")
+            if st.get("untracked"):
+                text.append(f"\nnot memory files, never landed: {_shown(st['untracked'])} "
+                            "(rename or delete them: landing and aborting refuse while they are here)", style="bold")
             status_line.update(text)
             # warnings are listed after the errors and never make the worktree invalid
             findings = [*st["errors"], *st.get("warnings", [])]
@@ -179,13 +191,15 @@ class MaintenanceScreen(LiveScreen):
                              done)
 
     @work(thread=True, exclusive=True, group="maint-write", exit_on_error=False)
-    def land(self, message: str) -> None:
+    def land(self, message: str, discard_untracked: tuple[str, ...] = ()) -> None:
         from rmtui.engine.writes import maintain
 
+        self.land_message = message
         try:
-            receipt = maintain.land(workbench(self).root, message=message)
+            receipt = maintain.land(workbench(self).root, message=message, discard_untracked=discard_untracked)
         except EngineError as exc:
             text, rule = error_text(exc)
+            self.refused_files = list(exc.details.get("files") or []) if rule == STRAY_RULE else []
             self.post_message(EngineFailed("land", text, rule=rule))
             return
         landed = (receipt.landed_commit or "")[:10] or "nothing (no change)"
@@ -194,7 +208,8 @@ class MaintenanceScreen(LiveScreen):
     def action_abort(self) -> None:
         status = self.status
         dirty = (status or {}).get("dirty") or []
-        if status is None or not dirty:
+        untracked = (status or {}).get("untracked") or []
+        if status is None or not (dirty or untracked):
             self._set_busy(True)
             self.abort()
             return
@@ -202,20 +217,25 @@ class MaintenanceScreen(LiveScreen):
         def done(yes: bool | None) -> None:
             if yes:
                 self._set_busy(True)
-                self.abort()
+                self.abort(discard_untracked=tuple(untracked))  # only those shown: a newer one still refuses
 
-        shown = ", ".join(dirty[:5]) + (f" and {len(dirty) - 5} more" if len(dirty) > 5 else "")
-        self.app.push_screen(ConfirmScreen(
-            "Abort maintenance",
-            f"Abort {status['operation_id']}? Its changes to {count(len(dirty), 'file')} ({shown}) are "
-            "discarded with the worktree.", yes="Abort and discard", destructive=True), done)
+        question = f"Abort {status['operation_id']}?"
+        if dirty:
+            question += (f" Its changes to {count(len(dirty), 'file')} ({_shown(dirty)}) are discarded with "
+                         "the worktree.")
+        if untracked:
+            are = "is" if len(untracked) == 1 else "are"
+            question += (f" It also holds {count(len(untracked), 'file')} that {are} not memory files "
+                         f"({_shown(untracked)}): they are deleted too.")
+        self.app.push_screen(ConfirmScreen("Abort maintenance", question, yes="Abort and discard", destructive=True),
+                             done)
 
     @work(thread=True, exclusive=True, group="maint-write", exit_on_error=False)
-    def abort(self) -> None:
+    def abort(self, discard_untracked: tuple[str, ...] = ()) -> None:
         from rmtui.engine.writes import maintain
 
         try:
-            maintain.abort(workbench(self).root)
+            maintain.abort(workbench(self).root, discard_untracked=discard_untracked)
         except EngineError as exc:
             self.post_message(EngineFailed("abort", error_text(exc)[0]))
             return
@@ -240,6 +260,26 @@ class MaintenanceScreen(LiveScreen):
         self._show_result(text, ok=False)
         self.notify(text.plain.splitlines()[0], severity="error", timeout=8)
         self.load_status()
+        if message.action == "land" and message.rule == STRAY_RULE and self.refused_files:
+            self._offer_discard_and_land()
+
+    def _offer_discard_and_land(self) -> None:
+        """The one way the workbench drops a person's stray files: an explicit, destructive yes."""
+        files = self.refused_files
+        message = self.land_message
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self._set_busy(True)
+                self.land(message, discard_untracked=tuple(files))  # only those shown: a newer one still refuses
+
+        are = "are" if len(files) != 1 else "is"
+        self.app.push_screen(ConfirmScreen(
+            "Files that would be lost",
+            f"Landing removes the worktree, and with it {count(len(files), 'file')} that {are} not memory files "
+            f"({_shown(files)}): {MEMORY_FILES}. To keep one, rename it to a memory file's name (or move it out "
+            "of the worktree) and land again. Or delete them and land now?",
+            yes="Delete them and land", destructive=True), done)
 
     def _show_result(self, text: Text, *, ok: bool) -> None:
         self.result = text
