@@ -17,7 +17,22 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes | list, *, mode: int = 0o644, durable: bool = True) -> None:
+def current_umask() -> int:
+    """This process's umask, read without changing it (``os.umask`` can only be read by setting
+    it, which would leave another thread a moment with the wrong one)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def atomic_write_bytes(path: Path, data: bytes | list, *, mode: int | None = None, durable: bool = True) -> None:
     """Write ``data`` (bytes, or a list of buffers written one after the other) to ``path`` so
     readers see the old or the new file, never a part.
 
@@ -25,8 +40,13 @@ def atomic_write_bytes(path: Path, data: bytes | list, *, mode: int = 0o644, dur
     then leave the old file or a damaged one, which is rebuilt, never a wrong one read). It
     also removes the old file before the rename: ext4 starts writing back a file renamed
     over another (its replace-by-rename heuristic), about 15 ms for 16 MB on every index
-    update, and a cache's reader takes a missing file as a miss, never as an error."""
+    update, and a cache's reader takes a missing file as a miss, never as an error.
+
+    ``mode`` None: what ``open`` would give a new file, 0666 less the umask (a temporary file
+    is made 0600, so the mode is set after the write)."""
     path = Path(path)
+    if mode is None:
+        mode = 0o666 & ~current_umask()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
