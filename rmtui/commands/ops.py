@@ -15,8 +15,9 @@ def register(sub, common) -> None:
     q = s.add_parser("list", parents=[common], help="every operation with its phase and role")
     q.add_argument("--unfinished", action="store_true", help="only those not finished")
     q.set_defaults(handler=cmd_ops_list)
+    ref_help = "an operation id, a unique prefix of it, or its tail as the workbench shows it"
     q = s.add_parser("show", parents=[common], help="one operation's record")
-    q.add_argument("id")
+    q.add_argument("id", help=ref_help)
     q.set_defaults(handler=cmd_ops_show)
 
     p = sub.add_parser("receipts", parents=[common], help="receipts of finished operations")
@@ -25,12 +26,12 @@ def register(sub, common) -> None:
     q.add_argument("--limit", type=int, help="at most this many")
     q.set_defaults(handler=cmd_receipts_list)
     q = s.add_parser("show", parents=[common], help="one receipt: outcome, commits, files")
-    q.add_argument("id")
+    q.add_argument("id", help=ref_help + " (or its batch id)")
     q.set_defaults(handler=cmd_receipts_show)
 
     p = sub.add_parser("diff", parents=[common],
                        help="diff of an operation or receipt (a running one: its worktree so far)")
-    p.add_argument("id")
+    p.add_argument("id", help=ref_help)
     p.set_defaults(handler=cmd_diff)
 
     p = sub.add_parser("recover", parents=[common], help="finish or abandon unfinished operations")
@@ -68,7 +69,7 @@ def cmd_ops_list(args) -> Result:
 
 def cmd_ops_show(args) -> Result:
     with _store(args) as st:
-        op = st.get(args.id)
+        op = st.get(st.resolve(args.id))
     d = op.to_json()
     text = "\n".join(f"{k}: {v}" for k, v in d.items())
     return Result(d, text)
@@ -94,7 +95,7 @@ def cmd_receipts_list(args) -> Result:
 
 def cmd_receipts_show(args) -> Result:
     with _store(args) as st:
-        r = st.receipt(args.id)
+        r = st.receipt(st.resolve_receipt(args.id))
     return Result(r.to_json(), _receipt_text(r))
 
 
