@@ -21,10 +21,52 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 
+def _parser_class() -> type[argparse.ArgumentParser]:
+    """argparse's parser with errors a person can act on: a missing subcommand lists the
+    subcommands (not argparse's ``required: evidence_cmd``), a mistyped command suggests the
+    closest one, each in one line; every other error is argparse's own."""
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str):  # type: ignore[override]
+            line = _usage_hint(self, message)
+            if line is None:
+                super().error(message)
+            sys.stderr.write(f"rmtui: {line}\n")
+            raise SystemExit(2)
+
+    return Parser
+
+
+def _usage_hint(parser: argparse.ArgumentParser, message: str) -> str | None:
+    import argparse
+    import difflib
+    import re
+
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs or not subs[0].choices:
+        return None
+    action = subs[0]
+    name = action.metavar or action.dest
+    choices = list(action.choices)
+    what = "command" if parser.prog == "rmtui" else f"`{parser.prog}` subcommand"
+    helper = f"`{parser.prog} --help` says what each does"
+    wrong = re.match(rf"argument {re.escape(str(name))}: invalid choice: '(.*)' \(choose from", message)
+    if wrong:
+        close = difflib.get_close_matches(wrong.group(1), choices, n=1, cutoff=0.6)
+        listed = "`rmtui --help` lists them" if parser.prog == "rmtui" else f"one of {', '.join(choices)}"
+        hint = f"did you mean {close[0]!r}?" if close else listed
+        return f"unknown {what} {wrong.group(1)!r}; {hint}"
+    missing = re.match(r"the following arguments are required: (.*)", message)
+    if missing and str(name) in [m.strip() for m in missing.group(1).split(",")]:
+        return f"`{parser.prog}` needs a subcommand: {', '.join(choices)} ({helper})"
+    return None
+
+
 def _common_parser() -> argparse.ArgumentParser:
     import argparse
 
-    common = argparse.ArgumentParser(add_help=False)
+    common = _parser_class()(add_help=False)
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable JSON on stdout")
     common.add_argument("--root", default=argparse.SUPPRESS, help="memory root path")
@@ -46,13 +88,14 @@ def command_of(argv: Sequence[str]) -> str | None:
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; given ``argv`` naming a known command, only that command's module is
     registered (help, an unknown command or no argv: every one)."""
-    import argparse
+    from rmtui import __version__
 
     common = _common_parser()
-    parser = argparse.ArgumentParser(
+    parser = _parser_class()(
         prog="rmtui",
         description="Terminal workbench and headless engine for long-term memory of coding agents.",
     )
+    parser.add_argument("--version", action="version", version=f"rmtui {__version__}")
     parser.add_argument("--headless", action="store_true", help="run an engine command without the TUI")
     parser.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
     parser.add_argument("--root", help="memory root path")

@@ -286,8 +286,15 @@ def _toml_text(value) -> str:
 def cmd_config_get(args) -> Result:
     cfg = root_of(args).config()
     value = cfg.get(args.key)
-    return Result({"key": args.key, "value": value, "file": cfg.source(args.key)},
-                  "" if value is None else _toml_text(value))
+    data = {"key": args.key, "value": value, "file": cfg.source(args.key)}
+    if value is None:  # a known key nobody set and without a default: say so (exit 1, as `git config`)
+        import shlex
+        import sys
+
+        sys.stderr.write(f"rmtui: {args.key} is not set and has no default (set it with "
+                         f"`rmtui --headless config set {shlex.quote(args.key)} VALUE`)\n")
+        return Result(data, "", exit_code=1)
+    return Result(data, _toml_text(value))
 
 
 def cmd_config_set(args) -> Result:

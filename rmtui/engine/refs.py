@@ -58,11 +58,10 @@ def matches(ref: str, things: Iterable[Named]) -> list[Named]:
     low = ref.lower()
     out: list[Named] = []
     for t in things:
-        if ref.isdigit() and t.display_id == ref:
-            out.append(t)
-        elif len(ref) >= MIN_PREFIX and (
-                any(n.lower().startswith(low) for n in (t.id, *t.names))
-                or (t.tail is not None and t.tail.lower().startswith(low))):
+        by_display = ref.isdigit() and t.display_id == ref
+        by_prefix = len(ref) >= MIN_PREFIX and (any(n.lower().startswith(low) for n in (t.id, *t.names))
+                                                or (t.tail is not None and t.tail.lower().startswith(low)))
+        if by_display or by_prefix:
             out.append(t)
     return out
 

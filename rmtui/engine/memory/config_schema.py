@@ -299,11 +299,12 @@ def _all_keys(schema: dict[str, Any], prefix: str = "") -> list[str]:
 
 
 def nearest_key(dotted: str, siblings: list[str] | None = None) -> str | None:
-    """The known key most like ``dotted``: among its siblings first, then anywhere."""
+    """The known key most like ``dotted``: among its siblings first, then anywhere; None when
+    no key is close (an unrelated suggestion misleads more than none)."""
     import difflib
 
     everywhere = sorted(set(_all_keys(ORIGINAL_SCHEMA)) | set(_all_keys(LOCAL_SCHEMA)))
-    for pool, cutoff in ((siblings or [], 0.6), (everywhere, 0.6), (siblings or everywhere, 0.0)):
+    for pool, cutoff in ((siblings or [], 0.6), (everywhere, 0.6)):
         found = difflib.get_close_matches(dotted, pool, n=1, cutoff=cutoff)
         if found:
             return found[0]
