@@ -125,3 +125,14 @@ def test_a_removed_working_folder_is_named_instead_of_silently_using_the_default
                        cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert f"root: {root.path}" in r.stdout
+
+
+def test_demo_in_a_non_empty_folder_gives_advice_that_works(tmp_path, cli):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine\n")
+    r = cli("demo", "--path", str(folder))
+    assert r.code == 2 and r.stderr.count("\n") == 1
+    assert "--force" not in r.stderr  # demo takes no --force: never advise it
+    assert "give --path a new or empty folder" in r.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
