@@ -136,3 +136,23 @@ def test_demo_in_a_non_empty_folder_gives_advice_that_works(tmp_path, cli):
     assert "--force" not in r.stderr  # demo takes no --force: never advise it
     assert "give --path a new or empty folder" in r.stderr
     assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+
+
+def test_status_on_a_repository_with_no_commit_says_so_and_the_fix_works(tmp_path, cli):
+    unborn = tmp_path / "unborn"
+    unborn.mkdir()
+    subprocess.run(["git", "init", "-q", str(unborn)], check=True)
+    memory = "# Memory\n\n## Notes {#notes}\n\n- `kept` a fact written before the first commit → []\n"
+    (unborn / "MEMORY.md").write_text(memory)
+    (unborn / ".gitignore").write_text("*\n!MEMORY.md\n")
+    for command in (["status"], ["maintain", "begin"], ["prune", "status"]):
+        r = cli("--headless", *command, "--root", str(unborn))
+        assert r.code == 2, (command, r.stderr)
+        assert r.stderr.count("\n") == 1 and "internal error" not in r.stderr
+        assert f"memory root {unborn} has no commit yet" in r.stderr
+    advice = f"rmtui --headless init --force {unborn}"
+    assert f"`{advice}`" in r.stderr
+    assert cli(*advice.split()[1:]).code == 0
+    r = cli("--headless", "status", "--root", str(unborn), "--json")
+    assert r.code == 0 and r.json()["items"]["nodes"] == 1
+    assert (unborn / "MEMORY.md").read_text() == memory
