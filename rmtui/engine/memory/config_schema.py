@@ -221,8 +221,9 @@ max_wait_seconds = 86400
 # [update.model]
 # model_id = "anthropic:claude-sonnet-4-5"
 # api_base = "http://127.0.0.1:8080"   # any compatible endpoint
-# API keys come from ANTHROPIC_API_KEY / OPENAI_API_KEY (or api_key_env in rmtui.toml); an
-# api_key here would be committed with the root.
+# API keys come from ANTHROPIC_API_KEY / OPENAI_API_KEY (or api_key_env in rmtui.toml). An
+# api_key here works but sits in plain text: this file is not tracked (the root's .gitignore
+# leaves it out), yet an older root that tracks it would commit and sync the key.
 #
 # Or a coding-agent CLI, for one role or (top level [agent_cli]) for all:
 # [update.agent_cli]
