@@ -161,6 +161,20 @@ def _engine_error_in(exc: BaseException) -> EngineError | None:
     return None
 
 
+def _disk_failure(exc: BaseException, args: argparse.Namespace):
+    """The full or failing disk behind ``exc`` (one the store did not already name), as a
+    :class:`~rmtui.engine.storage.StorageError` about the root's filesystem."""
+    from rmtui.engine.storage import storage_error
+
+    try:
+        from rmtui.engine.memory.roots import resolve_root_path
+
+        where: str | None = str(resolve_root_path(getattr(args, "root", None), getattr(args, "profile", None))[0])
+    except Exception:  # noqa: BLE001 - only a hint of where: the error's own file name wins anyway
+        where = None
+    return storage_error(exc, where)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "retrieve" in argv:  # a warm retrieve: answered without the parser or the config loader
@@ -215,12 +229,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("rmtui: interrupted\n")
         return 130
     except OSError as exc:  # a path the user gave cannot be used: say which, no traceback
+        disk = _disk_failure(exc, args)
+        if disk is not None:  # a full or failing disk is not the path's fault
+            return _fail(disk.message, disk.exit_code, args.json, disk.to_json())
         where = f": {exc.filename}" if exc.filename else ""
         msg = f"{exc.strerror or exc}{where}"
         return _fail(msg, 2, args.json, {"error": "bad_input", "message": msg})
     except Exception as exc:  # one line, never a traceback (RMTUI_DEBUG=1 shows it)
         if os.environ.get("RMTUI_DEBUG"):
             raise
+        disk = _disk_failure(exc, args)
+        if disk is not None:
+            return _fail(disk.message, disk.exit_code, args.json, disk.to_json())
         cause = _engine_error_in(exc)
         failure = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         if cause is not None:  # the refusal is what the user must read; the cleanup failure follows it
