@@ -77,3 +77,19 @@ def test_operation_and_receipt_commands_take_the_short_forms(root, cli):
         r = cli("--headless", *command, common, "--root", rp)
         assert r.code == 2, (command, r.stderr)
         assert "ambiguous" in r.stderr and ids[0] in r.stderr and ids[1] in r.stderr
+
+
+def test_update_retry_takes_a_batch_by_the_prefix_of_its_hex_part(root, cli):
+    from rmtui.engine.roles.update_driver import BatchStore
+
+    one, two, done = ("update-batch-abcdef1" + "0" * 57, "update-batch-abcdef2" + "0" * 57,
+                      "update-batch-bbbbbb3" + "0" * 57)
+    with BatchStore(root) as batches:
+        for b in (one, two, done):
+            batches.upsert(b, ["u"], ["s"], "test")
+        batches.update(done, state="committed")
+    rp = str(root.path)
+    amb = cli("--headless", "update", "retry", "abcdef", "--root", rp)
+    assert amb.code == 2 and "ambiguous" in amb.stderr and one[:24] in amb.stderr and two[:24] in amb.stderr
+    named = cli("--headless", "update", "retry", "bbbbbb", "--root", rp)
+    assert named.code == 3 and f"batch {done} is committed" in named.stderr

@@ -258,6 +258,11 @@ class UpdateDriver:
         try:
             held = batches.list("needs_manual_recovery", "waiting_retry")
             if batch_id:
+                from rmtui.engine import refs
+
+                batch_id = refs.pick(batch_id, "batch", [refs.Named(b.batch_id, tail=b.batch_id.rsplit("-", 1)[-1],
+                                                                   label=f"{b.batch_id[:24]}… ({b.state})")
+                                                        for b in batches.list()])
                 held = [b for b in held if b.batch_id == batch_id]
                 if not held:
                     known = batches.get(batch_id)
