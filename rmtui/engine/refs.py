@@ -11,7 +11,7 @@ listed, never guessed (docs/architecture.md, "Naming evidence, operations and re
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rmtui.engine.errors import UsageError
 
@@ -34,10 +34,10 @@ class Named:
     tail: str | None = None
     display_id: str | None = None
     label: str = ""
-    extra: dict = field(default_factory=dict, compare=False)
 
 
 def normalise(ref: str) -> str:
+    """``ref`` without surrounding blanks and the ellipsis the workbench puts before a tail."""
     ref = (ref or "").strip()
     for mark in _ELLIPSES:
         if ref.startswith(mark):
