@@ -22,10 +22,52 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 
+def _parser_class() -> type[argparse.ArgumentParser]:
+    """argparse's parser with errors a person can act on: a missing subcommand lists the
+    subcommands (not argparse's ``required: evidence_cmd``), a mistyped command suggests the
+    closest one, each in one line; every other error is argparse's own."""
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str):  # type: ignore[override]
+            line = _usage_hint(self, message)
+            if line is None:
+                super().error(message)
+            sys.stderr.write(f"rmtui: {line}\n")
+            raise SystemExit(2)
+
+    return Parser
+
+
+def _usage_hint(parser: argparse.ArgumentParser, message: str) -> str | None:
+    import argparse
+    import difflib
+    import re
+
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs or not subs[0].choices:
+        return None
+    action = subs[0]
+    name = action.metavar or action.dest
+    choices = list(action.choices)
+    what = "command" if parser.prog == "rmtui" else f"`{parser.prog}` subcommand"
+    helper = f"`{parser.prog} --help` says what each does"
+    wrong = re.match(rf"argument {re.escape(str(name))}: invalid choice: '(.*)' \(choose from", message)
+    if wrong:
+        close = difflib.get_close_matches(wrong.group(1), choices, n=1, cutoff=0.6)
+        listed = "`rmtui --help` lists them" if parser.prog == "rmtui" else f"one of {', '.join(choices)}"
+        hint = f"did you mean {close[0]!r}?" if close else listed
+        return f"unknown {what} {wrong.group(1)!r}; {hint}"
+    missing = re.match(r"the following arguments are required: (.*)", message)
+    if missing and str(name) in [m.strip() for m in missing.group(1).split(",")]:
+        return f"`{parser.prog}` needs a subcommand: {', '.join(choices)} ({helper})"
+    return None
+
+
 def _common_parser() -> argparse.ArgumentParser:
     import argparse
 
-    common = argparse.ArgumentParser(add_help=False)
+    common = _parser_class()(add_help=False)
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable JSON on stdout")
     common.add_argument("--root", default=argparse.SUPPRESS, help="memory root path")
@@ -36,13 +78,14 @@ def _common_parser() -> argparse.ArgumentParser:
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; given ``argv`` naming a known command, only that command's module is
     registered (help, an unknown command or no argv: every one)."""
-    import argparse
+    from rmtui import __version__
 
     common = _common_parser()
-    parser = argparse.ArgumentParser(
+    parser = _parser_class()(
         prog="rmtui",
         description="Terminal workbench and headless engine for long-term memory of coding agents.",
     )
+    parser.add_argument("--version", action="version", version=f"rmtui {__version__}")
     parser.add_argument("--headless", action="store_true", help="run an engine command without the TUI")
     parser.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
     parser.add_argument("--root", help="memory root path")
@@ -108,6 +151,20 @@ def _engine_error_in(exc: BaseException) -> EngineError | None:
     return None
 
 
+def _disk_failure(exc: BaseException, args: argparse.Namespace):
+    """The full or failing disk behind ``exc`` (one the store did not already name), as a
+    :class:`~rmtui.engine.storage.StorageError` about the root's filesystem."""
+    from rmtui.engine.storage import storage_error
+
+    try:
+        from rmtui.engine.memory.roots import resolve_root_path
+
+        where: str | None = str(resolve_root_path(getattr(args, "root", None), getattr(args, "profile", None))[0])
+    except Exception:  # noqa: BLE001 - only a hint of where: the error's own file name wins anyway
+        where = None
+    return storage_error(exc, where)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "retrieve" in argv:  # a warm retrieve: answered without the parser or the config loader
@@ -162,12 +219,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("rmtui: interrupted\n")
         return 130
     except OSError as exc:  # a path the user gave cannot be used: say which, no traceback
+        disk = _disk_failure(exc, args)
+        if disk is not None:  # a full or failing disk is not the path's fault
+            return _fail(disk.message, disk.exit_code, args.json, disk.to_json())
         where = f": {exc.filename}" if exc.filename else ""
         msg = f"{exc.strerror or exc}{where}"
         return _fail(msg, 2, args.json, {"error": "bad_input", "message": msg})
     except Exception as exc:  # one line, never a traceback (RMTUI_DEBUG=1 shows it)
         if os.environ.get("RMTUI_DEBUG"):
             raise
+        disk = _disk_failure(exc, args)
+        if disk is not None:
+            return _fail(disk.message, disk.exit_code, args.json, disk.to_json())
         cause = _engine_error_in(exc)
         failure = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         if cause is not None:  # the refusal is what the user must read; the cleanup failure follows it

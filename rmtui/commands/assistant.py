@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from rmtui.commands import Result
 from rmtui.commands.core import cmd_submit, root_of
@@ -96,7 +97,13 @@ def cmd_status(args) -> Result:
 def cmd_complete(args) -> Result:
     from rmtui.engine.host import assistant
 
-    return _json(assistant.complete(root_of(args), args.task).to_json())
+    receipt = assistant.complete(root_of(args), args.task)
+    if receipt.warnings:  # e.g. published, but the disk refused the bookkeeping: a person sees it too
+        from rmtui.engine.display import warning_lines
+
+        sys.stderr.write(warning_lines(receipt.warnings))
+        sys.stderr.flush()
+    return _json(receipt.to_json())
 
 
 def cmd_begin_role(args) -> Result:

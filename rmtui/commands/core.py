@@ -58,21 +58,25 @@ def register(sub, common) -> None:
     q.add_argument("--state", help="inbox, queued, claimed, consumed or rejected")
     q.add_argument("--session", help="only this session's")
     q.set_defaults(handler=cmd_evidence_list)
+    ref_help = "a uid, a unique uid prefix (the workbench shows 8 characters), or a display id"
     q = esub.add_parser("show", parents=[common], help="one piece of evidence, whole")
-    q.add_argument("uid")
+    q.add_argument("uid", help=ref_help)
+    q.add_argument("--session", help="the session whose display id UID is")
     q.set_defaults(handler=cmd_evidence_show)
     q = esub.add_parser("approve", parents=[common], help="let inbox evidence into the Update queue")
-    q.add_argument("uids", nargs="*")
+    q.add_argument("uids", nargs="*", help=ref_help)
     q.add_argument("--all", action="store_true", help="approve everything in the inbox")
+    q.add_argument("--session", help="the session whose display ids UIDS are")
     q.set_defaults(handler=cmd_evidence_approve)
     q = esub.add_parser("cancel", parents=[common], help="withdraw evidence not yet claimed (with sync: from the "
                         "shared queue, for every machine)")
-    q.add_argument("ref", help="a uid, a uid prefix of 8-32 hex digits, or a display id")
+    q.add_argument("ref", help=ref_help)
     q.add_argument("--session", help="the session whose display id REF is")
     q.set_defaults(handler=cmd_evidence_cancel)
     q = esub.add_parser("reject", parents=[common], help="keep evidence out of memory, with a reason")
-    q.add_argument("uids", nargs="+")
+    q.add_argument("uids", nargs="+", help=ref_help)
     q.add_argument("--reason", required=True)
+    q.add_argument("--session", help="the session whose display ids UIDS are")
     q.set_defaults(handler=cmd_evidence_reject)
 
     p = sub.add_parser("status", parents=[common], help="root, head, items, evidence by state")
@@ -192,7 +196,7 @@ def cmd_evidence_show(args) -> Result:
     from rmtui.engine.evidence.queue import EvidenceQueue
 
     with EvidenceQueue(root_of(args)) as q:
-        e = q.get(args.uid)
+        e = q.get(q.resolve(args.uid, args.session))
     head = [f"uid: {e.uid}", f"state: {e.state}", f"session: {e.session}", f"request: {e.request or '-'}",
             f"submitted: {_age(e.created_at)}"]
     if e.reason:
@@ -204,7 +208,7 @@ def cmd_evidence_approve(args) -> Result:
     from rmtui.engine.evidence.queue import EvidenceQueue
 
     with EvidenceQueue(root_of(args)) as q:
-        uids = list(args.uids)
+        uids = q.resolve_all(args.uids, args.session)
         if args.all:
             uids += [e.uid for e in q.list(state="inbox")]
             if not uids:
@@ -237,7 +241,7 @@ def cmd_evidence_reject(args) -> Result:
     from rmtui.engine.evidence.queue import EvidenceQueue
 
     with EvidenceQueue(root_of(args)) as q:
-        done = q.reject(args.uids, args.reason)
+        done = q.reject(q.resolve_all(args.uids, args.session), args.reason)
     return Result([e.to_json() for e in done], "\n".join(f"rejected {e.uid}: {e.reason}" for e in done))
 
 
@@ -302,8 +306,14 @@ def cmd_config_get(args) -> Result:
     value = cfg.get(args.key)
     if refused:  # shown as written, so the file can be fixed
         sys.stderr.write(f"rmtui: {refused} (the value is shown as written; other commands refuse the file)\n")
-    return Result({"key": args.key, "value": value, "file": cfg.source(args.key)},
-                  "" if value is None else _toml_text(value))
+    data = {"key": args.key, "value": value, "file": cfg.source(args.key)}
+    if value is None:  # a known key nobody set and without a default: say so (exit 1, as `git config`)
+        import shlex
+
+        sys.stderr.write(f"rmtui: {args.key} is not set and has no default (set it with "
+                         f"`rmtui --headless config set {shlex.quote(args.key)} VALUE`)\n")
+        return Result(data, "", exit_code=1)
+    return Result(data, _toml_text(value))
 
 
 def cmd_config_set(args) -> Result:

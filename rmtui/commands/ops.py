@@ -15,8 +15,9 @@ def register(sub, common) -> None:
     q = s.add_parser("list", parents=[common], help="every operation with its phase and role")
     q.add_argument("--unfinished", action="store_true", help="only those not finished")
     q.set_defaults(handler=cmd_ops_list)
+    ref_help = "an operation id, a unique prefix of it, or its tail as the workbench shows it"
     q = s.add_parser("show", parents=[common], help="one operation's record")
-    q.add_argument("id")
+    q.add_argument("id", help=ref_help)
     q.set_defaults(handler=cmd_ops_show)
 
     p = sub.add_parser("receipts", parents=[common], help="receipts of finished operations")
@@ -25,12 +26,12 @@ def register(sub, common) -> None:
     q.add_argument("--limit", type=int, help="at most this many")
     q.set_defaults(handler=cmd_receipts_list)
     q = s.add_parser("show", parents=[common], help="one receipt: outcome, commits, files")
-    q.add_argument("id")
+    q.add_argument("id", help=ref_help + " (or its batch id)")
     q.set_defaults(handler=cmd_receipts_show)
 
     p = sub.add_parser("diff", parents=[common],
                        help="diff of an operation or receipt (a running one: its worktree so far)")
-    p.add_argument("id")
+    p.add_argument("id", help=ref_help)
     p.set_defaults(handler=cmd_diff)
 
     p = sub.add_parser("recover", parents=[common], help="finish or abandon unfinished operations")
@@ -74,10 +75,38 @@ def cmd_ops_list(args) -> Result:
 
 def cmd_ops_show(args) -> Result:
     with _store(args) as st:
-        op = st.get(args.id)
-    d = op.to_json()
-    text = "\n".join(f"{k}: {v}" for k, v in d.items())
-    return Result(d, text)
+        op = st.get(st.resolve(args.id))
+    return Result(op.to_json(), _operation_text(op))
+
+
+def _lease_text(lease: dict | None) -> str:
+    if not lease:
+        return "-"
+    who = lease.get("holder") or (f"pid {lease['pid']}" if lease.get("pid") else "?")
+    if lease.get("host"):
+        who += f" on {lease['host']}"
+    return who + (f", until {_ts(lease['until'])}" if isinstance(lease.get("until"), (int, float)) else "")
+
+
+def _operation_text(op) -> str:
+    """One operation record for a person: one fact a line, lists joined, no Python reprs."""
+    def effect(e) -> str:
+        tries = f", {e.attempts} attempt{'s' if e.attempts != 1 else ''}" if e.attempts else ""
+        return f"{e.name} {e.state}{tries}" + (f" ({e.error})" if e.error else "")
+
+    lines = [f"operation: {op.id}", f"kind: {op.kind}", f"role: {op.role}", f"phase: {op.phase}",
+             f"batch: {op.batch_id or '-'}", f"candidates: {', '.join(op.candidate_uids) or '-'}",
+             f"base: {op.base_commit}", f"candidate commit: {op.candidate_commit or '-'}",
+             f"landed: {op.landed_commit or 'none'}", f"changed: {', '.join(op.changed_paths) or '-'}",
+             f"summary: {op.summary or '-'}", f"worktree: {op.worktree or '-'}", f"branch: {op.branch or '-'}",
+             f"lease: {_lease_text(op.lease)}", f"started: {_ts(op.created_at)}", f"updated: {_ts(op.updated_at)}"]
+    if op.external_finalizer:
+        lines.append(f"lands through: {op.external_finalizer}")
+    if op.error:
+        lines.append(f"error: {op.error}")
+    lines += [f"effect: {effect(e)}" for e in op.effects]
+    lines += [f"warning: {w}" for w in op.warnings]
+    return "\n".join(lines)
 
 
 def _receipt_text(r) -> str:
@@ -100,7 +129,7 @@ def cmd_receipts_list(args) -> Result:
 
 def cmd_receipts_show(args) -> Result:
     with _store(args) as st:
-        r = st.receipt(args.id)
+        r = st.receipt(st.resolve_receipt(args.id))
     return Result(r.to_json(), _receipt_text(r))
 
 

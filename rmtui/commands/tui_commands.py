@@ -16,7 +16,8 @@ def register(sub, common) -> None:
     p = sub.add_parser("demo", parents=[common],
                        help="create a small demo root and open the workbench on it")
     p.add_argument("--path", help="where to create the demo root (default: a new temporary folder); "
-                                  "an existing memory root there is opened as it is")
+                                  "an existing memory root there is opened as it is; "
+                                  "any other folder must be new or empty")
     p.set_defaults(tui_only=True, tui_entry=run_demo)
 
 
@@ -28,6 +29,11 @@ def demo_root(path: str | None):
     target = Path(path).expanduser() if path else Path(tempfile.mkdtemp(prefix="rmtui-demo-")) / "root"
     if (target / ".git").exists() and (target / "MEMORY.md").exists():
         return open_root(target)
+    if target.is_dir() and any(target.iterdir()):  # the demo never writes its memory into someone's folder
+        from rmtui.engine.errors import UsageError
+
+        raise UsageError(f"{target} is not empty and not a memory root: give --path a new or empty folder "
+                         "(or leave --path out for a temporary one)")
     return create_demo_root(target)
 
 

@@ -19,7 +19,8 @@ def register(sub, common) -> None:
     usub.add_parser("run-now", parents=[common], help="form a batch from whatever is queued and run it") \
         .set_defaults(handler=cmd_run_now)
     q = usub.add_parser("retry", parents=[common], help="retry a batch held after repeated failures")
-    q.add_argument("batch", nargs="?", help="batch id (default: every held batch)")
+    q.add_argument("batch", nargs="?", help="batch id, a unique prefix of it or of its hex part "
+                                           "(default: every held batch)")
     q.set_defaults(handler=cmd_retry)
     usub.add_parser("status", parents=[common], help="evidence counts and batches").set_defaults(handler=cmd_status)
 

@@ -138,6 +138,14 @@ def connect(runtime: Path) -> sqlite3.Connection:
         if mode != "wal":
             _retry(lambda: conn.execute("PRAGMA journal_mode=WAL"))
         conn.execute("PRAGMA synchronous=FULL")
+    except sqlite3.OperationalError as exc:  # a full disk cannot even open the WAL: say so
+        from rmtui.engine.storage import storage_error
+
+        conn.close()
+        disk = storage_error(exc, runtime / DB_NAME)
+        if disk is not None:
+            raise disk from exc
+        raise
     except BaseException:
         conn.close()
         raise
@@ -174,15 +182,35 @@ def _retry(fn, attempts: int = 50):
 
 @contextmanager
 def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """``BEGIN IMMEDIATE`` so read-check-write sequences are atomic across processes."""
-    _retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+    """``BEGIN IMMEDIATE`` so read-check-write sequences are atomic across processes. A full
+    or failing disk is a :class:`~rmtui.engine.storage.StorageError` naming the device."""
+    try:
+        _retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+    except sqlite3.OperationalError as exc:
+        _raise_disk_error(conn, exc)
+        raise
     try:
         yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    else:
         conn.execute("COMMIT")
+    except BaseException as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.OperationalError):
+            _raise_disk_error(conn, exc)
+        raise
+
+
+def _raise_disk_error(conn: sqlite3.Connection, exc: sqlite3.OperationalError) -> None:
+    """Raise ``exc`` as the disk's failure when it is one; return otherwise."""
+    from rmtui.engine.storage import storage_error
+
+    try:
+        path = conn.execute("PRAGMA database_list").fetchone()[2] or None
+    except sqlite3.Error:
+        path = None
+    disk = storage_error(exc, path)
+    if disk is not None:
+        raise disk from exc
 
 
 class StoreHandle:

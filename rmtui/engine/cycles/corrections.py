@@ -81,21 +81,8 @@ class CorrectionRound:
 
 
 def find_receipt(store: Any, ref: str) -> Any:
-    """A receipt by operation id, batch id, or a unique prefix of either."""
-    ref = (ref or "").strip()
-    if not ref:
-        raise UsageError("name the receipt (its operation id)")
-    receipts = store.receipts()
-    exact = [r for r in receipts if ref in (r.operation_id, r.batch_id)]
-    if exact:
-        return exact[0]
-    hits = [r for r in receipts if r.operation_id.startswith(ref) or (r.batch_id or "").startswith(ref)]
-    if not hits:
-        raise UsageError(f"no receipt {ref!r}")
-    if len(hits) > 1:
-        raise UsageError(f"{ref!r} names {len(hits)} receipts; give more of the operation id",
-                         details={"matches": [r.operation_id for r in hits[:10]]})
-    return hits[0]
+    """A receipt by any form of its operation id or its batch id (``OperationStore.resolve_receipt``)."""
+    return store.receipt(store.resolve_receipt(ref))
 
 
 def _is_text(value: str) -> bool:

@@ -236,23 +236,26 @@ class EvidenceQueue(store.StoreHandle):
         return Evidence.from_row(row)
 
     def resolve(self, ref: str, session: str | None = None) -> str:
-        """A uid from a whole uid, a unique uid prefix (8-32 hex) or a display id (display ids
-        count per session: give ``session`` when several sessions have that number)."""
-        ref = ref.strip().lower()
-        is_prefix = 8 <= len(ref) <= 32 and all(ch in "0123456789abcdef" for ch in ref)
-        if not (ref.isdigit() or is_prefix):
-            raise UsageError(f"{ref!r} is neither a uid, a uid prefix of 8-32 hex digits nor a display id")
-        rows = []
-        if ref.isdigit():
-            rows = self.conn.execute("SELECT uid FROM evidence WHERE display_id=? AND (? IS NULL OR session=?)",
-                                     (int(ref), session, session)).fetchall()
-        if is_prefix:  # eight digits are a display id and a uid prefix (one uid in forty starts so)
-            rows += [r for r in self.conn.execute("SELECT uid FROM evidence WHERE uid LIKE ?", (ref + "%",))
-                     if r["uid"] not in {x["uid"] for x in rows}]
-        if len(rows) != 1:
-            raise UsageError(f"{ref!r} matches {len(rows)} pieces of evidence; give more of the uid"
-                             + ("" if session or not ref.isdigit() else " or --session"))
-        return rows[0]["uid"]
+        """A uid from any form a front prints (:func:`rmtui.engine.refs.pick`): the whole uid, a
+        unique prefix, or a display id (display ids count per session: give ``session`` when
+        several sessions have that number)."""
+        from rmtui.engine import refs
+
+        want = refs.normalise(ref).lower()
+        rows = self.conn.execute(
+            "SELECT uid, session, display_id FROM evidence WHERE uid=?"
+            " OR (length(?) >= ? AND substr(uid, 1, length(?)) = ?)"
+            " OR (? AND display_id=? AND (? IS NULL OR session=?))",
+            (want, want, refs.MIN_PREFIX, want, want, want.isdigit(), int(want) if want.isdigit() else -1,
+             session, session)).fetchall()
+        things = [refs.Named(r["uid"], display_id=str(r["display_id"]) if session in (None, r["session"]) else None,
+                             label=f"{r['uid'][:8]} (session {r['session']}, #{r['display_id']})") for r in rows]
+        more = " or --session" if want.isdigit() and session is None else ""
+        return refs.pick(ref, "evidence", things, more=more)
+
+    def resolve_all(self, refs_: Iterable[str], session: str | None = None) -> builtins.list[str]:
+        """:meth:`resolve` of each reference, in order, without repeats."""
+        return builtins.list(dict.fromkeys(self.resolve(r, session) for r in refs_))
 
     def list(self, *, state: str | None = None, session: str | None = None,
              limit: int | None = None) -> builtins.list[Evidence]:

@@ -236,8 +236,9 @@ max_wait_seconds = 86400
 # [update.model]
 # model_id = "anthropic:claude-sonnet-4-5"
 # api_base = "http://127.0.0.1:8080"   # any compatible endpoint
-# API keys come from ANTHROPIC_API_KEY / OPENAI_API_KEY (or api_key_env in rmtui.toml); an
-# api_key here would be committed with the root.
+# API keys come from ANTHROPIC_API_KEY / OPENAI_API_KEY (or api_key_env in rmtui.toml). An
+# api_key here works but sits in plain text: this file is not tracked (the root's .gitignore
+# leaves it out), yet an older root that tracks it would commit and sync the key.
 #
 # Or a coding-agent CLI, for one role or (top level [agent_cli]) for all:
 # [update.agent_cli]
@@ -314,11 +315,12 @@ def _all_keys(schema: dict[str, Any], prefix: str = "") -> list[str]:
 
 
 def nearest_key(dotted: str, siblings: list[str] | None = None) -> str | None:
-    """The known key most like ``dotted``: among its siblings first, then anywhere."""
+    """The known key most like ``dotted``: among its siblings first, then anywhere; None when
+    no key is close (an unrelated suggestion misleads more than none)."""
     import difflib
 
     everywhere = sorted(set(_all_keys(ORIGINAL_SCHEMA)) | set(_all_keys(LOCAL_SCHEMA)))
-    for pool, cutoff in ((siblings or [], 0.6), (everywhere, 0.6), (siblings or everywhere, 0.0)):
+    for pool, cutoff in ((siblings or [], 0.6), (everywhere, 0.6)):
         found = difflib.get_close_matches(dotted, pool, n=1, cutoff=cutoff)
         if found:
             return found[0]

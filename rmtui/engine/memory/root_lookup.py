@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 
+from rmtui.engine.errors import UsageError
+
 TYPE_CHECKING = False  # (the typing module is one more import)
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -66,15 +68,28 @@ def find_root_path(root: str | None, profile: str | None, cwd: str | os.PathLike
         return os.fspath(profile_root(profile)), f"--profile {profile}"
     try:
         found = nearest(os.fspath(cwd) if cwd is not None else os.getcwd())
-    except OSError:  # the working directory was removed: nothing to find upward
+    except FileNotFoundError:  # the working folder was removed (e.g. a landed worktree)
+        fallback, how = _fallback()
+        raise UsageError(f"the working folder no longer exists, so no root can be found from it; rmtui would "
+                         f"use {fallback} ({how}): cd to an existing folder, or pass --root") from None
+    except OSError:  # unreadable on the way up: nothing to find there
         found = None
     if found is not None and found[0] == "profile":
         pf = found[1]
         with open(pf, encoding="utf-8", errors="replace") as f:
             name = f.read().strip()
-        return os.fspath(profile_root(name)), f"{pf} ({name})"
+        try:
+            return os.fspath(profile_root(name)), f"{pf} ({name})"
+        except UsageError as exc:  # say where the name came from: the person did not type it
+            raise UsageError(f"{exc.message}, named in {pf}: fix that file, or pass --root or --profile",
+                             details=exc.details) from None
     if found is not None:
         return found[1], "work tree"
+    return _fallback()
+
+
+def _fallback() -> tuple[str, str]:
+    """The root used when nothing was named and none was found upward."""
     env = os.environ.get("RIGHTMEMORY_ROOT")
     if env:
         return os.path.expanduser(env), "RIGHTMEMORY_ROOT"

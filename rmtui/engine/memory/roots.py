@@ -119,10 +119,18 @@ def open_root(path: Path | str) -> MemoryRoot:
         raise UsageError(f"memory root {p} is not a directory")
     p = p.resolve()
     if not (p / ".git").exists():
-        raise UsageError(f"memory root {p} is not a Git repository")
+        force = " --force" if any(p.iterdir()) else ""  # init refuses a non-empty folder without it
+        raise UsageError(f"memory root {p} is not a Git repository: make it one with "
+                         f"`rmtui --headless init{force} {shlex.quote(str(p))}`, "
+                         "or give the --root of an existing root")
     if not (p / "MEMORY.md").is_file():  # a plain repository: touch nothing in it (no .runtime/)
         raise UsageError(f"{p} is not a memory root: it has no MEMORY.md "
                          f"(create a root with `rmtui --headless init <folder>`)")
+    from rmtui.engine.gitutil import head_commit
+
+    if head_commit(p) is None:  # every writer, status and the cycles start from the head commit
+        raise UsageError(f"memory root {p} has no commit yet: run `rmtui --headless init --force "
+                         f"{shlex.quote(str(p))}` to make its first commit (a clone adopts its upstream's memory)")
     root = MemoryRoot(p)
     root.ensure_runtime()
     return root

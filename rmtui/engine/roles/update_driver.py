@@ -258,6 +258,11 @@ class UpdateDriver:
         try:
             held = batches.list("needs_manual_recovery", "waiting_retry")
             if batch_id:
+                from rmtui.engine import refs
+
+                batch_id = refs.pick(batch_id, "batch", [refs.Named(b.batch_id, tail=b.batch_id.rsplit("-", 1)[-1],
+                                                                   label=f"{b.batch_id[:24]}… ({b.state})")
+                                                        for b in batches.list()])
                 held = [b for b in held if b.batch_id == batch_id]
                 if not held:
                     known = batches.get(batch_id)
@@ -458,6 +463,16 @@ def run_daemon(root: MemoryRoot, *, poll_seconds: float = 5.0, max_passes: int |
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
     passes = 0
     outcomes: dict[str, int] = {}
+    said: dict[str, str] = {}  # what each source last logged, without the pass number
+
+    def tell(source: str, line: dict) -> None:
+        """Log ``line`` unless ``source`` said just that last time: a daemon waiting on the
+        same condition (no model, an offline upstream) says so once, and again when it changes."""
+        key = json.dumps(line, sort_keys=True, default=str)
+        if said.get(source) != key:
+            said[source] = key
+            log(json.dumps({"pass": passes, **line}, default=str))
+
     try:
         log(f"daemon started for {root.path}")
         while not stop.is_set():
@@ -474,15 +489,19 @@ def run_daemon(root: MemoryRoot, *, poll_seconds: float = 5.0, max_passes: int |
             state = out["state"]
             outcomes[state] = outcomes.get(state, 0) + 1
             if state != "idle":
-                log(json.dumps({"pass": passes, **{k: out[k] for k in ("state", "batch_id", "error") if k in out}}))
+                tell("update", {k: out[k] for k in ("state", "batch_id", "error") if k in out})
+            else:
+                said.pop("update", None)  # the condition passed: the next one is news
             for cycle in DAEMON_CYCLES:
+                name = getattr(cycle, "__name__", "cycle")
                 try:
                     extra = cycle(root)
                 except EngineError as exc:
                     extra = {"state": "error", "error": exc.message}
                 if extra.get("state") not in (None, "idle"):
-                    log(json.dumps({"pass": passes, "cycle": getattr(cycle, "__name__", "cycle"), **extra},
-                                   default=str))
+                    tell(name, {"cycle": name, **extra})
+                else:
+                    said.pop(name, None)
             if max_passes is not None and passes >= max_passes:
                 break
             if state in ("committed", "no_change"):

@@ -71,8 +71,20 @@ def _run(root: Path, args: list[str], timeout: float) -> GitOutcome:
         text = (exc.stderr or exc.stdout or "").strip()
         offline = any(p in text.lower() for p in _OFFLINE)
         # the last line is the remote's own word (a hook's refusal, a server's error): quoted, not obeyed
-        return GitOutcome(False, offline, remote_text(text.splitlines()[-1]) if text else f"git {args[0]} failed")
+        return GitOutcome(False, offline, remote_text(_cause(text)) if text else f"git {args[0]} failed")
     return GitOutcome(True, False, "")
+
+
+#: What names the cause of a failed transfer when git's last line only sums it up
+#: ("failed to push some refs"): the disk on either side.
+_DISK_CAUSES = ("no space left on device", "disk quota exceeded", "input/output error")
+
+
+def _cause(text: str) -> str:
+    """Git's last line, preceded by the line that names a disk failure when there is one."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    cause = next((line for line in lines if any(c in line.lower() for c in _DISK_CAUSES)), None)
+    return f"{cause}; {lines[-1]}" if cause and cause != lines[-1] else lines[-1]
 
 
 def fetch(root: Path, up: Upstream, *, timeout: float = GIT_TIMEOUT) -> GitOutcome:

@@ -100,12 +100,13 @@ def worktree_diff(worktree: Path, base: str) -> str:
 
 
 def operation_diff(root: MemoryRoot, op_id: str) -> OperationDiff:
-    """The diff of an operation (or receipt) by id; raises UsageError for an unknown id."""
+    """The diff of an operation (or receipt) by any form of its id (``OperationStore.resolve``);
+    raises UsageError for an unknown or ambiguous one."""
     from rmtui.engine.writes.supervisor import Supervisor
 
     with Supervisor(root) as sup:
-        op = sup.store.get(op_id)
-        text = sup.diff(op_id)
+        op = sup.store.get(sup.store.resolve(op_id))
+        text = sup.diff(op.id)
     live = False
     if not text and not op.final and Path(op.worktree).is_dir():
         text, live = worktree_diff(Path(op.worktree), op.base_commit), True

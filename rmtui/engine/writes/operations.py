@@ -170,6 +170,17 @@ class Failure:
         return out
 
 
+def _named(op_id: str, body: dict):
+    """An operation or receipt as :mod:`rmtui.engine.refs` names it: its batch id is a second
+    name, its last ``-`` part the tail the workbench shows."""
+    from rmtui.engine import refs
+
+    batch = body.get("batch_id")
+    phase = body.get("phase") or "?"
+    return refs.Named(op_id, names=(batch,) if isinstance(batch, str) and batch else (),
+                      tail=op_id.rsplit("-", 1)[-1] if "-" in op_id else None, label=f"{op_id} ({phase})")
+
+
 class OperationStore(store.StoreHandle):
     """Durable operation records and receipts for one root."""
 
@@ -193,6 +204,14 @@ class OperationStore(store.StoreHandle):
         if row is None:
             raise UsageError(f"unknown operation {op_id!r}")
         return Operation.from_json(json.loads(row["body"]))
+
+    def resolve(self, ref: str) -> str:
+        """The operation id ``ref`` names, in any form a front prints: the whole id, a unique
+        prefix of it or of its batch id, or its hex tail (the workbench's ``…55ac76d8``)."""
+        from rmtui.engine import refs
+
+        rows = self.conn.execute("SELECT id, body FROM operations ORDER BY updated_at").fetchall()
+        return refs.pick(ref, "operation", [_named(r["id"], json.loads(r["body"])) for r in rows])
 
     def find(self, op_id: str) -> Operation | None:
         try:
@@ -220,6 +239,13 @@ class OperationStore(store.StoreHandle):
         if row is None:
             raise UsageError(f"unknown receipt {op_id!r}")
         return Receipt(**json.loads(row["body"]))
+
+    def resolve_receipt(self, ref: str) -> str:
+        """The operation id of the receipt ``ref`` names (forms as :meth:`resolve`)."""
+        from rmtui.engine import refs
+
+        rows = self.conn.execute("SELECT id, body FROM receipts ORDER BY created_at").fetchall()
+        return refs.pick(ref, "receipt", [_named(r["id"], json.loads(r["body"])) for r in rows])
 
     def find_receipt(self, op_id: str) -> Receipt | None:
         try:

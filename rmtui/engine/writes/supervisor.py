@@ -32,6 +32,7 @@ from rmtui.engine.evidence import records
 from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.role_table import RECORDS, matches
 from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.storage import StorageError
 from rmtui.engine.writes import recovery, worktrees
 from rmtui.engine.writes.admission import (
     AdmissionRefused,
@@ -375,19 +376,37 @@ class Supervisor:
         for n in extra:
             if n not in names:
                 op.effects.append(Effect(n))
-        self.store.save(op)
-        receipt = self.write_receipt(op)
-        crashpoint("after-final")
-        warned = len(op.warnings)
-        self.run_effects(op)
-        return self.store.receipt(op.id) if len(op.warnings) != warned else receipt
+        receipt = None
+        try:
+            self.store.save(op)
+            receipt = self.write_receipt(op)
+            crashpoint("after-final")
+            warned = len(op.warnings)
+            self.run_effects(op)
+            # an effect's warning (a kept stray file, a failed push) is in the stored receipt
+            return self.store.receipt(op.id) if len(op.warnings) != warned else receipt
+        except StorageError as exc:
+            if not op.landed_commit:
+                raise  # nothing was published: the record as it stood is the truth, the disk the error
+            # Published: the branch holds the commit. Say so, and which bookkeeping the disk refused;
+            # recovery (or completing again) finishes it from the records once there is space.
+            step = "recording the landing" if receipt is None else "its post-commit effects"
+            pending = [e.name for e in op.effects if e.state != "done"]
+            cause = exc.details.get("cause") or exc.message
+            op.warnings.append(f"published as {op.landed_commit[:12]}, but {step} failed: {cause}; "
+                               f"`rmtui --headless recover` finishes it ({', '.join(pending) or 'the record'})"
+                               " once there is space")
+            return self._receipt_of(op, receipt.created_at if receipt is not None else None)
+
+    def _receipt_of(self, op: Operation, created_at: float | None = None) -> Receipt:
+        return Receipt(operation_id=op.id, kind=op.kind, phase=op.phase, batch_id=op.batch_id,
+                       candidate_uids=op.candidate_uids, base_commit=op.base_commit, landed_commit=op.landed_commit,
+                       changed_paths=op.changed_paths if op.landed_commit else [], summary=op.summary,
+                       sync="local", warnings=list(op.warnings), error=op.error,
+                       created_at=time.time() if created_at is None else created_at)
 
     def write_receipt(self, op: Operation) -> Receipt:
-        r = Receipt(operation_id=op.id, kind=op.kind, phase=op.phase, batch_id=op.batch_id,
-                    candidate_uids=op.candidate_uids, base_commit=op.base_commit, landed_commit=op.landed_commit,
-                    changed_paths=op.changed_paths if op.landed_commit else [], summary=op.summary,
-                    sync="local", warnings=op.warnings, error=op.error, created_at=time.time())
-        return self.store.save_receipt(r)
+        return self.store.save_receipt(self._receipt_of(op))
 
     def run_effects(self, op: Operation) -> Operation:
         warned = len(op.warnings)

@@ -114,7 +114,7 @@ class EvidencePane(Vertical):
         text = Text()
         inbox = c.get("inbox", 0)
         if inbox:
-            text.append(f"{inbox} wait for your approval", style="bold")
+            text.append(f"{inbox} {'waits' if inbox == 1 else 'wait'} for your approval", style="bold")
         if inbox and not self.compact:  # compact: the footer has the keys, the lines go to the queue
             text.append(f": {key_of(app, 'evidence.approve', 'a')} approve · {key_of(app, 'evidence.reject', 'x')} "
                         f"reject · {key_of(app, 'evidence.approve_all', 'A')} all · "
@@ -130,7 +130,7 @@ class EvidencePane(Vertical):
                 text.append(f" Press {key_of(app, 'main.run_update', 'U')} to {verb}", style="bold")
                 text.append(f" (or `{w.command}`).")
             elif w.move == "configure":
-                text.append(f" To move it: {w.command}.")
+                text.append(f" To move {'it' if (w.queued or w.claimed) == 1 else 'them'}: {w.command}.")
             elif w.command:
                 text.append(f" Next: `{w.command}`.")
         if not text:
@@ -283,7 +283,8 @@ class EvidencePane(Vertical):
             return "Nothing is queued for Update: evidence that agents submit and you approve is queued."
         key = key_of(self.app, "main.run_update", "U")
         if w.move == "configure":
-            return f"{key} cannot run Update: {w.reason}. To move it: {w.command}."
+            them = "it" if (w.queued or w.claimed) == 1 else "them"
+            return f"{key} cannot run Update: {w.reason}. To move {them}: {w.command}."
         return f"{key} cannot run Update now: {w.reason}." + (f" Next: `{w.command}`." if w.command else "")
 
     def run_update(self) -> None:

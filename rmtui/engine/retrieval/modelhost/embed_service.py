@@ -29,6 +29,7 @@ service binds loopback addresses only.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -140,9 +141,14 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.bind(addr)
         sock.listen(2048)
         sock.setblocking(False)
-    except OSError:
+    except OSError as exc:
         sock.close()
-        raise
+        shown = f"[{host}]" if ":" in host else host
+        if exc.errno == errno.EADDRINUSE:  # say which port, and the way out
+            raise UsageError(f"cannot listen on {shown}:{port}: the address is already in use (another "
+                             "program, or another embedding service, holds it): stop it or pass another --port"
+                             ) from None
+        raise UsageError(f"cannot listen on {shown}:{port}: {exc.strerror or exc}") from None
     return sock
 
 
