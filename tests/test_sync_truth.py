@@ -10,11 +10,15 @@ import json
 import subprocess
 from pathlib import Path
 
-from test_sync import enable, git, ident, land, machines, memory_with, snapshot, upstream  # noqa: F401  (fixtures)
+import test_sync
+from test_sync import enable, git, ident, land, memory_with, snapshot
 
 from rmtui.engine import sync
 from rmtui.engine.evidence.queue import EvidenceQueue
 from rmtui.engine.memory.roots import MemoryRoot, init_root
+
+machines = test_sync.machines  # the fixtures: machine A made the root and pushed it, B cloned it
+upstream = test_sync.upstream
 
 
 def submit(root: MemoryRoot, text: str, session: str = "s1") -> str:

@@ -31,6 +31,7 @@ from rmtui.engine.evidence import records
 from rmtui.engine.evidence.queue import EvidenceQueue
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.sync import state as sync_state
 from rmtui.engine.sync.paths import is_queue_or_record
 from rmtui.engine.sync.queue_state import (
     LEASE,
@@ -44,7 +45,6 @@ from rmtui.engine.sync.queue_state import (
     snapshot,
     spent_uids,
 )
-from rmtui.engine.sync import state as sync_state
 from rmtui.engine.sync.remote import Offline, Upstream, fetch, git, is_ancestor, rev, unreachable, upstream_of
 from rmtui.engine.writes.faults import crashpoint
 
