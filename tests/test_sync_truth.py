@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import test_sync
@@ -15,7 +16,10 @@ from test_sync import enable, git, ident, land, memory_with, snapshot
 
 from rmtui.engine import sync
 from rmtui.engine.evidence.queue import EvidenceQueue
+from rmtui.engine.locks import file_lock
+from rmtui.engine.memory.config import set_config_value
 from rmtui.engine.memory.roots import MemoryRoot, init_root
+from rmtui.engine.writes import worktrees
 
 machines = test_sync.machines  # the fixtures: machine A made the root and pushed it, B cloned it
 upstream = test_sync.upstream
@@ -174,3 +178,35 @@ def test_an_unreachable_upstream_is_offline_exit_4_naming_the_remote(machines, t
         assert "and the repository exists" not in data["message"]
         text = cli("--headless", "sync", action, "--root", str(a.path))
         assert text.code == 4 and text.stdout.startswith("offline: cannot reach origin"), text.stdout
+
+
+# -- a retrieval never waits for a pull ---------------------------------------------------------------
+
+def test_retrieve_answers_while_the_pull_of_many_commits_waits_and_the_pull_lands_after(machines, upstream,
+                                                                                       tmp_path, cli):
+    """Structural: the test holds the sync lock, which a pull needs. A retrieval that pulled
+    inline would wait on it (up to the lock's 60 s); this one answers from the root as it is,
+    and the pull it started lands once the lock is free."""
+    a, b = machines
+    set_config_value(b.path, "embedding.local_service", False)  # lexical: no model start in this test
+    work = tmp_path / "busy-machine"
+    subprocess.run(["git", "clone", "-q", upstream.as_uri(), str(work)], check=True)
+    ident(work)
+    for i in range(60):  # many incoming commits, each of which the pull checks
+        (work / "MEMORY.md").write_text(memory_with(*((f"fact-{j}", f"incoming fact number {j}") for j in range(i + 1))))
+        git(work, "commit", "-qam", f"maintain: fact {i}")
+    git(work, "push", "-q", "origin", "main")
+    tip = git(work, "rev-parse", "HEAD").strip()
+    before = git(b.path, "rev-parse", "HEAD").strip()
+    with file_lock(worktrees.sync_lock_path(b)):
+        r = cli("--headless", "retrieve", "--json", "--session", "reader", "--root", str(b.path),
+                "incoming fact number 59", timeout=45)
+        assert r.code == 0, r.stderr
+        assert git(b.path, "rev-parse", "HEAD").strip() == before  # answered from the root as it was
+        assert "fact-59" not in [x["id"] for x in r.json()["results"]]
+    deadline = time.time() + 120
+    while git(b.path, "rev-parse", "HEAD").strip() != tip and time.time() < deadline:
+        time.sleep(0.1)
+    assert git(b.path, "rev-parse", "HEAD").strip() == tip  # the background pull took all 60 in
+    r = cli("--headless", "retrieve", "--json", "--session", "reader", "--root", str(b.path), "incoming fact number 59")
+    assert "fact-59" in [x["id"] for x in r.json()["results"]]
