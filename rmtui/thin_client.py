@@ -6,8 +6,9 @@ configuration schema. This module answers such a call with what a delegated retr
 the standard library, the root lookup, the settings record the full path left
 (``client_settings``) and one HTTP request to the service. Anything it does not understand
 or cannot vouch for (other flags, a profile, an edited configuration, no service, any error
-or refusal from the service; not sync or shared views, whose upkeep the service starts) answers None before anything is printed, and
-the caller takes the full path, which then prints exactly what it always printed.
+or refusal from the service; not sync or shared views, whose upkeep the service starts)
+answers None before anything is printed, and the caller takes the full path, which then
+prints exactly what it always printed.
 
 Its budget is about 25 ms over a bare interpreter, so it imports neither ``re``, ``json``,
 ``pathlib``, ``hashlib`` nor ``socket`` (together ~30 ms): paths go through ``os.path``, JSON

@@ -193,7 +193,8 @@ def test_retrieve_answers_while_the_pull_of_many_commits_waits_and_the_pull_land
     subprocess.run(["git", "clone", "-q", upstream.as_uri(), str(work)], check=True)
     ident(work)
     for i in range(60):  # many incoming commits, each of which the pull checks
-        (work / "MEMORY.md").write_text(memory_with(*((f"fact-{j}", f"incoming fact number {j}") for j in range(i + 1))))
+        facts = [(f"fact-{j}", f"incoming fact number {j}") for j in range(i + 1)]
+        (work / "MEMORY.md").write_text(memory_with(*facts))
         git(work, "commit", "-qam", f"maintain: fact {i}")
     git(work, "push", "-q", "origin", "main")
     tip = git(work, "rev-parse", "HEAD").strip()
