@@ -224,8 +224,10 @@ def status(root: MemoryRoot) -> SyncResult:
 
 def maybe_pull(root: MemoryRoot, *, every: float = PULL_CHECK_SECONDS,
                fetch_timeout: float = PULL_CHECK_FETCH_TIMEOUT) -> SyncResult | None:
-    """The bounded pull check a reading agent makes: at most every ``every`` seconds, with a
-    short fetch timeout, never an error (a retrieval answers from what is local)."""
+    """The bounded pull check made for reading agents: at most every ``every`` seconds, with a
+    short fetch timeout, never an error. It runs in the retrieval upkeep process
+    (``host/retrieve_upkeep.py``), never on a retrieval's answer path: a pull checks every
+    commit it brings, which takes time in proportion to what they change."""
     try:
         if not root.config().get("sync.enabled"):
             return None
