@@ -266,7 +266,7 @@ def test_roots_with_sync_on_or_a_view_take_the_thin_path_and_the_service_starts_
     assert p.returncode == 0 and "full path (settings not recorded" in p.stderr, p.stderr  # a new configuration
     assert _wait_for(pull_checked)
     state.unlink()
-    stamp.unlink()
+    stamp.unlink(missing_ok=True)
     p = _cli(env, "retrieve", "--root", str(c), "--session", "s2", "who owns billing")
     assert p.returncode == 0 and THIN in p.stderr and "bob-role" in p.stdout, p.stderr
     assert _wait_for(pull_checked)  # the service started the pull check for the thin call
