@@ -9,6 +9,9 @@ Prints, each against its target (the "Benchmarks" table of README.md) where it h
 - warm ``retrieve`` end to end (new CLI process per call, service already running):
   median and p95 over N calls (target: median <= 100 ms); then the thin client against the
   full CLI path, interleaved, beside the floor (``python -c pass`` + the service's own time);
+- warm ``retrieve`` on a root with sync on and on one with a Git share's view connected,
+  interleaved with the plain root: each median and its ratio to the plain root's (target
+  within 1.2x);
 - restart to first answer: the warm service stopped (as after its idle exit), vectors
   cached, the first CLI ``retrieve`` until its answer, which must be a full hybrid answer
   (target <= 1.5 s), then the call after it; the runtime the service came up on is named;
@@ -235,6 +238,73 @@ def compare_paths(root: Path, env: dict, calls: int) -> None:
           f"service's own time {med['service']:.0f} ms (target: thin <= floor + 25 ms: "
           f"{verdict(med['thin'] <= floor + 25)}) {FLOOR}")
     FIGURES.update(thin_ms=med["thin"], full_ms=med["full"], thin_floor_ms=floor)
+
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@l", "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@l"}
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env={**os.environ, **GIT_ENV})
+
+
+def sharing_roots(root: MemoryRoot, tmp: Path) -> dict[str, Path]:
+    """Copies of the bench root (caches included) as people who share memory have them: one
+    with sync on (a bare upstream over file://, the branch tracking it), one with a Git
+    share's file view connected (a small provider root publishes it)."""
+    from rmtui.engine.memory.config import set_config_value
+    from rmtui.engine.views import consumer, gitshare, provider
+
+    synced = tmp / "sync-root"
+    shutil.copytree(root.path, synced, symlinks=True)
+    upstream = tmp / "upstream.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(upstream)], check=True)
+    _git(synced, "remote", "add", "origin", upstream.as_uri())
+    _git(synced, "push", "-q", "-u", "origin", "main")
+    set_config_value(synced, "sync.enabled", True)
+    set_config_value(synced, "sync.push_after_landing", False)
+
+    prov = init_root(tmp / "provider")
+    (prov.path / "MEMORY.md").write_text("# Memory\n\n## Platform {#platform}\n\n"
+                                         "- `deploy-k8s` We deploy with Helm to the prod cluster → []\n")
+    _git(prov.path, "add", "-A")
+    _git(prov.path, "commit", "-qm", "provider memory")
+    provider.create_file_view(prov, "platform", ["platform"], title="Platform")
+    built = provider.build(prov, "platform")
+    shares = (tmp / "shares.git").as_uri()
+    gitshare.publish(prov, built.package, repo_url=shares, view_id="platform", title=built.info.title,
+                     description=built.info.description, provider_id="bench")
+    viewer = tmp / "view-root"
+    shutil.copytree(root.path, viewer, symlinks=True)
+    consumer.connect_git(MemoryRoot(viewer), f"{shares}#share=platform")
+    return {"sync on": synced, "view connected": viewer}
+
+
+def compare_sharing(root: MemoryRoot, tmp: Path, env: dict, calls: int) -> None:
+    """Warm retrieve on a root with sync on and one with a view connected, interleaved call by
+    call with the plain root: each median and its ratio to the plain root's (target within
+    1.2x: the pull check and the view refresh run in the background, so these roots take the
+    thin client's path like any other)."""
+    roots = {"plain": root.path, **sharing_roots(root, tmp)}
+    for path in roots.values():  # the first call records the new settings; then warm
+        for i in range(3):
+            cli(path, f"sharing-warmup-{i}", NEEDS[i % len(NEEDS)], env)
+    out: dict[str, list[float]] = {name: [] for name in roots}
+    paths: dict[str, set[str]] = {name: set() for name in roots}
+    for i in range(calls):
+        for name, path in roots.items():
+            dt, _, err = cli(path, f"sharing-{i}", NEEDS[i % len(NEEDS)], {**env, "RMTUI_CLIENT_TRACE": "1"})
+            out[name].append(dt)
+            paths[name].add("thin" if "thin client answered" in err else "full")
+    plain = 1000 * statistics.median(out["plain"])
+    for name in roots:
+        if name == "plain":
+            continue
+        med = 1000 * statistics.median(out[name])
+        ratio = med / plain if plain else float("nan")
+        print(f"warm retrieve, root with {name}, {calls} calls interleaved with the plain root: median {med:.0f} ms, "
+              f"{ratio:.2f}x the plain root's {plain:.0f} ms (path: {', '.join(sorted(paths[name]))}; target: "
+              f"within 1.2x: {verdict(ratio <= 1.2)}) {FLOOR}")
+        FIGURES[f"{name.replace(' ', '_')}_ratio"] = ratio
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -540,6 +610,7 @@ def main() -> None:
               + (f"; {partial} calls were not full hybrid answers" if partial else "") + f" {FLOOR}")
 
         compare_paths(root.path, env, max(5, args.calls // 2))
+        compare_sharing(root, tmp, env, max(5, args.calls // 2))
 
         print(f"restart to first answer (service stopped, vectors cached), {args.restarts} restarts:")
         firsts = measure_restarts(root, env, args.restarts)

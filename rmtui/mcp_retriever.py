@@ -102,14 +102,10 @@ class WarmRetriever:
 
         root = self.root
         cfg = root.config()
-        if cfg.get("sync.enabled"):  # other machines' memory: a bounded pull check
-            from rmtui.engine.sync import maybe_pull
+        if cfg.get("sync.enabled") or (root.path / "shared_views.toml").is_file():
+            from rmtui.engine.host import retrieve_upkeep
 
-            maybe_pull(root)
-        if (root.path / "shared_views.toml").is_file():  # imported views: a bounded refresh first
-            from rmtui.engine.views import refresh_before_retrieve
-
-            refresh_before_retrieve(root)
+            retrieve_upkeep.start(root)  # other machines' memory and the views' packages: in the background
         warm = self.backend is not None and not (self._warming is not None and self._warming.is_alive())
         if self.via_service and not warm and embedding_service(cfg) is None:
             served = self._delegated(cfg, session_id, need, include_pending)

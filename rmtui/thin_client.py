@@ -5,9 +5,10 @@ importing and parsing what it never uses: the argument tree, the TOML parser, th
 configuration schema. This module answers such a call with what a delegated retrieve needs:
 the standard library, the root lookup, the settings record the full path left
 (``client_settings``) and one HTTP request to the service. Anything it does not understand
-or cannot vouch for (other flags, a profile, sync, shared views, an edited configuration, no
-service, any error or refusal from the service) answers None before anything is printed, and
-the caller takes the full path, which then prints exactly what it always printed.
+or cannot vouch for (other flags, a profile, an edited configuration, no service, any error
+or refusal from the service; not sync or shared views, whose upkeep the service starts)
+answers None before anything is printed, and the caller takes the full path, which then
+prints exactly what it always printed.
 
 Its budget is about 25 ms over a bare interpreter, so it imports neither ``re``, ``json``,
 ``pathlib``, ``hashlib`` nor ``socket`` (together ~30 ms): paths go through ``os.path``, JSON
@@ -105,8 +106,6 @@ def _root(root: str | None) -> str:
     if not (os.path.exists(join(p, ".git")) and os.path.isfile(join(p, "MEMORY.md"))
             and os.path.exists(join(p, ".runtime", ".gitignore"))):
         raise _Fallback("not a ready memory root")
-    if os.path.isfile(join(p, "shared_views.toml")):
-        raise _Fallback("shared views to refresh")
     return p
 
 

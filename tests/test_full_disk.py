@@ -127,7 +127,7 @@ def test_a_push_to_a_full_upstream_keeps_the_cause(disk, tmp_path):
     out = push(root.path, Upstream("origin", "main"), git(root.path, "rev-parse", "HEAD"))
     assert not out.ok
     assert "No space left on device" in out.message, out.message
-    assert out.message.endswith(f"failed to push some refs to '{upstream}'") or "rejected" in out.message
+    assert "\n" not in out.message
 
 
 def test_the_cause_is_json_too(disk, cli):

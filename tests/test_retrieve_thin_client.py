@@ -220,3 +220,56 @@ def test_post_local_refuses_other_hosts_and_header_breaking_tokens(url, token):
 
     with pytest.raises(_Fallback):
         post_local(url, token, "/rmtui/retrieve", {})
+
+
+def _wait_for(check, seconds: float = 90.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return check()
+
+
+def test_roots_with_sync_on_or_a_view_take_the_thin_path_and_the_service_starts_their_upkeep(warm, tmp_path):
+    """Sync and shared views no longer send a retrieval down the full path: the service it
+    reaches starts the pull check (and the views' refresh) in the background."""
+    env, _, b = warm
+    c = tmp_path / "c"
+    shutil.copytree(b, c, symlinks=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@l"]
+    subprocess.run([*git, "add", "-A"], cwd=c, check=True, capture_output=True)
+    subprocess.run([*git, "commit", "-qm", "small root"], cwd=c, check=True, capture_output=True)
+    bare = tmp_path / "upstream.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    subprocess.run(["git", "remote", "add", "origin", bare.as_uri()], cwd=c, check=True)
+    subprocess.run(["git", "push", "-q", "-u", "origin", "main"], cwd=c, check=True, capture_output=True)
+    set_config_value(c, "sync.enabled", True)
+    state, stamp = c / ".runtime" / "sync" / "state.json", c / ".runtime" / "cache" / "retrieve-upkeep.stamp"
+
+    def pull_checked() -> bool:
+        """The upkeep checked the upstream and is finished (its lock is free)."""
+        from rmtui.engine.locks import try_lock
+
+        try:
+            done = {"last_pull_check_at", "last_successful_pull_at"} <= set(json.loads(state.read_text()))
+        except (OSError, ValueError):
+            return False
+        fd = try_lock(c / ".runtime" / "cache" / "retrieve-upkeep.lock")
+        if fd is not None:
+            os.close(fd)
+        return done and fd is not None
+
+    p = _cli(env, "retrieve", "--root", str(c), "--session", "s1", "who owns billing")
+    assert p.returncode == 0 and "full path (settings not recorded" in p.stderr, p.stderr  # a new configuration
+    assert _wait_for(pull_checked)
+    state.unlink()
+    stamp.unlink(missing_ok=True)
+    p = _cli(env, "retrieve", "--root", str(c), "--session", "s2", "who owns billing")
+    assert p.returncode == 0 and THIN in p.stderr and "bob-role" in p.stdout, p.stderr
+    assert _wait_for(pull_checked)  # the service started the pull check for the thin call
+    (c / "shared_views.toml").write_text("")  # a view connection file: no longer the full path's
+    p = _cli(env, "retrieve", "--root", str(c), "--session", "s3", "who owns billing")
+    assert p.returncode == 0 and THIN in p.stderr, p.stderr

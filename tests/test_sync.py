@@ -281,12 +281,19 @@ def test_post_landing_push_reaches_the_upstream(machines, upstream):
 
 
 def test_a_reading_agent_sees_other_machines_memory_after_a_bounded_pull_check(machines, cli):
+    """The pull check runs beside the retrieval, never in its way: the retrieval answers from
+    the root as it is and starts the pull; the next retrieval reads what it brought."""
     a, b = machines
     set_config_value(b.path, "embedding.local_service", False)  # lexical: no model start in this test
-    land(a, "MEMORY.md", memory_with(("deploy-window", "deploys happen on Tuesdays after noon")))
+    landed = land(a, "MEMORY.md", memory_with(("deploy-window", "deploys happen on Tuesdays after noon")))
     assert sync.push(a).status == "pushed"
     r = cli("--headless", "retrieve", "--json", "--session", "reader", "--root", str(b.path), "when are deploys")
     assert r.code == 0, r.stderr
+    deadline = time.time() + 90
+    while git(b.path, "rev-parse", "HEAD").strip() != landed and time.time() < deadline:
+        time.sleep(0.1)
+    assert git(b.path, "rev-parse", "HEAD").strip() == landed
+    r = cli("--headless", "retrieve", "--json", "--session", "reader", "--root", str(b.path), "when are deploys")
     assert [x["id"] for x in r.json()["results"]][:1] == ["deploy-window"]
     state = json.loads((b.path / ".runtime" / "sync" / "state.json").read_text())
     assert state["last_pull_check_at"]

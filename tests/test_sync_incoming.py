@@ -91,6 +91,15 @@ CASES = {
     "dotdot": (({"shared_views/../view.md": text(VIEW)},), "path", "shared_views/../view.md"),
     "case-collision": (({"MEMORY_a.md": text("# A\n"), "MEMORY_A.md": text("# B\n")},), "case-collision",
                        "MEMORY_A.md"),
+    # a collision a middle commit introduces and a later one removes: each commit is checked
+    # against the names its own tree holds, carried from commit to commit
+    "intermediate-case-collision": (({"MEMORY_ops.md": text("# Ops\n")}, {"PURSUITS.md": text("# Pursuits\n")},
+                                     {"MEMORY_OPS.md": text("# OPS\n")}, {"MEMORY_OPS.md": None}),
+                                    "case-collision", "MEMORY_OPS.md"),
+    "intermediate-unicode-collision": (({"MEMORY_caf\u00e9.md": text("# NFC\n")},
+                                        {"MEMORY_cafe\u0301.md": text("# NFD\n")},
+                                        {"MEMORY_cafe\u0301.md": None}),
+                                       "unicode-collision", "MEMORY_cafe\u0301.md"),
     "binary-memory-file": (({"MEMORY_blob.md": ("100644", bytes(range(256)) * (12 * MiB // 256))},),
                            "file-too-large", "MEMORY_blob.md"),
     "large-insight-log": (({"insight_logs/2026-01-01-x.md": text("# Log\n" + "word " * (MiB // 4))},),
@@ -177,3 +186,25 @@ def test_the_synchronized_gitignore_is_still_welcome(machines, upstream, tmp_pat
     res = sync.pull(b)
     assert res.status == "synced", res
     assert (b.path / ".gitignore").read_bytes() == ignore
+
+
+def test_one_diff_tree_call_reads_what_a_call_per_commit_reads(machines, upstream, tmp_path):  # noqa: F811
+    """The batched read of every incoming commit's changes answers, pair by pair, what Git
+    answers for each commit against each parent (a merge and an empty commit included)."""
+    from git import Repo
+
+    from rmtui.engine.sync.incoming import changes_between
+    from rmtui.engine.writes.admission import commit_changes
+
+    _, b = machines
+    forged_push(upstream, tmp_path, {"MEMORY_x.md": text("# X\n")}, {"MEMORY_x.md": None, "MEMORY_y.md": text("# Y\n")},
+                {}, {"MEMORY_z.md": text("# Z\n")}, merge_side=True)
+    git(b.path, "fetch", "-q", "origin")
+    listing = git(b.path, "rev-list", "--parents", "HEAD..origin/main").splitlines()
+    pairs = [(parent, sha) for sha, *parents in (line.split() for line in listing) for parent in parents]
+    assert len(pairs) == 6  # four steps and the side commit, the last a merge of two parents
+    repo = Repo(b.path)
+    try:
+        assert changes_between(repo, pairs) == [commit_changes(repo, parent, sha) for parent, sha in pairs]
+    finally:
+        repo.close()

@@ -92,14 +92,10 @@ def _retrieve(args) -> Result:
     need = " ".join(args.need)
     digest = settings_digest(root.path)  # of the bytes read before the loader validates them
     cfg = root.config()
-    if cfg.get("sync.enabled"):  # other machines' memory: a bounded pull check
-        from rmtui.engine.sync import maybe_pull
+    if cfg.get("sync.enabled") or (root.path / "shared_views.toml").is_file():
+        from rmtui.engine.host import retrieve_upkeep
 
-        maybe_pull(root)
-    if (root.path / "shared_views.toml").is_file():  # imported views: a bounded refresh first
-        from rmtui.engine.views import refresh_before_retrieve
-
-        refresh_before_retrieve(root)
+        retrieve_upkeep.start(root)  # other machines' memory and the views' packages: in the background
     answer = delegate_retrieve(root.path, cfg, args.session, need, top=args.top,
                                include_returned=args.include_returned, include_pending=args.include_pending)
     if answer is not None:
@@ -119,12 +115,13 @@ def _retrieve(args) -> Result:
 
 
 def _record_for_thin_client(root_path, digest: str, cfg) -> None:
-    """The service answered: these settings (validated, nothing left to migrate, no sync) may
-    be served by the thin client next time (docs/architecture.md, "Retrieval")."""
+    """The service answered: these settings (validated, nothing left to migrate) may be served
+    by the thin client next time (docs/architecture.md, "Retrieval"); the service starts the
+    pull check and the views' refresh of a root that has them (``retrieve_upkeep``)."""
     from rmtui.engine.retrieval.modelhost.client_settings import record_settings
     from rmtui.engine.retrieval.modelhost.service_state import resolve_model_path
 
-    if cfg.notices or cfg.get("sync.enabled"):
+    if cfg.notices:
         return
     model = resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path"))
     record_settings(root_path, digest, model, cfg.get("embedding.reranker_path"))
@@ -146,8 +143,11 @@ def _config_or_none(args):
 def cmd_embedding_service(args) -> Result:
     from pathlib import Path
 
+    from rmtui.engine.host import retrieve_upkeep
+    from rmtui.engine.retrieval.modelhost import embed_service
     from rmtui.engine.retrieval.modelhost.embed_service import serve
 
+    embed_service.BEFORE_RETRIEVE = retrieve_upkeep.start  # the model host may not import sync or views
     cfg = None if (args.model_path or args.state_dir) else _config_or_none(args)
     model = args.model or (cfg.get("embedding.model") if cfg else None)
     model_path = args.model_path or (cfg.get("embedding.model_path") if cfg else None)

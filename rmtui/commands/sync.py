@@ -7,6 +7,8 @@ from rmtui.commands.core import root_of
 
 #: Statuses that mean the command did not do its job (scripts test the exit code).
 EXIT = {"error": 1, "conflict": 3, "dirty": 3, "offline": 4, "unconfigured": 2}
+#: Refusals that mean the upstream moved under this machine (stale), not that something broke.
+STALE_RULES = ("history-rewritten",)
 
 
 def register(sub, common) -> None:
@@ -32,6 +34,10 @@ def cmd_sync(args) -> Result:
         lines.append(f"upstream {result.upstream}: ahead {result.ahead}, behind {result.behind}")
     lines += [f"  {f}" for f in result.files[:20]]
     code = 0 if args.action == "status" else EXIT.get(result.status, 0)
+    if code and result.rule in STALE_RULES:
+        code = 3
+    if code:  # as every failing command's JSON: the error's kind beside the status
+        data["error"] = result.status
     if getattr(args, "quiet", False):
         return Result(data, "", code)
     return Result(data, "\n".join(lines), code)

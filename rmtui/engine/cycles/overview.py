@@ -149,6 +149,17 @@ def _insight(root: MemoryRoot, live: _Live, now: float) -> CycleInfo:
                      live.host_task("insight"))
 
 
+def _epoch(stamp: object) -> float | None:
+    """An ISO time of the sync state file as seconds; None if absent or unreadable (both
+    tools write the file)."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else None
+    except ValueError:
+        return None
+
+
 def _sync(root: MemoryRoot, live: _Live) -> CycleInfo:
     from rmtui.engine.sync import status
 
@@ -160,8 +171,13 @@ def _sync(root: MemoryRoot, live: _Live) -> CycleInfo:
     detail = f"{res.status}: {res.message}"
     if res.upstream:
         detail += f" ({res.ahead} ahead, {res.behind} behind {res.upstream})"
-    outcome = {"state": st.get("last_status"), "message": st.get("last_message"),
+    stamps = [st.get(k) for k in ("last_successful_pull_at", "last_successful_push_at", "last_failure_at")]
+    at = max((t for t in map(_epoch, stamps) if t is not None), default=None)
+    # the last run as sync status reads it now (a run that found no upstream is not the last
+    # word once the branch has one), and when it happened
+    outcome = {"state": st.get("last_status"), "message": st.get("last_message"), "at": at,
                "last_pull_at": st.get("last_successful_pull_at"), "last_push_at": st.get("last_successful_push_at"),
-               "last_failure_at": st.get("last_failure_at")} if st.get("last_status") else None
+               "last_failure_at": st.get("last_failure_at")} \
+        if st.get("last_status") and st.get("last_status") == res.status and at is not None else None
     return CycleInfo("sync", "running" if live.of("sync") else "idle", bool(res.behind) or repair, next_due, detail,
                      outcome)

@@ -2,7 +2,7 @@
 queue (docs/formats.md, "Evidence queue"; docs/formats.md, "Sync").
 
 Public face: :func:`pull`, :func:`push`, :func:`status`, :func:`maybe_pull` (the bounded
-check a reading agent makes), :class:`SyncResult`, and :func:`coordinator_for` (the shared
+check made for reading agents, in the background), :class:`SyncResult`, and :func:`coordinator_for` (the shared
 queue a driver or host claims batches through when sync is on).
 """
 

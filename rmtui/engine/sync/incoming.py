@@ -12,7 +12,9 @@ tree. docs/sync.md, "What a commit may bring", lists the rules.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import subprocess
+import unicodedata
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import git
@@ -46,31 +48,109 @@ def sync_policy(limits: FileLimits) -> Policy:
     return Policy(is_synced, OFF_LIST, limits)
 
 
-def introduced(repo: git.Repo, sha: str, parents: list[str]) -> list[Change]:
+def introduced(repo: git.Repo, sha: str, parents: list[str],
+               per_parent: list[list[Change]] | None = None) -> list[Change]:
     """The changes ``sha`` makes itself: against its parent; for a merge, the paths whose
-    entry differs from every parent's (listed as against the first parent)."""
-    if not parents:  # a root commit brings its whole tree
-        return commit_changes(repo, EMPTY_TREE, sha)
-    per_parent = [commit_changes(repo, p, sha) for p in parents]
+    entry differs from every parent's (listed as against the first parent). ``per_parent``:
+    its changes against each parent, when already read (:func:`changes_between`)."""
+    if per_parent is None:
+        per_parent = [commit_changes(repo, p, sha) for p in parents or [EMPTY_TREE]]
+    if len(per_parent) < 2:  # one parent, or a root commit, which brings its whole tree
+        return per_parent[0]
     common = set.intersection(*({c.path for c in changes} for changes in per_parent))
     return [c for c in per_parent[0] if c.path in common]
 
 
+def changes_between(repo: git.Repo, pairs: list[tuple[str, str]]) -> list[list[Change]]:
+    """:func:`commit_changes` of each (parent, commit) pair, all read by one ``git diff-tree
+    --stdin``: a pull of hundreds of commits starts one process, not one per commit. Each
+    input line is a commit then the parent to diff it against (Git's order); ``--always``
+    prints a header line for every pair, so an empty diff keeps its place."""
+    if not pairs:
+        return []
+    feed = "".join(f"{commit} {parent}\n" for parent, commit in pairs).encode()
+    out = subprocess.run(["git", f"--git-dir={repo.git_dir}", "diff-tree", "--stdin", "--always", "-r", "--raw",
+                          "--no-renames", "-z"], input=feed, capture_output=True, check=True).stdout
+    parts = out.split(b"\0")
+    found: list[list[Change]] = []
+    i = 0
+    while i < len(parts):
+        token = parts[i].decode("ascii", "replace").strip()
+        if token.startswith(":") and found and i + 1 < len(parts):
+            old_mode, new_mode, old_blob, new_blob, status = token[1:].split()
+            found[-1].append(Change(status[0], old_mode, new_mode, new_blob,
+                                    parts[i + 1].decode("utf-8", "surrogateescape"), old_blob))
+            i += 2
+            continue
+        if token:  # the header of the next pair
+            found.append([])
+        i += 1
+    if len(found) != len(pairs):
+        raise AdmissionRefused("history", f"git diff-tree answered {len(found)} diffs for {len(pairs)} commits")
+    return found
+
+
+class Names:
+    """The names of one commit's tree grouped by what a case-insensitive, normalising file
+    system makes of them (the key of :func:`rmtui.engine.fsutil.nfc_collision`), kept up to
+    date from each commit's changes against its first parent. A pull of many commits lists a
+    tree once, not once per commit: the cost follows what the commits change, not the tree's
+    size times their number."""
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self.groups: dict[str, set[str]] = {}
+        for name in names:
+            self.groups.setdefault(self.key(name), set()).add(name)
+
+    @staticmethod
+    def key(name: str) -> str:
+        return unicodedata.normalize("NFC", unicodedata.normalize("NFC", name).casefold())
+
+    @classmethod
+    def of(cls, repo: git.Repo, commit: str) -> Names:
+        raw = repo.git.ls_tree("-r", "--name-only", "-z", commit, stdout_as_string=False).split(b"\0")
+        return cls(n.decode("utf-8", "surrogateescape") for n in raw if n)
+
+    def apply(self, changes: Iterable[Change]) -> None:
+        for c in changes:
+            group = self.groups.setdefault(self.key(c.path), set())
+            if c.status == "D":
+                group.discard(c.path)
+            else:
+                group.add(c.path)
+
+    def collides(self, paths: Iterable[str]) -> bool:
+        return any(len(self.groups.get(self.key(p), ())) > 1 for p in paths)
+
+
 def check_history(repo: git.Repo, head: str, tip: str, limits: FileLimits) -> None:
     """Refuse (:class:`AdmissionRefused`, naming rule, commit and path) when any commit of
-    ``tip`` that ``head`` lacks breaks a rule."""
+    ``tip`` that ``head`` lacks breaks a rule. Each commit is checked on what it changes
+    against its parents; its tree's names come from :class:`Names`, listed again only where
+    the walk moves to another line of history."""
     policy = sync_policy(limits)
     seen: set[tuple[str, str]] = set()
     quarantined = _queue_paths_gone(repo, tip)
     listing = repo.git.rev_list("--reverse", "--topo-order", "--parents", tip, "--not", head)
-    for line in listing.splitlines():
-        sha, *parents = line.split()
-        changes = introduced(repo, sha, parents)
+    commits = [(sha, parents) for sha, *parents in (line.split() for line in listing.splitlines())]
+    diffs = iter(changes_between(repo, [(p, sha) for sha, parents in commits for p in parents]))
+    names, at = Names(), ""
+    for sha, parents in commits:
+        per_parent = [next(diffs) for _ in parents] or [commit_changes(repo, EMPTY_TREE, sha)]  # a root commit
+        changes = introduced(repo, sha, parents, per_parent)
         for change in changes:
             if not quarantined(change.path):
                 check_change(repo, change, sha, policy, seen)
-        added = changes if len(parents) < 2 else commit_changes(repo, parents[0], sha)  # a merge may join a pair
-        check_case_collisions(repo, sha, {c.path for c in added if c.status != "D"})
+        added = changes if len(parents) < 2 else per_parent[0]  # a merge may join a pair
+        if not parents:
+            names = Names()
+        elif at != parents[0]:
+            names = Names.of(repo, parents[0])
+        names.apply(added)
+        at = sha
+        touched = {c.path for c in added if c.status != "D"}
+        if names.collides(touched):  # the full check names the pair and the rule, as for every writer
+            check_case_collisions(repo, sha, touched)
 
 
 def _queue_paths_gone(repo: git.Repo, tip: str) -> Callable[[str], bool]:

@@ -32,6 +32,7 @@ from rmtui.engine.sync import incoming
 from rmtui.engine.sync import state as sync_state
 from rmtui.engine.sync.paths import is_queue_or_record, is_synced
 from rmtui.engine.sync.remote import (
+    Offline,
     Upstream,
     counts,
     fetch,
@@ -39,6 +40,7 @@ from rmtui.engine.sync.remote import (
     is_ancestor,
     push,
     rev,
+    unreachable,
     upstream_of,
 )
 from rmtui.engine.writes import worktrees
@@ -118,13 +120,73 @@ def sync_lock(root: MemoryRoot) -> Iterator[None]:
             setattr(_held, key, depth)
 
 
-def _configured(root: MemoryRoot) -> tuple[Upstream | None, SyncResult | None]:
+def _configured(root: MemoryRoot, *, first_push: bool = False) -> tuple[Upstream | None, SyncResult | None]:
+    """The branch's upstream, or why there is none. With ``first_push`` (``sync push``) a
+    branch with no upstream is pushed to the remote of the same name (``origin``, or the only
+    remote), which the push then tracks: the one command the first machine of a team runs,
+    and the only one that works on an empty upstream (``git branch --set-upstream-to`` needs
+    the branch to exist there already)."""
     if not root.config().get("sync.enabled"):
         return None, SyncResult("disabled", "sync is off: set [sync] enabled = true in rightmemory.toml")
     up = upstream_of(root.path)
-    if up is None:
-        return None, SyncResult("unconfigured", "the branch has no upstream: git branch --set-upstream-to <remote>/<b>")
-    return up, None
+    if up is not None:
+        return up, None
+    branch = git(root.path, "symbolic-ref", "--short", "-q", "HEAD", check=False).strip()
+    remotes = git(root.path, "remote", check=False).split()
+    remote = "origin" if "origin" in remotes else (remotes[0] if len(remotes) == 1 else None)
+    if remote is not None and branch and first_push:
+        return Upstream(remote, branch), None
+    if remote is not None:
+        how = f"run `rmtui --headless sync push` to push it to {remote} and track it"
+    elif remotes:
+        how = f"track one of the remotes {', '.join(remotes)}: git push -u <remote> {branch or 'HEAD'}"
+    else:
+        how = "add the shared repository: git remote add origin URL, then run `rmtui --headless sync push`"
+    return None, SyncResult("unconfigured", f"the branch {branch or '(detached)'} has no upstream: {how}")
+
+
+def _track(root: MemoryRoot, up: Upstream) -> None:
+    """Make the branch track ``up`` once its first push made it exist (as ``git push -u``)."""
+    if upstream_of(root.path) is None:
+        git(root.path, "config", f"branch.{up.branch}.remote", up.remote)
+        git(root.path, "config", f"branch.{up.branch}.merge", f"refs/heads/{up.branch}")
+
+
+def _fetch(root: MemoryRoot, up: Upstream, timeout: float) -> SyncResult | None:
+    """Fetch the upstream branch: None when it is fetched or does not exist yet (an empty
+    upstream: the first push makes it), else the result that ends the run (offline: exit 4,
+    naming the remote and its address). A branch that existed and is gone is refused: every
+    machine would otherwise take the empty upstream as "nothing to pull" or push a new one."""
+    label = f"{up.remote}/{up.branch}"
+    seen = rev(root.path, up.ref)
+    got = fetch(root.path, up, timeout=timeout)
+    if got.ok:
+        return None
+    if got.missing:
+        st = sync_state.load(root)
+        known = seen or st.last_upstream_commit or st.last_pushed_commit
+        if not known:
+            return None
+        raise SyncRefused(f"{label} no longer exists on {up.remote} (it was deleted; this machine last saw it at "
+                          f"{known[:10]}); nothing pulled or pushed. If it was deleted by mistake, recreate it "
+                          f"from this root: git push {up.remote} HEAD:{up.branch}",
+                          details={"rule": "upstream-deleted", "files": []})
+    if got.offline:
+        return SyncResult("offline", unreachable(root.path, up.remote, got), upstream=label)
+    return SyncResult("error", f"fetch from {up.remote}: {got.message}", upstream=label)
+
+
+def _check_rewrite(root: MemoryRoot, label: str, tip: str) -> None:
+    """Rule ``history-rewritten``: the upstream must still hold what this machine last pulled
+    from it and what it last pushed there. A force-push that drops either is refused naming
+    both commits, before anything is staged or pushed (pushing again would resurrect what the
+    upstream dropped; pulling would take a history other machines do not share)."""
+    st = sync_state.load(root)
+    for known, how in ((st.last_pushed_commit, "this machine pushed"), (st.last_upstream_commit, "last pulled")):
+        if known and rev(root.path, known) and not is_ancestor(root.path, known, tip):
+            raise SyncRefused(f"{label} was rewritten: its tip {tip[:10]} does not contain {known[:10]}, which {how}; "
+                              "nothing pulled or pushed (restore the upstream's history; never force-push memory)",
+                              details={"rule": "history-rewritten", "files": []})
 
 
 def _finish(root: MemoryRoot, result: SyncResult, **stamps: str) -> SyncResult:
@@ -137,25 +199,35 @@ def _finish(root: MemoryRoot, result: SyncResult, **stamps: str) -> SyncResult:
 
 
 def status(root: MemoryRoot) -> SyncResult:
-    """What is known without the network: last fetched upstream, ahead/behind, the state file."""
+    """What is known without the network, read afresh each time: the configuration and the
+    branch's upstream as they are now, ahead/behind against the last fetched upstream, and
+    the last run from the state file (unless that run found sync off or no upstream, which
+    the configuration now contradicts)."""
     up, off = _configured(root)
     st = sync_state.load(root)
     if off is not None:
         return replace(off, state=st.to_json())
     assert up is not None
+    label = f"{up.remote}/{up.branch}"
     head = rev(root.path, "HEAD")
     tip = rev(root.path, up.ref)
     ahead, behind = counts(root.path, head or "", tip) if head else (0, 0)
-    result = SyncResult(st.last_status or "unknown", st.last_message or "not synced yet",
-                        list(st.last_files), ahead, behind, head, f"{up.remote}/{up.branch}", tip,
-                        state=st.to_json())
-    return result
+    if st.last_status and st.last_status not in ("disabled", "unconfigured"):
+        last, message = st.last_status, st.last_message or st.last_status
+    elif tip is None:
+        last, message = "unknown", f"not synced yet: {label} has not been fetched (or is empty)"
+    else:
+        last, message = "unknown", f"not synced yet with {label}"
+    return SyncResult(last, message, list(st.last_files) if last == st.last_status else [], ahead, behind, head,
+                      label, tip, state=st.to_json())
 
 
 def maybe_pull(root: MemoryRoot, *, every: float = PULL_CHECK_SECONDS,
                fetch_timeout: float = PULL_CHECK_FETCH_TIMEOUT) -> SyncResult | None:
-    """The bounded pull check a reading agent makes: at most every ``every`` seconds, with a
-    short fetch timeout, never an error (a retrieval answers from what is local)."""
+    """The bounded pull check made for reading agents: at most every ``every`` seconds, with a
+    short fetch timeout, never an error. It runs in the retrieval upkeep process
+    (``host/retrieve_upkeep.py``), never on a retrieval's answer path: a pull checks every
+    commit it brings, which takes time in proportion to what they change."""
     try:
         if not root.config().get("sync.enabled"):
             return None
@@ -180,11 +252,10 @@ def pull(root: MemoryRoot, *, fetch_timeout: float | None = None, executor=None)
         with Supervisor(root) as sup:
             sup.recover()  # a pull killed after its compare-and-swap is finished first, or the root looks dirty
         timeout = fetch_timeout if fetch_timeout is not None else float(root.config().get("sync.fetch_timeout_seconds"))
-        got = fetch(root.path, up, timeout=timeout)
-        if not got.ok:
-            status_ = "offline" if got.offline else "error"
-            return _finish(root, SyncResult(status_, f"fetch from {up.remote}: {got.message}"))
         try:
+            stop = _fetch(root, up, timeout)
+            if stop is not None:
+                return _finish(root, stop)
             return _pull_fetched(root, up, executor)
         except SyncRefused as exc:
             return _refusal(root, exc)
@@ -230,11 +301,7 @@ def examine(root: MemoryRoot, up: Upstream) -> Incoming | SyncResult:
     label = f"{up.remote}/{up.branch}"
     if tip is None:  # the upstream branch does not exist yet: the first push makes it
         return SyncResult("fresh", f"{label} is empty", head=head, upstream=label)
-    st = sync_state.load(root)
-    previous = st.last_upstream_commit
-    if previous and rev(root.path, previous) and not is_ancestor(root.path, previous, tip):
-        raise SyncRefused(f"{label} was rewritten: {tip[:10]} does not descend from the last pulled "
-                          f"{previous[:10]}; nothing pulled (repair the upstream, do not force-push memory)")
+    _check_rewrite(root, label, tip)
     ahead, behind = counts(root.path, head, tip)
     if is_ancestor(root.path, tip, head):
         return SyncResult("synced", "up to date" if not ahead else f"{ahead} local commit(s) to push",
@@ -335,6 +402,7 @@ def _publish(root: MemoryRoot, up: Upstream, head: str, candidate: str, incoming
     with Supervisor(root) as sup:
         receipt = sup.publish_exact("sync", "sync-reconciler", head, candidate, changed=incoming,
                                     summary=f"pulled {behind} commit(s) from {label}")
+    notes = [*notes, *_reconcile_queue(root)]
     res = SyncResult("synced", "; ".join([f"pulled {behind} commit(s) from {label}", *notes]), incoming, 0, 0,
                      receipt.landed_commit, label, tip, receipt=receipt.to_json(), repair=repair_info)
     res = _finish(root, res, last_successful_pull_at=sync_state.now_iso(), last_upstream_commit=tip or candidate)
@@ -344,17 +412,36 @@ def _publish(root: MemoryRoot, up: Upstream, head: str, candidate: str, incoming
     return res
 
 
+def _reconcile_queue(root: MemoryRoot) -> list[str]:
+    """After a pull published: the local evidence store shows the shared queue it now holds
+    (other machines' candidates imported, evidence landed or withdrawn elsewhere settled), so
+    ``evidence list``, ``status``, retrieve's pending evidence and the workbench agree with
+    the queue from this moment, not from the next Update. Answers a note of what changed."""
+    from rmtui.engine.sync.queue_git import GitQueue
+
+    try:
+        done = GitQueue(root).reconcile_local()
+    except EngineError as exc:
+        return [f"the local evidence queue was not brought up to date: {exc.message}"]
+    parts = [f"{len(done.imported)} queued from other machines"] if done.imported else []
+    parts += [f"{len(done.consumed)} landed elsewhere"] if done.consumed else []
+    return [f"evidence: {', '.join(parts)}"] if parts else []
+
+
 def push_now(root: MemoryRoot, up: Upstream) -> SyncResult:
-    """Push HEAD; on a refusal pull (with repair) and retry once; transport failure is ``offline``."""
+    """Push HEAD; on a refusal pull (with repair) and retry once; transport failure is
+    ``offline``. The pushed commit is recorded (``last_pushed_commit``): an upstream that no
+    longer holds it was rewritten under this machine (:func:`_check_rewrite`)."""
     label = f"{up.remote}/{up.branch}"
     timeout = float(root.config().get("sync.fetch_timeout_seconds"))
-    got = fetch(root.path, up, timeout=timeout)
-    if not got.ok:
-        return _finish(root, SyncResult("offline" if got.offline else "error", f"fetch from {up.remote}: "
-                                        f"{got.message}", upstream=label))
+    stop = _fetch(root, up, timeout)
+    if stop is not None:
+        return _finish(root, stop)
     for attempt in (0, 1):
         head = rev(root.path, "HEAD") or ""
         tip = rev(root.path, up.ref)
+        if tip:
+            _check_rewrite(root, label, tip)
         if tip and is_ancestor(root.path, head, tip):
             return _finish(root, SyncResult("synced", f"nothing to push: {label} has {head[:10]}", head=head,
                                             upstream=label, upstream_commit=tip))
@@ -365,15 +452,16 @@ def push_now(root: MemoryRoot, up: Upstream) -> SyncResult:
             fetch(root.path, up)
             return _finish(root, SyncResult("pushed", f"pushed {head[:10]} to {label}", head=head, upstream=label,
                                             upstream_commit=head),
-                           last_successful_push_at=sync_state.now_iso())
+                           last_successful_push_at=sync_state.now_iso(), last_pushed_commit=head)
         if out.offline:
-            return _finish(root, SyncResult("offline", f"push to {label}: {out.message}", head=head, upstream=label))
+            return _finish(root, SyncResult("offline", unreachable(root.path, up.remote, out), head=head,
+                                            upstream=label))
         if attempt:
             return _finish(root, SyncResult("error", f"push to {label} refused: {out.message}", head=head,
                                             upstream=label))
-        got = fetch(root.path, up, timeout=timeout)
-        if not got.ok:
-            return _finish(root, SyncResult("offline" if got.offline else "error", got.message))
+        stop = _fetch(root, up, timeout)
+        if stop is not None:
+            return _finish(root, stop)
         pulled = _pull_fetched(root, up, None, push_merge=False)  # the loop pushes the merge
         if pulled.status not in ("synced", "fresh"):
             return pulled
@@ -381,21 +469,48 @@ def push_now(root: MemoryRoot, up: Upstream) -> SyncResult:
 
 
 def push_root(root: MemoryRoot) -> SyncResult:
-    up, off = _configured(root)
+    """``sync push``: evidence submitted here reaches the shared queue, then local landings
+    reach the upstream. On an empty upstream (or a branch with no upstream yet) it first
+    pushes the branch, which then tracks it. What it answers says what reached the upstream,
+    queue records included."""
+    up, off = _configured(root, first_push=True)
     if off is not None:
         return _finish(root, off)
     assert up is not None
+    label = f"{up.remote}/{up.branch}"
     with sync_lock(root):
         try:
             from rmtui.engine.sync.queue_git import GitQueue
 
+            stop = _fetch(root, up, float(root.config().get("sync.fetch_timeout_seconds")))
+            if stop is not None:
+                return _finish(root, stop)
+            first = None
+            if rev(root.path, up.ref) is None:  # nothing there yet: this push makes the branch
+                first = push_now(root, up)
+                if first.status != "pushed":
+                    return first
+                _track(root, up)
+                first = replace(first, message=f"{first.message} (a new branch, which {up.branch} now tracks)")
             queue = GitQueue(root)
-            if queue.publish_pending():  # evidence submitted here reaches the shared queue first
+            published = queue.publish_pending()
+            if published:  # the queue pushed its own commits; the root takes them in
                 _pull_fetched(root, up, None, push_merge=False)
                 queue.reconcile_local()
-            return push_now(root, up)
+            res = first or push_now(root, up)
+            if not published or res.status not in ("synced", "pushed"):
+                return res
+            from rmtui.engine.sync.queue_state import candidate_path
+
+            sent = f"published {len(published)} evidence record(s) to {label}"
+            message = sent if res.status == "synced" else f"{res.message}; {sent}"
+            return _finish(root, replace(res, status="pushed", message=message,
+                                         files=[*res.files, *(candidate_path(u) for u in published)]),
+                           last_successful_push_at=sync_state.now_iso())
         except SyncRefused as exc:
             return _refusal(root, exc)
+        except Offline as exc:
+            return _finish(root, SyncResult("offline", exc.message, upstream=label))
 
 
 def _incoming(root: MemoryRoot, head: str, base: str, tip: str) -> list[str]:

@@ -31,6 +31,7 @@ from rmtui.engine.evidence import records
 from rmtui.engine.evidence.queue import EvidenceQueue
 from rmtui.engine.fsutil import atomic_write_text
 from rmtui.engine.memory.roots import MemoryRoot
+from rmtui.engine.sync import state as sync_state
 from rmtui.engine.sync.paths import is_queue_or_record
 from rmtui.engine.sync.queue_state import (
     LEASE,
@@ -44,7 +45,7 @@ from rmtui.engine.sync.queue_state import (
     snapshot,
     spent_uids,
 )
-from rmtui.engine.sync.remote import Upstream, fetch, git, is_ancestor, rev, upstream_of
+from rmtui.engine.sync.remote import Offline, Upstream, fetch, git, is_ancestor, rev, unreachable, upstream_of
 from rmtui.engine.writes.faults import crashpoint
 
 #: How the queue brings the active root up to the upstream after changing the queue: sync's
@@ -197,12 +198,14 @@ class GitQueue:
     # -- plumbing ------------------------------------------------------------------------
     def _tip(self) -> str:
         got = fetch(self.root.path, self.up, timeout=self.timeout)
-        if not got.ok:
-            raise ConflictError(f"cannot reach {self.up.remote}: {got.message}",
-                                details={"status": "offline" if got.offline else "error"})
-        tip = rev(self.root.path, self.up.ref)
+        if not got.ok and not got.missing:
+            if got.offline:
+                raise Offline(unreachable(self.root.path, self.up.remote, got), details={"status": "offline"})
+            raise ConflictError(f"fetch from {self.up.remote}: {got.message}", details={"status": "error"})
+        tip = rev(self.root.path, self.up.ref) if got.ok else None
         if tip is None:
-            raise UsageError(f"{self.up.remote}/{self.up.branch} does not exist yet; push the root first")
+            raise UsageError(f"{self.up.remote}/{self.up.branch} does not exist; run `rmtui --headless sync push` "
+                             "to push this root there first")
         return tip
 
     def snapshot(self, commit: str) -> Snapshot:
@@ -234,6 +237,7 @@ class GitQueue:
                  self.up.remote, f"{head}:refs/heads/{self.up.branch}"],
                 cwd=self.root.path, capture_output=True, text=True, timeout=self.timeout)
             if pushed.returncode == 0:
+                sync_state.note_pushed(self.root, head)
                 crashpoint("queue-after-push")
                 return head
         raise QueueRace(f"the update queue on {self.up.remote} kept changing; gave up after {attempts} attempts")

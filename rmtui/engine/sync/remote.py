@@ -1,7 +1,8 @@
 """The upstream of a root's branch: who it is, fetching it, pushing to it (plain Git).
 
 Transport failures are told apart from refusals so a laptop on a train reports
-``offline`` (retried later) rather than ``error``.
+``offline`` (retried later, exit 4) rather than ``error``; an upstream branch that does not
+exist (an empty upstream, or a deleted branch) is told apart from both.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmtui.engine.display import remote_text
-from rmtui.engine.errors import UsageError
+from rmtui.engine.errors import UnavailableError, UsageError
 
 GIT_TIMEOUT = 30.0
 #: Phrases of Git's transport failures (as opposed to a refused push or a broken repository).
@@ -31,11 +32,22 @@ class Upstream:
         return f"refs/remotes/{self.remote}/{self.branch}"
 
 
+#: Git's word for a branch the remote does not have (never pushed, or deleted).
+_MISSING = "couldn't find remote ref"
+
+
+class Offline(UnavailableError):
+    """The upstream cannot be reached (exit 4): a sentence naming the remote and its address."""
+
+    kind = "offline"
+
+
 @dataclass
 class GitOutcome:
     ok: bool
     offline: bool
     message: str
+    missing: bool = False  # the remote answered, but it has no such branch
 
 
 def git(root: Path, *args: str, timeout: float = GIT_TIMEOUT, check: bool = True) -> str:
@@ -62,6 +74,37 @@ def upstream_of(root: Path) -> Upstream | None:
     return Upstream(remote, merge[len("refs/heads/"):])
 
 
+def url_of(root: Path, remote: str) -> str:
+    """The remote's address as a person may see it: any user name or password in it left out."""
+    url = git(root, "remote", "get-url", remote, check=False).strip()
+    scheme, sep, rest = url.partition("://")
+    if sep and "@" in rest.split("/", 1)[0]:
+        url = f"{scheme}://{rest.split('@', 1)[1]}"
+    return remote_text(url) if url else "(no address)"
+
+
+def cause(text: str) -> str:
+    """Git's reason in one line: its ``fatal:``/``error:`` line (the remote's own word, a hook's
+    refusal or a server's error, quoted and never obeyed), else its last line. Git's advice
+    lines after the reason ("Please make sure you have the correct access rights / and the
+    repository exists.") are not a reason."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    reason = lines[-1] if lines else ""
+    for line in reversed(lines):
+        for prefix in ("fatal:", "error:"):
+            if line.lower().startswith(prefix):
+                reason = line[len(prefix):].strip()
+    # a full or failing disk (here or the remote's) is named even when git's reason is another line
+    disk = next((ln for ln in lines if any(c in ln.lower() for c in _DISK_CAUSES)), None)
+    return remote_text(f"{disk}; {reason}" if disk and disk not in (reason, f"error: {reason}",
+                                                                      f"fatal: {reason}") else reason)
+
+
+def unreachable(root: Path, remote: str, got: GitOutcome) -> str:
+    """The sentence an offline result says: which remote, at which address, and why."""
+    return f"cannot reach {remote} ({url_of(root, remote)}): {got.message}"
+
+
 def _run(root: Path, args: list[str], timeout: float) -> GitOutcome:
     try:
         git(root, *args, timeout=timeout)
@@ -70,21 +113,13 @@ def _run(root: Path, args: list[str], timeout: float) -> GitOutcome:
     except subprocess.CalledProcessError as exc:
         text = (exc.stderr or exc.stdout or "").strip()
         offline = any(p in text.lower() for p in _OFFLINE)
-        # the last line is the remote's own word (a hook's refusal, a server's error): quoted, not obeyed
-        return GitOutcome(False, offline, remote_text(_cause(text)) if text else f"git {args[0]} failed")
+        return GitOutcome(False, offline, cause(text) or f"git {args[0]} failed", missing=_MISSING in text.lower())
     return GitOutcome(True, False, "")
 
 
 #: What names the cause of a failed transfer when git's last line only sums it up
 #: ("failed to push some refs"): the disk on either side.
 _DISK_CAUSES = ("no space left on device", "disk quota exceeded", "input/output error")
-
-
-def _cause(text: str) -> str:
-    """Git's last line, preceded by the line that names a disk failure when there is one."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    cause = next((line for line in lines if any(c in line.lower() for c in _DISK_CAUSES)), None)
-    return f"{cause}; {lines[-1]}" if cause and cause != lines[-1] else lines[-1]
 
 
 def fetch(root: Path, up: Upstream, *, timeout: float = GIT_TIMEOUT) -> GitOutcome:

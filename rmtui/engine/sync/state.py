@@ -36,6 +36,7 @@ class SyncState:
     last_successful_push_at: str | None = None
     last_pull_check_at: str | None = None
     last_upstream_commit: str | None = None
+    last_pushed_commit: str | None = None
     last_status: str | None = None
     last_message: str | None = None
     last_files: list[str] = field(default_factory=list)
@@ -101,3 +102,10 @@ def save(root: MemoryRoot, state: SyncState) -> None:
     path = path_of(root)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(state.to_json(), ensure_ascii=False, indent=2, sort_keys=True) + "\n")
+
+
+def note_pushed(root: MemoryRoot, commit: str) -> None:
+    """Record a push made outside ``sync push`` (the queue's own commits)."""
+    st = load(root)
+    st.last_pushed_commit = commit
+    save(root, st)

@@ -68,7 +68,7 @@ def sync_details(ov: SyncOverview, now: float) -> Text:
     if ov.status == "disabled":
         return Text(ENABLE_HINT)
     if ov.status == "unconfigured" or not ov.upstream:
-        return Text("Pull and push need the branch's upstream: git branch --set-upstream-to <remote>/<branch>.")
+        return Text(printable(ov.message))  # the engine's one hint (the first push: rmtui --headless sync push)
     rows: list[tuple[str, str]] = []
     # ahead/behind count against the upstream commit the last fetch saw, named after them
     fetched = f"fetched {ov.upstream_commit[:8]}" if ov.upstream_commit else "not fetched yet"
@@ -261,7 +261,7 @@ class SharingScreen(LiveScreen):
             return f"Sync is off, so there is nothing to {verb}. {ENABLE_HINT}"
         if not ov.active:
             return (f"Sync cannot {verb}: the branch has no upstream. "
-                    "Set one with git branch --set-upstream-to <remote>/<branch>.")
+                    "rmtui --headless sync push pushes it to its remote and tracks it.")
         return None
 
     def action_sync(self, what: str) -> None:

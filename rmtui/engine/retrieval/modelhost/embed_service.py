@@ -38,7 +38,9 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -66,6 +68,10 @@ MAX_REQUEST_CHARS = 64 * MAX_TEXT_CHARS
 MAX_INFLIGHT_BODY_BYTES = 4 * MAX_BODY_BYTES
 MAX_CONNECTIONS = 512  # open connections (idle ones cost a descriptor, no thread)
 WORKER_THREADS = 4
+#: Called with the root before each retrieval this service runs, never waited on: what the
+#: command front installs (``retrieve_upkeep.start``, which starts the sync pull check and the
+#: views' refresh in the background; this package may not import either).
+BEFORE_RETRIEVE: Callable[[Any], object] | None = None
 HEAD_TIMEOUT = 10.0
 BODY_TIMEOUT = 30.0
 KEEP_ALIVE_SECONDS = 5.0
@@ -333,6 +339,8 @@ class EmbeddingServer:
             self.preloading.join(PRELOAD_WAIT_SECONDS)  # bounded: a root held locked by a writer, or another root
         try:
             root = open_root(body["root"])
+            if BEFORE_RETRIEVE is not None:
+                BEFORE_RETRIEVE(root)
             res = retrieve(root, body["session"], body["need"], top=body["top"],
                            include_returned=body["include_returned"], include_pending=body["include_pending"],
                            backend=_LockedBackend(self))
