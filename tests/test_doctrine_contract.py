@@ -492,6 +492,63 @@ def test_a_correction_collection_written_as_the_doctrine_says_is_valid_and_retri
         assert f"Pattern of {name}" in render(corpus, units, max_chars=10_000).text
 
 
+def test_the_fixed_collection_headings_are_held_as_the_texts_say(texts, tmp_path):
+    """The doctrine: once linked, a collection's heading may move within ``MEMORY.md`` and its
+    title change, but Update, the correction round and the pruner may not remove it, change
+    its anchor or move it to another file; admission refuses that by the rule the text names,
+    for exactly those roles (not the sync-reconciler, not a person's maintenance)."""
+    from rmtui.engine.memory.graph import load_graph
+    from rmtui.engine.roles.prompts import doctrine_sections
+    from rmtui.engine.writes.admission import FIXED_HEADING_ROLES, AdmissionRefused, check_fixed_headings
+
+    section = " ".join(doctrine_sections()["agent-corrections"].split())
+    claim = re.search(r"move it within `MEMORY.md` or reword its title, but never remove it, change its `\{M#…\}` "
+                      r"anchor or move it to another file: admission refuses such a commit from Update, the "
+                      r"correction round or the pruner \(`([a-z-]+)`\)", section)
+    assert claim, "the doctrine no longer says what is held of a fixed collection heading"
+    rule = claim.group(1)
+    held = {r for r in role_table.WRITER_ROLES if role_table.may_write(r, "MEMORY.md")} - {"sync-reconciler"}
+    assert held == {"update", "update-correction", "pruner"} and held <= FIXED_HEADING_ROLES
+    assert not {"sync-reconciler", "maintenance"} & FIXED_HEADING_ROLES
+    for role in sorted(held):  # each held role reads the rule
+        assert f"`{rule}`" in texts.texts[f"model:{role}"][1], role
+    assert f"`{rule}`" in texts.texts["skill:maintain-rmtui"][1]
+
+    block = dict(re.findall(r"```([^\n`]+)\n(.*?)```", doctrine_sections()["agent-corrections"],
+                            re.DOTALL))["MEMORY.md"]
+    writing = "### Writing corrections {M#agent-corrections-writing}"
+    design = "### Design corrections {M#agent-corrections-design}"
+    assert writing in block and design in block
+
+    def graph(name: str, memory: str, extra: dict[str, str] | None = None):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "MEMORY.md").write_text("# Memory\n\n" + memory, encoding="utf-8")
+        for file, text in (extra or {}).items():
+            (folder / file).write_text(text, encoding="utf-8")
+        return load_graph(folder)
+
+    base = graph("base", block)
+    allowed = graph("allowed", block.replace(writing, "### Wording corrections {M#agent-corrections-writing}")
+                    .replace(design + "\n", "").replace("## Agent corrections", design + "\n\n## Agent corrections"))
+    refused = {
+        "removed": graph("removed", block.replace(design + "\n", "")),
+        "anchor kind": graph("kind", block.replace("{M#agent-corrections-design}", "{F#agent-corrections-design}")),
+        "anchor id": graph("id", block.replace("{M#agent-corrections-design}", "{M#design-lessons}")),
+        "other file": graph("moved", block.replace(design + "\n", "") + "\n## Lessons {F#lessons}\n",
+                            {"MEMORY_lessons.md": design + "\n"}),
+    }
+    for role in sorted(held) + ["sync-reconciler", "maintenance"]:
+        check_fixed_headings(base, allowed, role)
+        for how, candidate in refused.items():
+            if role not in held:
+                check_fixed_headings(base, candidate, role)
+                continue
+            with pytest.raises(AdmissionRefused) as info:
+                check_fixed_headings(base, candidate, role)
+            assert info.value.rule == rule and "{M#agent-corrections-design}" in str(info.value), (role, how)
+
+
 def test_a_selected_skill_or_m_heading_renders_as_the_retrieve_text_says(texts, tmp_path):
     """"A heading id alone tells the caller when it applies": selecting the worked example's
     ``S#`` and ``M#`` headings renders the heading lines and body, never the files' text."""

@@ -193,3 +193,99 @@ def test_the_outline_command_prints_what_the_outline_tool_prints(root, cli):
     assert bad.code == 2 and "unknown role" in bad.stderr
     missing = cli("--headless", "outline", "--path", str(Path(root.path) / "nope"))
     assert missing.code == 2
+
+
+# -- the fixed collection headings: kept by every model role, as the doctrine says --------------
+
+BOTH = """\
+# Cross-Session Agent Behavior
+
+## Agent corrections {#agent-corrections}
+
+Concrete corrections a person gave agents.
+
+### Writing corrections {M#agent-corrections-writing}
+
+### Design corrections {M#agent-corrections-design}
+"""
+WRITING = "MEMORY_agent-corrections-writing.md"
+WRITING_ENTRY = ENTRY.replace("Migrations ship with their rollback", "Plain words in release notes")
+
+
+def _linked(sup: Supervisor) -> str:
+    """A root whose two collections are linked by their fixed headings."""
+    return commit(sup.root.path, {"MEMORY.md": MEMORY + "\n" + BOTH, DESIGN: ENTRY, WRITING: WRITING_ENTRY},
+                  "seed: linked collections")
+
+
+def _without(heading: str) -> str:
+    return MEMORY + "\n" + BOTH.replace(heading + "\n", "")
+
+
+def test_a_model_role_may_not_remove_or_retarget_a_fixed_collection_heading(sup):
+    """The doctrine: never remove a fixed heading or change its ``{M#…}`` anchor. Admission
+    refuses it for every model role, by name, even when nothing else in the commit is wrong."""
+    _linked(sup)
+    exc = refused(sup, "update", {"MEMORY.md": _without("### Design corrections {M#agent-corrections-design}")},
+                  "collection-heading-removed")
+    assert "{M#agent-corrections-design}" in exc.message and "removed" in exc.message
+    assert exc.details["path"] == "MEMORY.md"
+    for role in ("update-correction", "pruner"):
+        exc = refused(sup, role, {"MEMORY.md": _without("### Writing corrections {M#agent-corrections-writing}"),
+                                  "corrections.md": CORRECTION.format(t="Drop it")} if role != "pruner" else
+                      {"MEMORY.md": _without("### Writing corrections {M#agent-corrections-writing}")},
+                      "collection-heading-removed")
+        assert "{M#agent-corrections-writing}" in exc.message
+    retargeted = (MEMORY + "\n" + BOTH).replace("{M#agent-corrections-design}", "{F#agent-corrections-design}")
+    exc = refused(sup, "update", {"MEMORY.md": retargeted}, "collection-heading-removed")
+    assert "{M#agent-corrections-design}" in exc.message and "{F#agent-corrections-design}" in exc.message
+    renamed = (MEMORY + "\n" + BOTH).replace("{M#agent-corrections-design}", "{M#design-lessons}")
+    exc = refused(sup, "update", {"MEMORY.md": renamed, "MEMORY_design-lessons.md": ENTRY, DESIGN: None},
+                  "collection-heading-removed")
+    assert "{M#agent-corrections-design}" in exc.message
+    # moved out of MEMORY.md, into a backing file of its own: no longer where the text says it is
+    moved = _without("### Design corrections {M#agent-corrections-design}").replace(
+        "## Project {#proj}", "## Project {F#proj}").replace(
+        "- `build` Build with make. → [rel:test]\n- `test` Run pytest. → []\n- `old` An old fact. → []\n", "")
+    exc = refused(sup, "update", {"MEMORY.md": moved, "MEMORY_proj.md": (
+        "### Tools {#tools}\n\n- `build` Build with make. → [rel:test]\n- `test` Run pytest. → []\n"
+        "- `old` An old fact. → []\n\n### Design corrections {M#agent-corrections-design}\n")},
+        "collection-heading-removed")
+    assert "MEMORY.md" in exc.message and "MEMORY_proj.md" in exc.message
+
+
+def test_a_fixed_heading_may_be_moved_within_memory_md_and_its_title_reworded(sup):
+    _linked(sup)
+    op = sup.begin("update", "update")
+    reordered = BOTH.replace("### Writing corrections {M#agent-corrections-writing}\n\n", "").replace(
+        "### Design corrections {M#agent-corrections-design}",
+        "### Corrections that needed another decision {M#agent-corrections-design}\n\n"
+        "### Wording corrections {M#agent-corrections-writing}")
+    commit(op.worktree, {"MEMORY.md": BOTH.split("\n", 1)[0] + "\n" + reordered.split("\n", 1)[1] + "\n" + MEMORY},
+           "update: reword")
+    assert sup.finish(op, summary="ok").phase == "committed"
+    text = (sup.root.path / "MEMORY.md").read_text(encoding="utf-8")
+    assert "### Wording corrections {M#agent-corrections-writing}" in text
+    assert text.index("{M#agent-corrections-design}") < text.index("{M#agent-corrections-writing}")
+
+
+def test_the_sync_reconciler_and_a_persons_maintenance_may_remove_a_fixed_heading(sup, cli):
+    """The reconciler merges both sides as they are, and a person may retire a collection; the
+    file left unlinked is a warning, never a refusal for them."""
+    _linked(sup)
+    op = sup.begin("sync", "sync-reconciler")
+    commit(op.worktree, {"MEMORY.md": _without("### Design corrections {M#agent-corrections-design}")}, "merge")
+    assert sup.finish(op, summary="ok").phase == "committed"
+    assert "{M#agent-corrections-design}" not in (sup.root.path / "MEMORY.md").read_text(encoding="utf-8")
+
+    root = str(sup.root.path)
+    begun = cli("--headless", "maintain", "begin", "--json", "--root", root)
+    assert begun.code == 0, begun.stderr
+    wt = Path(begun.json()["worktree"])
+    (wt / "MEMORY.md").write_text(MEMORY + "\n" + BOTH.replace(
+        "### Writing corrections {M#agent-corrections-writing}\n", "").replace(
+        "### Design corrections {M#agent-corrections-design}\n", ""), encoding="utf-8")
+    landed = cli("--headless", "maintain", "land", "--json", "--root", root)
+    assert landed.code == 0, landed.stdout + landed.stderr
+    assert "{M#agent-corrections-writing}" not in (sup.root.path / "MEMORY.md").read_text(encoding="utf-8")
+    assert git(sup.root.path, "log", "-1", "--format=%s").startswith("maintain")

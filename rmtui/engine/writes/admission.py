@@ -20,7 +20,7 @@ import git
 from rmtui.engine.errors import ConflictError, OperationFailed
 from rmtui.engine.fsutil import nfc_collision
 from rmtui.engine.memory.config_schema import DEFAULT_MAX_INSIGHT_LOG_BYTES, DEFAULT_MAX_MEMORY_FILE_BYTES
-from rmtui.engine.memory.graph import load_graph, parse_edges
+from rmtui.engine.memory.graph import Graph, Item, backing_name, load_graph, parse_edges
 from rmtui.engine.memory.role_table import (
     ALLOWED_PATHS,
     CONFIGS,
@@ -418,17 +418,67 @@ def materialize(repo: git.Repo, treeish: str, dest: Path) -> None:
 
 
 def check_tree_object(repo: git.Repo, treeish: str, role: str, *, changed: list[str] | tuple[str, ...] = (),
-                      dropped_refs: set[str] | None = None) -> list[str]:
+                      dropped_refs: set[str] | None = None, base: str | None = None) -> list[str]:
     """Step 3 on exactly what will be published: the tree is read from Git objects (never the
     writer's files, which index flags or later edits can make differ), its changed config files
-    parsed as the loader would, then the graph validated (:func:`check_tree`)."""
+    parsed as the loader would, then the graph validated (:func:`check_tree`); with ``base``,
+    the fixed collection headings it holds are kept (:func:`check_fixed_headings`)."""
     with tempfile.TemporaryDirectory(prefix="rmtui-admission-") as tmp:
         folder = Path(tmp)
         materialize(repo, treeish, folder)
         bad = config_issues(folder, [p for p in changed if p in CONFIGS])
         if bad:
             raise AdmissionRefused("config", f"{bad[0].file}: {bad[0].message}", path=bad[0].file)
+        if base is not None and role in FIXED_HEADING_ROLES and any(matches(p, MEMORY_GRAPH) for p in changed):
+            with tempfile.TemporaryDirectory(prefix="rmtui-admission-base-") as base_tmp:
+                materialize(repo, base, Path(base_tmp))
+                check_fixed_headings(load_graph(base_tmp), load_graph(folder), role)
         return check_tree(folder, role, dropped_refs, changed=changed)
+
+
+#: The roles held to the fixed collection headings: the model roles that edit Memory on their
+#: own judgment. The sync-reconciler merges what both sides hold, and the program's writers
+#: and a person's maintenance (who may retire a collection on purpose) are not model roles.
+FIXED_HEADING_ROLES = frozenset(name for name, spec in ROLE_TABLE.items()
+                                if spec.writer and name != "sync-reconciler")
+COLLECTION_ROOT = "MEMORY.md"
+
+
+def collection_headings(graph: Graph) -> dict[str, list[Item]]:
+    """The ``M#`` headings of the Memory graph that link a correction collection, by the file."""
+    out: dict[str, list[Item]] = {}
+    for item in graph.ordered:
+        if item.kind == "heading" and item.heading_kind == "M#" and item.domain == "memory" and item.id:
+            name = backing_name("M#", item.id, "memory")
+            if name in COLLECTION_FILES:
+                out.setdefault(name, []).append(item)
+    return out
+
+
+def check_fixed_headings(base: Graph, graph: Graph, role: str) -> None:
+    """Rule ``collection-heading-removed``: a fixed collection heading the base holds stays in
+    the candidate, with its ``{M#…}`` anchor unchanged, and in ``MEMORY.md`` when it was
+    there (the doctrine, "Agent corrections"). Its title and its place may change."""
+    if role not in FIXED_HEADING_ROLES:
+        return
+    now = collection_headings(graph)
+    for name, before in sorted(collection_headings(base).items()):
+        anchor = f"{{M#{before[0].id}}}"
+        kept = now.get(name, [])
+        if not kept:
+            other = [i for i in graph.ordered if i.kind == "heading" and i.id == before[0].id]
+            how = (f"is now {{{other[0].heading_kind}{other[0].id}}} ({other[0].file}:{other[0].line}), which "
+                   "no longer links the collection") if other else "was removed"
+            raise AdmissionRefused("collection-heading-removed",
+                                   f"the fixed heading {anchor} of {name} {how}; role {role} may move it within "
+                                   f"{COLLECTION_ROOT} or reword its title, never remove it or change its anchor",
+                                   path=other[0].file if other else COLLECTION_ROOT)
+        was_root = any(i.file == COLLECTION_ROOT for i in before)
+        if was_root and not any(i.file == COLLECTION_ROOT for i in kept):
+            raise AdmissionRefused("collection-heading-removed",
+                                   f"the fixed heading {anchor} of {name} was moved out of {COLLECTION_ROOT} to "
+                                   f"{kept[0].file}:{kept[0].line}; role {role} may move it only within "
+                                   f"{COLLECTION_ROOT}", path=kept[0].file)
 
 
 def check_correction_writes(worktree: Path, role: str, changed: list[str] | tuple[str, ...]) -> None:

@@ -203,7 +203,8 @@ class Supervisor:
             if op.records_batch:  # the update record lands in the same commit (record-only if no change)
                 tree = self._with_update_record(tree, op)
             # exactly the tree that will be published, from Git objects (not the writer's files)
-            check_tree_object(self.repo, tree, op.role, changed=result.changed_paths, dropped_refs=result.dropped_refs)
+            check_tree_object(self.repo, tree, op.role, changed=result.changed_paths, dropped_refs=result.dropped_refs,
+                              base=base)
         except (AdmissionRefused, BranchMoved) as exc:
             op.error = str(exc)
             self.store.save(op)
@@ -342,7 +343,7 @@ class Supervisor:
                             details={"operation": op.id, "head": head})
         msg = self.publisher.message_of(cand_before).split(f"\n\n{TRAILER}:")[0]
         try:  # re-validate the rebased tree, from Git objects like every candidate
-            check_tree_object(self.repo, tree, op.role, changed=changed_paths(self.repo, head, tree))
+            check_tree_object(self.repo, tree, op.role, changed=changed_paths(self.repo, head, tree), base=head)
         except AdmissionRefused as exc:
             self._to_running(op, str(exc))
             raise
