@@ -139,29 +139,27 @@ def cmd_profile_remove(args) -> Result:
     return Result(prof, f"removed profile {prof['name']}")
 
 
+def _tree_of(args) -> Path:
+    """The folder ``--path`` names (a worktree a host child edits), else the root's."""
+    if not args.path:
+        return root_of(args).path
+    path = Path(args.path)
+    if not path.is_dir():
+        raise UsageError(f"{args.path} is not a folder")
+    return path
+
+
 def cmd_validate(args) -> Result:
     from rmtui.engine.writes.validate import report_text, validate_worktree
 
-    if args.path:
-        path = Path(args.path)
-        if not path.is_dir():
-            raise UsageError(f"{args.path} is not a folder")
-    else:
-        path = root_of(args).path
-    report = validate_worktree(path)  # the same function, and text, as the validate_memory role tool
+    report = validate_worktree(_tree_of(args))  # the same function, and text, as the validate_memory role tool
     return Result(report.to_json(), report_text(report), exit_code=0 if report.ok else 1)
 
 
 def cmd_outline(args) -> Result:
     from rmtui.engine.memory.outline import outline_text
 
-    if args.path:
-        path = Path(args.path)
-        if not path.is_dir():
-            raise UsageError(f"{args.path} is not a folder")
-    else:
-        path = root_of(args).path
-    text = outline_text(path, args.role)
+    text = outline_text(_tree_of(args), args.role)
     return Result({"outline": text}, text)
 
 

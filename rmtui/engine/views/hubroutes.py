@@ -237,10 +237,17 @@ class HubRoutes:
                                      "accept": f"/api/share-invitations/{token}/accept"}})
 
     async def describe_share_invitation(self, request: Request) -> Response:
-        info = await self.call(self.store.describe_share_invitation, request.path_params["token"])
-        return info if isinstance(info, Response) else JSONResponse(info)
+        return await self._describe(request, self.store.describe_share_invitation)
 
     async def accept_share_invitation(self, request: Request) -> Response:
+        return await self._accept(request, self.store.accept_share_invitation)
+
+    async def _describe(self, request: Request, describe) -> Response:
+        info = await self.call(describe, request.path_params["token"])
+        return info if isinstance(info, Response) else JSONResponse(info)
+
+    async def _accept(self, request: Request, accept) -> Response:
+        """An invitation (of a view or a share) accepted for the ``consumer_label`` the body names."""
         payload = await self._object(request)
         if isinstance(payload, Response):
             return payload
@@ -248,7 +255,7 @@ class HubRoutes:
             label = optional_text(payload.get("consumer_label"), "consumer_label", 200)
         except HubRefused as exc:
             return detail(exc.status, exc.detail)
-        out = await self.call(self.store.accept_share_invitation, request.path_params["token"], label)
+        out = await self.call(accept, request.path_params["token"], label)
         return out if isinstance(out, Response) else JSONResponse(out, status_code=201)
 
     async def package(self, request: Request, view_id: str) -> Response:
@@ -302,19 +309,10 @@ class HubRoutes:
                                      "accept": f"/api/invitations/{token}/accept"}})
 
     async def describe_invitation(self, request: Request) -> Response:
-        info = await self.call(self.store.describe_invitation, request.path_params["token"])
-        return info if isinstance(info, Response) else JSONResponse(info)
+        return await self._describe(request, self.store.describe_invitation)
 
     async def accept_invitation(self, request: Request) -> Response:
-        payload = await self._object(request)
-        if isinstance(payload, Response):
-            return payload
-        try:
-            label = optional_text(payload.get("consumer_label"), "consumer_label", 200)
-        except HubRefused as exc:
-            return detail(exc.status, exc.detail)
-        out = await self.call(self.store.accept_invitation, request.path_params["token"], label)
-        return out if isinstance(out, Response) else JSONResponse(out, status_code=201)
+        return await self._accept(request, self.store.accept_invitation)
 
     async def post_interaction(self, request: Request) -> Response:
         view_id = request.path_params["view_id"]
