@@ -117,18 +117,23 @@ def check_anchors(rel: str, text: str) -> list[str]:
 
 
 # -- the graph as the original's newest (CommonMark) parser reads it ------------------------
-# Only top-level blocks count: a bullet indented to its list item's content is nested text, a line
-# indented four or more outside a list is code, a heading may be indented up to three spaces.
-# ``:::body`` ... ``:::`` (same colon count) is a heading's body; unclosed or stray is an error. A
-# list item under an F# heading (in its own file) or a terminal #### heading is an error, and so
-# is an empty element in an edge list.
+# The original finds graph blocks with a CommonMark block parse (markdown-it, tables on) of the
+# whole file as read, a byte-order mark included: only an ATX heading at the top level is a
+# heading (no setext heading) and only a top-level list item is a node candidate. So a heading
+# or bullet inside an HTML block (a ``<div>`` runs to a blank line, a comment to ``-->``), inside
+# fenced or indented code, nested in a list item, or in a paragraph it cannot interrupt (an
+# ordered list must start at 1 to interrupt one) is text. ``:::body`` ... ``:::`` (same colon
+# count, at the left margin of the top level) is a heading's body; unclosed or stray is an error.
+# A list item under an F# heading (in its own file) or a terminal #### heading is an error, and
+# so is an empty element in an edge list. An anchor or edge list inside inline code or after a
+# backslash is text.
 
 G_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 G_ANCHOR = re.compile(r"\{(F#|M#|S#|MF#|MQ#|#)([A-Za-z0-9_.-]+)\}(?:[ \t]*(?:→|->)[ \t]*\[([^\]]*)\])?$")
-G_ITEM = re.compile(r"^( {0,3})([-+*]|[0-9]{1,9}[.)])( +|$)")
+G_OTHER_MARKER = re.compile(r"\{([A-Za-z]*#)[^{}]*\}(?:[ \t]*(?:→|->)[ \t]*\[[^\]]*\])?$")
 G_NODE = re.compile(r"^ {0,3}(?:[-+*]|[0-9]{1,9}[.)])[ \t]+`([A-Za-z0-9_.-]+)`.*[ \t](?:→|->)[ \t]*\[([^\]]*)\][ \t]*$")
-G_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-G_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+G_BODY_OPEN = re.compile(r"(:{3,})body[ \t]*")
+G_BODY_CLOSE = re.compile(r":{3,}[ \t]*")
 
 
 def _edge_problems(where: str, raw: str) -> tuple[list[str], list[str]]:
@@ -143,77 +148,114 @@ def _edge_problems(where: str, raw: str) -> tuple[list[str], list[str]]:
     return out, targets
 
 
+def _hide_literals(text: str) -> str:
+    """``text`` with code spans and backslash-escaped characters turned to spaces (same length)."""
+    out, i = list(text), 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text):
+            out[i] = out[i + 1] = " "
+            i += 2
+            continue
+        if text[i] != "`":
+            i += 1
+            continue
+        run = len(text[i:]) - len(text[i:].lstrip("`"))
+        closing = re.compile("(?<!`)" + "`" * run + "(?!`)").search(text, i + run)
+        if closing is None:
+            i += run
+            continue
+        for k in range(i, closing.end()):
+            out[k] = " "
+        i = closing.end()
+    return "".join(out)
+
+
+def _body_block(state, start: int, end: int, silent: bool) -> bool:
+    """A ``:::body`` fence at the left margin of the top level, up to the first later line of the
+    same colons (whatever lies between); a lone closing line is a stray one."""
+    if state.level != 0 or state.tShift[start] != 0:
+        return False
+    line = state.src[state.bMarks[start]:state.eMarks[start]]
+    opening = G_BODY_OPEN.fullmatch(line)
+    if opening is None and G_BODY_CLOSE.fullmatch(line) is None:
+        return False
+    if silent:
+        return True
+    problem, last = "stray", start
+    if opening is not None:
+        problem, last = "unclosed", end - 1
+        for k in range(start + 1, end):
+            if state.src[state.bMarks[k]:state.eMarks[k]].rstrip(" \t") == opening.group(1):
+                problem, last = "", k
+                break
+    state.line = last + 1
+    token = state.push("rm_body", "", 0)
+    token.map = [start, last + 1]
+    token.meta = {"problem": problem, "colons": opening.group(1) if opening else line.strip()}
+    return True
+
+
+def _commonmark_blocks(text: str) -> tuple[list[str], dict[int, str], list[tuple[int, str]]]:
+    """(lines, {1-based line: "heading" | "item"}, [(line, body problem)]) of one file."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark").enable("table")
+    md.block.ruler.before("fence", "rm_body", _body_block, {"alt": ["paragraph", "reference", "blockquote", "list"]})
+    kinds: dict[int, str] = {}
+    bodies: list[tuple[int, str]] = []
+    for tok in md.parse(text):
+        if tok.map is None:
+            continue
+        if tok.type == "heading_open" and tok.level == 0 and tok.markup.startswith("#"):
+            kinds[tok.map[0] + 1] = "heading"
+        elif tok.type == "list_item_open" and tok.level == 1:
+            kinds[tok.map[0] + 1] = "item"
+        elif tok.type == "rm_body" and tok.meta["problem"]:
+            bodies.append((tok.map[0] + 1, f"{tok.meta['problem']} {tok.meta['colons']}body fence"))
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # the lines the token maps count
+    return lines, kinds, bodies
+
+
 def graph_file_facts(rel: str, text: str) -> tuple[list[str], dict[str, str], list[tuple[str, str]]]:
     """(violations, {id: "heading"|"node"}, [(where, edge target)]) of one graph file."""
     out: list[str] = []
     ids: dict[str, str] = {}
     edges: list[tuple[str, str]] = []
-    fence = body = None
-    col = None  # content column of the open top-level list item
-    blank_before = False
+    lines, kinds, bodies = _commonmark_blocks(text)
+    out += [f"{rel}:{n}: {problem}" for n, problem in bodies]
     headings: list[tuple[int, str | None]] = []  # (level, kind) of the open headings
-    for n, raw in enumerate(text.split("\n"), 1):
-        line = raw.rstrip("\r").expandtabs(4)
+    for n, kind in sorted(kinds.items()):
+        line = lines[n - 1].expandtabs(4)
         where = f"{rel}:{n}"
-        if fence:
-            m = G_FENCE.match(line)
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip().strip(fence[0]):
-                fence = None
-            continue
-        if body:
-            if line.rstrip() == body[0]:
-                body = None
-            continue
-        if not line.strip():
-            blank_before = True
-            continue
-        ind = len(line) - len(line.lstrip(" "))
-        if col is not None and ind >= col:
-            blank_before = False
-            continue
-        if col is not None and blank_before and not G_ITEM.match(line):
-            col = None
-        blank_before = False
-        if G_FENCE.match(line):
-            fence, col = G_FENCE.match(line).group(1), None
-            continue
-        if re.fullmatch(r":{3,}body[ \t]*", line):
-            body, col = (line.split("body")[0], n), None
-            continue
-        if re.fullmatch(r":{3,}[ \t]*", line):
-            out.append(f"{where}: stray {line.strip()} closes no :::body")
-            continue
-        h = G_HEADING.match(line)
+        h = G_HEADING.match(line) if kind == "heading" else None
         if h:
-            col = None
             level, rest = len(h.group(1)), re.sub(r"(?:^|[ \t]+)#+[ \t]*$", "", h.group(2) or "")
-            a = G_ANCHOR.search(rest)
-            kind = a.group(1) if a else None
+            hidden = _hide_literals(rest)
+            found = G_ANCHOR.search(hidden)
+            a = G_ANCHOR.match(rest, found.start()) if found else None  # its text as written
+            other = G_OTHER_MARKER.search(hidden) if a is None else None
+            marker = a.group(1) if a else None
             if a:
                 ids[a.group(2)] = "heading"
                 probs, targets = _edge_problems(where, a.group(3) or "")
                 out += probs
                 edges += [(where, t) for t in targets]
+            elif other:
+                out.append(f"{where}: {other.group(0)} is no valid anchor")
             while headings and headings[-1][0] >= level:
                 headings.pop()
-            headings.append((level, kind))
+            headings.append((level, marker))
             continue
-        item = G_ITEM.match(line) if not G_BREAK.match(line) else None
-        if item is None:
+        if kind != "item":
             continue
-        sp = item.group(3)
-        col = item.end(2) + (len(sp) if 1 <= len(sp) <= 4 else 1)
         if any(k == "F#" or (lv == 4 and k) for lv, k in headings):
-            out.append(f"{where}: list item under an F# or #### heading")
-            continue
+            out.append(f"{where}: list item under an F# or #### heading")  # (a node there still has its id)
         node = G_NODE.match(line)
         if node:
             ids[node.group(1)] = "node"
             probs, targets = _edge_problems(where, node.group(2))
             out += probs
             edges += [(where, t) for t in targets]
-    if body:
-        out.append(f"{rel}:{body[1]}: {body[0]}body is never closed")
     return out, ids, edges
 
 

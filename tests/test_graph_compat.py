@@ -228,3 +228,106 @@ def test_indented_headings_nested_bullets_and_body_fences_read_as_the_original(t
     assert set(g.items) == {"build", "hatch"}
     assert (g.items["hatch"].line, g.items["hatch"].end_line) == (10, 12)
     assert g.items["hatch"].heading_path()[-1] is g.items["build"]
+
+
+# -- where the original's CommonMark reading and a line reading part ways -------------------------
+# Each case is a root one tool used to land and the other to call invalid. ``original`` is the
+# verdict of the original's newest parser (a CommonMark block parse, top level only), and
+# tests/compat_checker.py, which reads the graph that way with a CommonMark parser and imports
+# nothing from rmtui, must reach it too.
+
+COMMONMARK_CASES = {
+    # a byte-order mark is text: the first line is a paragraph, so `mem` is no heading
+    "bom-memory": ({"MEMORY.md": "\ufeff# Memory {#mem}\n\n- `a` a fact → [dep:mem]\n"}, False, "edge-dangling"),
+    "bom-backing": ({"MEMORY.md": "# Memory\n\n## Api {F#api}\n",
+                     "MEMORY_api.md": "\ufeff### Endpoints {#endpoints}\n\n- `get` GET /x → [doc:endpoints]\n"},
+                    False, "edge-dangling"),
+    # an HTML block runs to the next blank line; a comment to its `-->`: no heading inside either
+    "html-div-heading": ({"MEMORY.md": "# Memory\n\n<div>\n## Inside {#inside}\n</div>\n\n"
+                                       "- `a` a fact → [dep:inside]\n"}, False, "edge-dangling"),
+    "html-comment-heading": ({"MEMORY.md": "# Memory\n\n<!-- kept for later\n\n## Old {#old}\n-->\n\n"
+                                           "- `a` a fact → [dep:old]\n"}, False, "edge-dangling"),
+    # an ordered list that interrupts a paragraph must start at 1: `2.` here is paragraph text
+    "ordered-after-paragraph": ({"MEMORY.md": "# Memory\n\nSome prose.\n2. `b` not a node → [dep:missing]\n"},
+                                True, None),
+    # the reverse of the HTML cases: a node line inside an HTML block is HTML, not a node
+    "html-node": ({"MEMORY.md": "# Memory\n\n<details>\n- `x` inside → [dep:missing]\n</details>\n"}, True, None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COMMONMARK_CASES))
+def test_the_validator_gives_the_originals_verdict(tmp_path, case):
+    from compat_checker import check_graph
+
+    files, original, rule = COMMONMARK_CASES[case]
+    files = {"PURSUITS.md": "# Pursuits\n", **files}
+    root = tmp_path / "r"
+    root.mkdir()
+    for name, text in files.items():
+        (root / name).write_bytes(text.encode("utf-8"))  # byte for byte: the BOM stays
+    violations, ids = check_graph(files)
+    assert (not violations) is original, violations  # the checker reads it as the original does
+    report = validate_root(root)
+    assert report.ok is original, [str(i) for i in report.errors]
+    if rule:
+        assert {i.rule for i in report.errors} == {rule}
+    assert set(report.graph.items) == ids
+
+
+def test_a_bom_first_line_is_text_and_the_rest_of_the_file_still_parses(tmp_path):
+    report = validate_root(_write(tmp_path / "r", {
+        "MEMORY.md": "\ufeff# Memory\n\n## Build {#build}\n\n- `a` a fact → [dep:build]\n",
+        "PURSUITS.md": "# Pursuits\n"}))
+    assert report.ok, [str(i) for i in report.errors]
+    assert set(report.graph.items) == {"build", "a"}
+    first = report.graph.files["MEMORY.md"].lines[0]
+    assert first == "\ufeff# Memory" and all(i.line != 1 for i in report.graph.ordered if i.file == "MEMORY.md")
+
+
+@pytest.mark.parametrize("memory,ids", [
+    # a blank line ends an HTML block of the div kind: what follows is read again
+    ("<div>\n<p>html</p>\n</div>\n\n## After {#after}\n", {"after"}),
+    # a comment ends on its `-->` line, blank lines inside or not
+    ("<!-- note -->\n## After {#after}\n", {"after"}),
+    ("<!--\n\n- `x` → []\n\n-->\n- `y` → []\n", {"y"}),
+    # an inline tag that opens a line starts an HTML block only after a blank line or a heading
+    ("Prose with\n<span>a tag</span>\n## After {#after}\n", {"after"}),
+    ("## H {#h}\n<span>\n- `x` → []\n\n- `y` → []\n", {"h", "y"}),
+    # after a list item, a div ends the list; an indented one is the item's own text
+    ("- `a` → []\n<div>\n- `x` → []\n\n- `b` → []\n", {"a", "b"}),
+    # `1.` may interrupt a paragraph, and any number may open a list after a blank line or a list
+    ("Prose.\n1. `a` → []\n2. `b` → []\n", {"a", "b"}),
+    ("Prose.\n\n3. `a` → []\n", {"a"}),
+    ("- `a` → []\n  more of a\n2. `b` → []\n", {"a", "b"}),
+    ("- `a` → []\n\nProse again\n2. `b` → []\n", {"a"}),
+    # a heading goes to six `#`: seven is paragraph text, no heading at all
+    ("## H {#h}\n\n####### Seven {#seven}\n", {"h"}),
+])
+def test_html_blocks_and_paragraph_interruptions_read_as_commonmark(tmp_path, memory, ids):
+    from compat_checker import check_graph
+
+    files = {"MEMORY.md": "# Memory\n\n" + memory, "PURSUITS.md": "# Pursuits\n"}
+    assert check_graph(files) == ([], ids)
+    report = validate_root(_write(tmp_path / "r", files))
+    assert report.ok and not report.errors, [str(i) for i in report.errors]
+    assert set(report.graph.items) == ids
+
+
+@pytest.mark.parametrize("memory", [
+    "## Kept {#kept}\n\n:::body\n##### Deep notes\n#### Also deep\n- `x` body text → []\n:::\n",  # body text
+    "## Title `{X#y}` in code {#kept}\n",  # an anchor-like marker inside inline code is title text
+    "## Title `{#y}`\n\n## Kept {#kept}\n",
+    "## Title \\{X#y}\n\n## Kept {#kept}\n",  # escaped: not an anchor
+    "## Title \\{#y}\n\n## Kept {#kept}\n",
+])
+def test_body_fences_inline_code_and_escapes_hide_markers_as_the_newest_original_does(tmp_path, memory):
+    """The newest original checks headings in its CommonMark pass only (its older line-by-line
+    second pass is gone): what a body fence holds is body text, and a marker in inline code
+    or after a backslash is title text; no depth, marker or terminal rule fires on them."""
+    from compat_checker import check_graph
+
+    files = {"MEMORY.md": "# Memory\n\n" + memory, "PURSUITS.md": "# Pursuits\n"}
+    assert check_graph(files) == ([], {"kept"})
+    report = validate_root(_write(tmp_path / "r", files))
+    assert report.ok and not report.issues, [str(i) for i in report.issues]
+    assert set(report.graph.items) == {"kept"}

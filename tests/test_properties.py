@@ -163,6 +163,16 @@ def _mutate(text: str, how: str, pick: int) -> dict[str, str]:
         lines.insert(1, "\n::::body\nThe memory of this project.\n- `body-bullet` is body text → []\n::::")
     elif how == "stray-body-close":
         lines.insert(1, "\nProse.\n:::")
+    elif how == "bom":  # a byte-order mark makes the first line text, not a heading
+        lines[0] = "\ufeff" + lines[0]
+    elif how == "html-heading":  # a heading inside an HTML block (to its blank line) is HTML
+        lines.insert(1, "\n<div>\n## Inside {#inside-html}\n</div>\n")
+    elif how == "html-comment":
+        lines.insert(1, "\n<!--\n\n## Old {#old-comment}\n-->\n")
+    elif how == "html-node":  # and so is a node line
+        lines[n] = "<details>\n" + lines[n] + "\n</details>\n"
+    elif how == "ordered-after-paragraph":  # `2.` cannot interrupt a paragraph: text, not a node
+        lines[n] = "Prose.\n2." + lines[n][1:]
     elif how == "terminal-bullet":
         lines.append("\n## Api {F#api}\n\n" + ("- a summary bullet" if pick % 2 else "1. a numbered line"))
     return {"MEMORY.md": "\n".join(lines) + "\n", "MEMORY_api.md": "API.\n"}
@@ -170,7 +180,8 @@ def _mutate(text: str, how: str, pick: int) -> dict[str, str]:
 
 @SETTINGS
 @given(valid_memory(), st.sampled_from(["none", "empty-edge", "indented-headings", "nested-bullet", "code-bullet",
-                                        "unclosed-body", "closed-body", "stray-body-close", "terminal-bullet"]),
+                                        "unclosed-body", "closed-body", "stray-body-close", "terminal-bullet", "bom",
+                                        "html-heading", "html-comment", "html-node", "ordered-after-paragraph"]),
        st.integers(0, 50))
 def test_the_validator_accepts_what_the_original_accepts_and_nothing_else(generated, how, pick):
     files = _mutate(generated[0], how, pick)

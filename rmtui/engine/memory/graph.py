@@ -58,6 +58,52 @@ _BODY_OPEN_RE = re.compile(r"^(:{3,})body[ \t]*$")
 _BODY_CLOSE_RE = re.compile(r"^(:{3,})[ \t]*$")
 _THEMATIC_BREAK_RE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+# A setext underline: after a paragraph line it closes the paragraph (a setext heading, which
+# RightMemory never reads as a graph heading); ``-`` alone is one, not an empty list item.
+_SETEXT_RE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
+# CommonMark's HTML blocks (its kinds 1-7), as a line that opens one and what ends it: the
+# first five end on a line holding their closing text (the opening line may hold it too), the
+# others at a blank line. What an HTML block holds is HTML, never a heading or a node.
+_HTML_BLOCK_TAGS = (
+    "address|article|aside|base|basefont|blockquote|body|caption|center|col|colgroup|dd|details|"
+    "dialog|dir|div|dl|dt|fieldset|figcaption|figure|footer|form|frame|frameset|h1|h2|h3|h4|h5|h6|"
+    "head|header|hr|html|iframe|legend|li|link|main|menu|menuitem|nav|noframes|ol|optgroup|option|"
+    "p|param|search|section|summary|table|tbody|td|tfoot|th|thead|title|tr|track|ul")
+_HTML_ATTRIBUTE = r"""(?:\s+[a-zA-Z_:][a-zA-Z0-9:._-]*(?:\s*=\s*(?:[^"'=<>`\x00-\x20]+|'[^']*'|"[^"]*"))?)"""
+_HTML_BLOCKS: tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...] = (
+    (re.compile(r"<(?:script|pre|style|textarea)(?=\s|>|$)", re.I | re.A),
+     re.compile(r"</(?:script|pre|style|textarea)>", re.I | re.A)),
+    (re.compile(r"<!--"), re.compile(r"-->")),
+    (re.compile(r"<\?"), re.compile(r"\?>")),
+    (re.compile(r"<![A-Za-z]"), re.compile(r">")),
+    (re.compile(r"<!\[CDATA\["), re.compile(r"\]\]>")),
+    (re.compile(rf"</?(?:{_HTML_BLOCK_TAGS})(?=\s|/?>|$)", re.I | re.A), None),
+)
+# kind 7: a whole open or closing tag alone on its line; it cannot interrupt a paragraph
+_HTML_TAG_LINE_RE = re.compile(
+    rf"(?:<[A-Za-z][A-Za-z0-9-]*{_HTML_ATTRIBUTE}*\s*/?>|</[A-Za-z][A-Za-z0-9-]*\s*>)\s*$")
+
+
+def _leaves_no_text(content: str) -> bool:
+    """Whether a list item's content (its indentation removed up to the item's column) opens a
+    block that no later line continues lazily: indented or fenced code, a heading, a rule, or
+    an HTML block that may interrupt a paragraph."""
+    inner = content.lstrip(" ")
+    if len(content) - len(inner) >= 4:
+        return True
+    first = inner[:1]  # by its first character (a node's is a backtick): a 10,000-node parse stays fast
+    if first in ("`", "~"):
+        return inner[:3] in ("```", "~~~")
+    if first == "#":
+        return bool(_HEADING_RE.match(inner)) and len(inner) - len(inner.lstrip("#")) <= 6
+    if first == "<":
+        return any(opening.match(inner) for opening, _ in _HTML_BLOCKS)
+    return first in ("*", "-", "_") and bool(_THEMATIC_BREAK_RE.match(inner))
+
+
+#: what the previous line leaves open that a following line may continue (CommonMark's lazy
+#: continuation): nothing, a top-level paragraph, or a list item's or block quote's text
+_NO_TEXT, _PARAGRAPH, _NESTED_TEXT = 0, 1, 2
 # RightMemory's Pursuit fields; a ``**Next:**`` block runs until the next field or heading.
 _PURSUIT_FIELD_RE = re.compile(r"^\s*\*\*(State|Next|Done when|Status):\*\*", re.IGNORECASE)
 _EDGE_TYPE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
@@ -352,6 +398,12 @@ class _FileScan:
     focus_line: int | None = None  # line of `## Focus` (PURSUITS.md)
     backing: list[Item] = field(default_factory=list)  # typed headings whose backing file is read after
     fence: str | None = None  # the open code fence
+    fence_col: int = 0  # the column of the list item a fence sits in (0: the top level)
+    #: the open HTML block's end: a pattern its closing line holds, None for a blank line
+    html_end: re.Pattern[str] | None = None
+    in_html: bool = False
+    text: int = _NO_TEXT  # what the previous line leaves open (_PARAGRAPH, ...), see above
+    empty_item: bool = False  # the previous line opened a list item with nothing after its marker
     body_fence: tuple[str, int] | None = None  # (colons, line) of an open :::body
     last_node: Item | None = None  # the node that indented lines continue
     list_col: int | None = None  # content column of the open top-level list item
@@ -369,7 +421,7 @@ class _FileScan:
 
 #: Bumped when what a file's own parse records changes; the cache key also covers this
 #: module's source, so a parser edit never reads results of the parser before it.
-PARSE_VERSION = 2  # 2: no item text (an item's text is its lines, joined when first read)
+PARSE_VERSION = 3  # 2: no item text (an item's text is its lines, joined when first read); 3: CommonMark blocks
 
 
 @dataclass
@@ -508,8 +560,7 @@ class _Parser:
     # -- one graph file ----------------------------------------------------
     def parse_graph_file(self, name: str, domain: str, text: str, parent: Item | None,
                          visiting: tuple[str, ...] = (), raw: bytes = b"") -> None:
-        if text.startswith("\ufeff"):
-            text = text[1:]
+        # a byte-order mark is kept: as for CommonMark, the first line is then text, not a heading
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines = lines[:-1]
@@ -585,22 +636,39 @@ class _Parser:
                 self.focus_ref(name, ev[2], ev[1])
 
     def scan_line(self, scan: _FileScan, lineno: int, line: str) -> None:
-        """Read one line of a graph file: code, a body fence, a heading, a field or a list item."""
+        """Read one line of a graph file as a CommonMark block parse reads the top level: code, a
+        body fence, HTML, a heading, a field, a list item or paragraph text."""
         if self.skip_fenced(scan, line):
+            scan.text = _NO_TEXT
             return
         blank = not line.strip()
         flat = line.expandtabs(4)
         indent = len(flat) - len(flat.lstrip(" "))
+        lazy_item = scan.text == _NESTED_TEXT and scan.list_col is not None and not scan.after_blank
+        if blank and scan.empty_item:
+            scan.list_col = None  # an item may open with one blank line only: this one stays empty
+        scan.empty_item = False
         if self.inside_list_item(scan, lineno, blank, flat, indent):
+            inner = flat[scan.list_col or 0:]
+            if len(inner) - len(inner.lstrip(" ")) >= 4 and scan.text == _NESTED_TEXT:
+                return  # more text of the item's paragraph, however far it is indented
+            scan.text = _NO_TEXT if _leaves_no_text(inner) else _NESTED_TEXT
             return
         if blank:
             scan.last_node = None
+            scan.text = _NO_TEXT
             return
-        if indent == 0 and line.startswith(":") and self.body_marker(scan, lineno, line):
+        if indent == 0 and line.startswith(":") and not lazy_item and self.body_marker(scan, lineno, line):
+            scan.text = _NO_TEXT
             return
-        hm = _HEADING_RE.match(flat[indent:]) if indent <= 3 and flat[indent:].startswith("#") else None
-        if hm and (hm.group(2) is not None or line.strip("#").strip() == ""):
+        start = flat[indent:]
+        if indent <= 3 and start.startswith("<") and self.html_start(scan, start):
+            scan.text = _NO_TEXT
+            return
+        hm = _HEADING_RE.match(start) if indent <= 3 and start.startswith("#") else None
+        if hm and len(hm.group(1)) <= 6 and (hm.group(2) is not None or line.strip("#").strip() == ""):
             self.heading_line(scan, lineno, len(hm.group(1)), hm.group(2) or "")
+            scan.text = _NO_TEXT
             return
         if scan.domain == "pursuit":
             field_m = _PURSUIT_FIELD_RE.match(line)
@@ -608,20 +676,49 @@ class _Parser:
                 scan.in_next = field_m.group(1).casefold() == "next"
                 scan.last_node = None
                 scan.list_col = None
+                scan.text = scan.text or _PARAGRAPH  # paragraph text for CommonMark
                 return
+        if scan.text == _PARAGRAPH and _SETEXT_RE.match(flat):
+            scan.text = _NO_TEXT  # it underlines the paragraph: neither a list item nor a rule
+            scan.last_node = None
+            return
         item_m = _ITEM_START_RE.match(flat) if not _THEMATIC_BREAK_RE.match(flat) else None
+        if item_m is not None and scan.text == _PARAGRAPH:
+            marker = item_m.group(2)
+            # a list interrupting a paragraph must have content, and an ordered one must start at 1
+            if not flat[item_m.end(2):].strip() or (marker[0].isdigit() and int(marker[:-1]) != 1):
+                item_m = None
         if item_m is None:
             # continuation of a node: indented lines directly below it
             if scan.last_node is not None and line[:1] in (" ", "\t"):
                 scan.last_node.end_line = lineno
             else:
                 scan.last_node = None
+            if indent <= 3 and start.startswith(">"):
+                scan.list_col = None  # a block quote ends the list; its text continues lazily
+                scan.text = _NESTED_TEXT
+            elif _THEMATIC_BREAK_RE.match(flat):
+                scan.text = _NO_TEXT
+                scan.list_col = None
+            elif scan.text == _NO_TEXT and indent < 4:
+                scan.text = _PARAGRAPH  # (four spaces with no text open: indented code)
             return
         self.list_item_line(scan, lineno, line, item_m)
+        # an empty item, or one that opens with code, a heading or HTML, holds no text a later line continues
+        content = flat[item_m.end(2):]
+        scan.empty_item = not content.strip()
+        scan.text = _NO_TEXT if scan.empty_item or _leaves_no_text(content[1:]) else _NESTED_TEXT
+        fm = _FENCE_RE.match(content[1:]) if scan.text == _NO_TEXT else None
+        if fm and scan.list_col is not None:
+            scan.fence, scan.fence_col = fm.group(1), scan.list_col  # code opening the item runs in it
 
     def skip_fenced(self, scan: _FileScan, line: str) -> bool:
-        """Fenced code and an open ``:::body`` are never graph: True when ``line`` is one of them."""
+        """Fenced code, an open ``:::body`` and an open HTML block are never graph: True when
+        ``line`` is one of them."""
         fm = _FENCE_RE.match(line)
+        if scan.fence is not None and scan.fence_col and line.strip() \
+                and len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip(" ")) < scan.fence_col:
+            scan.fence = None  # the list item it sits in ends, and the fence with it
         if scan.fence is not None:
             fence = scan.fence
             if (fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence)
@@ -633,12 +730,41 @@ class _Parser:
             if bm and bm.group(1) == scan.body_fence[0]:
                 scan.body_fence = None
             return True
+        if scan.in_html:
+            if scan.html_end is None:
+                if not line.strip(" \t\r"):
+                    scan.in_html = False  # the blank line ends it and is read as one
+                    return False
+            elif scan.html_end.search(line):
+                scan.in_html = False
+            return True
         if fm:
             scan.fence = fm.group(1)
             scan.last_node = None
-            scan.list_col = None
+            flat = line.expandtabs(4)
+            nested = scan.list_col is not None and len(flat) - len(flat.lstrip(" ")) >= scan.list_col
+            scan.fence_col = scan.list_col if nested and scan.list_col is not None else 0
+            if not nested:
+                scan.list_col = None
             return True
         return False
+
+    def html_start(self, scan: _FileScan, start: str) -> bool:
+        """A line (its indentation removed) that opens an HTML block: True, and the block is open
+        until its end; the opening line may also end it."""
+        end: re.Pattern[str] | None = None
+        for opening, closing in _HTML_BLOCKS:
+            if opening.match(start):
+                end = closing
+                break
+        else:
+            if scan.text != _NO_TEXT or not _HTML_TAG_LINE_RE.match(start):
+                return False  # (a lone tag cannot interrupt a paragraph: it is text then)
+        scan.in_html = end is None or not end.search(start)
+        scan.html_end = end
+        scan.last_node = None
+        scan.list_col = None
+        return True
 
     def inside_list_item(self, scan: _FileScan, lineno: int, blank: bool, flat: str, indent: int) -> bool:
         """True when the line is nested content of the open list item (no node, no heading there)."""
@@ -648,8 +774,9 @@ class _Parser:
                     scan.last_node.end_line = lineno
                 scan.after_blank = False
                 return True
-            if scan.after_blank and not _ITEM_START_RE.match(flat):
-                scan.list_col = None  # a blank line and an unindented line close the list
+            if (scan.after_blank or scan.text == _NO_TEXT) and not _ITEM_START_RE.match(flat):
+                # a blank line, or an item with no text to continue, and an unindented line close the list
+                scan.list_col = None
         scan.after_blank = blank
         return False
 
