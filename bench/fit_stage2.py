@@ -231,6 +231,13 @@ def _tuple(items) -> str:
 #: A network with one hidden layer of 4 or 8 units beside the linear part (penalties 10, 30,
 #: 100) reached notes R@5 0.818 to 0.826 but lost on the layouts (mean R@10 0.820 to 0.839, or
 #: 0.011 apart), so the linear model stayed.
+#: One model per kind of memory instead (a chats-only fit for pools whose ``thread`` reads above
+#: 0, a notes-only fit below; the development pools split there but overlap from -0.04 to 0.05),
+#: by the same ``--cv`` (2026-12-04): notes R@5 / R@10 0.823 / 0.901 against the joint model's
+#: 0.816 / 0.891, but the layouts 0.776-0.780 / 0.836-0.839 against 0.773-0.785 / 0.841-0.844 --
+#: the conversations lose the notes' share of the data and gain nothing for it; the sum of both
+#: models' standardised scores 0.771-0.783 / 0.839-0.844 and notes 0.824 / 0.900; re-ordering only
+#: the best 30 candidates 0.772-0.786 / 0.836-0.843 and notes 0.814 / 0.891. None kept.
 DOMAIN_SHARE = {"locomo": 0.6, "notes": 0.4}
 #: The L2 penalty on the coefficients (in units of one question's loss).
 L2 = 10.0

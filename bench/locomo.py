@@ -18,9 +18,17 @@ PURSUITS.md with an empty Focus). Every category 1-4 question is then asked:
 
 With several ``--formats`` (default: all of ``FORMATS``), the first layout gets the full table
 and every layout its held-out line, default vs the learned second stage off, then how far apart
-the layouts' held-out R@10 are, with a paired bootstrap interval over the questions.
+the layouts' held-out R@10 are, with a paired bootstrap interval over the questions, and the
+held-out figures per layout and category.
+
+``--compare-weights FILE|REV`` also ranks every question with an earlier fit of the second stage
+(a weights file, or the weights of a Git revision, ``bench/_weights.py``) and prints it beside
+today's in the held-out tables: one run, the same roots and vectors. ``--held-out-only`` builds and
+asks only the held-out conversations (the figures that decide; the development ones are for fitting).
+Every root is embedded in full (vectors and token states) before its first question.
 
 Usage: .venv/bin/python bench/locomo.py [--data DIR] [--sample N] [--explore] [--formats first,inside,...]
+       [--compare-weights FILE|REV] [--held-out-only]
 """
 
 from __future__ import annotations
@@ -41,6 +49,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench._git import commit_all  # noqa: E402
+from bench._index import index_fully  # noqa: E402
+from bench._weights import Fit, using  # noqa: E402
 from rmtui.engine.memory.roots import MemoryRoot, init_root  # noqa: E402
 from rmtui.engine.retrieval.corpus import load_corpus  # noqa: E402
 from rmtui.engine.retrieval.ranking import RankParams  # noqa: E402
@@ -148,18 +158,20 @@ def summarize(rows: list[dict], key: str) -> dict:
     return {f"R@{k}": statistics.fmean(recall(r[key], r["evidence"], k) for r in rows) for k in KS}
 
 
-def run(data_dir: Path, work: Path, sample: int, explore: bool, formats: tuple[str, ...] = ("first",)) -> None:
+def run(data_dir: Path, work: Path, sample: int, explore: bool, formats: tuple[str, ...] = ("first",),
+        fit: Fit | None = None, held_only: bool = False) -> None:
     """The recall table for the first layout of ``formats`` (and latency, the design table), then
-    the held-out figure of every layout in ``formats``."""
+    the held-out figure of every layout in ``formats`` (beside ``fit``'s, when given)."""
     layout_rows = {}
     for n, fmt in enumerate(formats):
         if n == 0:
-            layout_rows[fmt] = run_layout(data_dir, work / fmt, sample, explore, fmt)
+            layout_rows[fmt] = run_layout(data_dir, work / fmt, sample, explore, fmt, fit=fit, held_only=held_only)
         else:
             print(f"\nlayout {fmt!r}: the same conversations with the speaker {LAYOUTS[fmt]}")
-            layout_rows[fmt] = run_layout(data_dir, work / fmt, 0, False, fmt, quiet=True)
-    if len(formats) > 1:
-        print_layouts(layout_rows)
+            layout_rows[fmt] = run_layout(data_dir, work / fmt, 0, False, fmt, quiet=True, fit=fit,
+                                          held_only=held_only)
+    print_layouts(layout_rows, fit)
+    print_categories(layout_rows, fit)
 
 
 #: How each layout writes the speaker (for the printed tables).
@@ -167,21 +179,44 @@ LAYOUTS = {"first": "as a lead label (`Ana: ...`)", "inside": "inside the senten
            "last": "last (`... (Ana)`)", "heading": "only in a heading over each run of turns"}
 
 
-def print_layouts(layout_rows: dict[str, list[dict]]) -> None:
-    """Held-out R@5/R@10 of each layout, with and without the learned second stage."""
-    print(f"\nheld out ({', '.join(HELD_OUT)}), per layout of the speaker:")
-    print("| layout | questions | default R@5 | default R@10 | learned off R@5 | learned off R@10 |\n"
-          "|---|---|---|---|---|---|")
-    for fmt, rows in layout_rows.items():
-        held = [r for r in rows if r["conv"] in HELD_OUT]
-        d, f = summarize(held, "hybrid"), summarize(held, "first")
-        print(f"| {fmt}: {LAYOUTS[fmt]} | {len(held)} | {d['R@5']:.3f} | {d['R@10']:.3f} | {f['R@5']:.3f} | "
-              f"{f['R@10']:.3f} |")
+def rankings(fit: Fit | None) -> list[tuple[str, str]]:
+    """(row key, column name) of each ranking the held-out tables print, ``fit``'s beside today's."""
+    return [("hybrid", "default"), *([("previous", fit.label)] if fit else []), ("first", "learned off")]
+
+
+def print_layouts(layout_rows: dict[str, list[dict]], fit: Fit | None = None) -> None:
+    """Held-out R@1/R@5/R@10 of each layout: today's fit, ``fit`` (an earlier one, when given) and
+    the learned second stage off, then all layouts together."""
+    shown = rankings(fit)
+    print(f"\nheld out ({', '.join(HELD_OUT)}), per layout of the speaker (R@1 / R@5 / R@10):")
+    print(f"| layout | questions | {' | '.join(name for _, name in shown)} |\n|---|---|{'---|' * len(shown)}")
+    every = [r for rows in layout_rows.values() for r in rows if r["conv"] in HELD_OUT]
+    for fmt, held in [*((fmt, [r for r in rows if r["conv"] in HELD_OUT]) for fmt, rows in layout_rows.items()),
+                      ("all layouts", every)]:
+        cells = []
+        for key, _ in shown:
+            s = summarize(held, key) if held else {f"R@{k}": 0.0 for k in KS}
+            cells.append(" / ".join(f"{s[f'R@{k}']:.3f}" for k in KS))
+        print(f"| {fmt}{': ' + LAYOUTS[fmt] if fmt in LAYOUTS else ''} | {len(held)} | {' | '.join(cells)} |")
     if len(layout_rows) > 1:
-        for key, name in (("hybrid", "default"), ("first", "learned off")):
+        for key, name in shown:
             spread, low, high = spread_interval(layout_rows, key)
             print(f"{name}: R@10 spread over the layouts {spread:.3f} (95 % interval of a paired bootstrap "
                   f"over the held-out questions: {low:.3f} to {high:.3f})")
+
+
+def print_categories(layout_rows: dict[str, list[dict]], fit: Fit | None = None) -> None:
+    """Held-out R@5/R@10 per LoCoMo category, every layout together, for each ranking."""
+    every = [r for rows in layout_rows.values() for r in rows if r["conv"] in HELD_OUT]
+    cats = [(name, [r for r in every if r["category"] == c]) for c, name in CATEGORIES.items()]
+    print(f"\nheld out, per category (every layout together; R@5 / R@10):\n"
+          f"| ranking | {' | '.join(f'{name} ({len(sub)})' for name, sub in cats)} |\n|---|{'---|' * len(cats)}")
+    for key, name in rankings(fit):
+        cells = []
+        for _, sub in cats:
+            s = summarize(sub, key) if sub else {f"R@{k}": 0.0 for k in KS}
+            cells.append(f"{s['R@5']:.3f} / {s['R@10']:.3f}")
+        print(f"| {name} | {' | '.join(cells)} |")
 
 
 def spread_interval(layout_rows: dict[str, list[dict]], key: str, k: int = 10, draws: int = 2000,
@@ -203,8 +238,9 @@ def spread_interval(layout_rows: dict[str, list[dict]], key: str, k: int = 10, d
     return spread, float(low), float(high)
 
 
-def run_layout(data_dir: Path, work: Path, sample: int, explore: bool, fmt: str, quiet: bool = False) -> list[dict]:
-    files = sorted(data_dir.glob("conv-*.json"))
+def run_layout(data_dir: Path, work: Path, sample: int, explore: bool, fmt: str, quiet: bool = False,
+               fit: Fit | None = None, held_only: bool = False) -> list[dict]:
+    files = sorted(f for f in data_dir.glob("conv-*.json") if not held_only or f.stem in HELD_OUT)
     if not files:
         sys.exit(f"no LoCoMo files in {data_dir}")
     print(f"LoCoMo: {len(files)} conversations from {data_dir}")
@@ -226,11 +262,10 @@ def run_layout(data_dir: Path, work: Path, sample: int, explore: bool, fmt: str,
             print(f"embedding service: {backend.url} ({backend.info().embedding_model}), "
                   f"ready in {time.time() - t:.1f} s")
         qs = questions(f)
-        t = time.time()
         corpus = load_corpus(root.path)
-        # warm the vector cache once (what the background indexer does after a first call)
-        search(root, "warm up", top=10, corpus=corpus, backend=backend, cfg=cfg)
-        print(f"  {f.stem}: {len(corpus.entries)} entries, {len(qs)} questions, indexed in {time.time() - t:.1f} s")
+        took = index_fully(root, corpus, backend, cfg)  # what the background indexer does after a first call
+        print(f"  {f.stem}: {len(corpus.entries)} entries, {len(qs)} questions, fully indexed in {took:.1f} s "
+              "before the first question")
         base = params_from_config(cfg)
         lex_p = RankParams(**{**base.__dict__, "lexical_only": True})
         den_p = RankParams(**{**base.__dict__, "dense_only": True})
@@ -244,6 +279,10 @@ def run_layout(data_dir: Path, work: Path, sample: int, explore: bool, fmt: str,
             first = search(root, q["q"], top=10, corpus=corpus, backend=backend, cfg=cfg, params=first_p)
             row = {**q, "conv": f.stem, "root": root, "engine_s": dt, "hybrid": [r["id"] for r in res.results],
                    "first": [corpus.entries[r.index].id for r in first.ranked]}
+            if fit is not None:
+                with using(fit):
+                    prev = search(root, q["q"], top=10, corpus=corpus, backend=backend, cfg=cfg)
+                row["previous"] = [corpus.entries[r.index].id for r in prev.ranked]
             if not quiet:
                 lex = search(root, q["q"], top=10, corpus=corpus, backend=None, cfg=cfg, params=lex_p)
                 den = search(root, q["q"], top=10, corpus=corpus, backend=backend, cfg=cfg, params=den_p)
@@ -366,14 +405,28 @@ def main() -> None:
     ap.add_argument("--explore", action="store_true", help="also print the design-variant table")
     ap.add_argument("--formats", default=",".join(FORMATS),
                     help=f"layouts of the speaker to score, the first one in full (default {','.join(FORMATS)})")
+    ap.add_argument("--compare-weights", metavar="FILE|REV",
+                    help="also rank with this earlier fit of the second stage (a weights file or a Git revision)")
+    ap.add_argument("--held-out-only", action="store_true",
+                    help=f"only the held-out conversations ({', '.join(HELD_OUT)})")
     args = ap.parse_args()
     formats = tuple(args.formats.split(","))
+    if unknown := [f for f in formats if f not in FORMATS]:
+        ap.error(f"unknown layout {', '.join(unknown)}; one of {', '.join(FORMATS)}")
+    fit = None
+    if args.compare_weights:
+        from bench._weights import WeightsError, load
+
+        try:
+            fit = load(args.compare_weights)
+        except WeightsError as exc:
+            ap.error(str(exc))
     if args.work:
         args.work.mkdir(parents=True, exist_ok=True)
-        run(args.data, args.work, args.sample, args.explore, formats)
+        run(args.data, args.work, args.sample, args.explore, formats, fit, args.held_out_only)
     else:
         with tempfile.TemporaryDirectory(prefix="rmtui-locomo-") as tmp:
-            run(args.data, Path(tmp), args.sample, args.explore, formats)
+            run(args.data, Path(tmp), args.sample, args.explore, formats, fit, args.held_out_only)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,11 @@ learned second stage, through the same engine search the headless retrieve runs.
 
 Prints R@5, R@10 and MRR@10 per project for the default ranking and for
 ``learned_rerank = false``; the held-out project was never fitted on (bench/fit_stage2.py).
+``--compare-weights FILE|REV`` also ranks with an earlier fit of the second stage (a weights
+file, or the weights of a Git revision; ``bench/_weights.py``), in the same run on the same roots.
+Every root is embedded in full (vectors and token states) before its first question.
 
-Usage: .venv/bin/python bench/notes.py [--work DIR]
+Usage: .venv/bin/python bench/notes.py [--work DIR] [--compare-weights FILE|REV] [--held-out-only]
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench._git import commit_all  # noqa: E402
+from bench._index import index_fully  # noqa: E402
+from bench._weights import Fit, using  # noqa: E402
 from rmtui.engine.memory.roots import MemoryRoot, init_root  # noqa: E402
 
 NOTES = REPO / "bench" / "notes"
@@ -47,10 +52,19 @@ def projects() -> list[Project]:
 
 
 def build_root(project: Project, dest: Path) -> MemoryRoot:
-    """A fresh memory root holding the project's memory files, committed."""
+    """A fresh memory root holding the project's memory files, committed (the derived caches of
+    an earlier build at ``dest`` are kept: vectors are cached by text, so nothing is embedded twice)."""
+    keep = None
     if dest.exists():
+        cache = dest / ".runtime" / "cache"
+        if cache.is_dir():
+            keep = dest.parent / f".{dest.name}.cache"
+            shutil.rmtree(keep, ignore_errors=True)
+            cache.rename(keep)
         shutil.rmtree(dest)
     root = init_root(dest)
+    if keep is not None:
+        keep.rename(root.runtime / "cache")
     for f in project.path.glob("MEMORY*.md"):
         shutil.copyfile(f, dest / f.name)
     (dest / "PURSUITS.md").write_text("# Pursuits\n\n## Focus\n", encoding="utf-8")
@@ -66,43 +80,76 @@ def scores(ranked: list[str], evidence: list[str]) -> tuple[float, float, float]
     return r5, r10, 0.0 if hit is None else 1.0 / (hit + 1)
 
 
-def run(work: Path) -> None:
+def run(work: Path, fit: Fit | None = None, held_only: bool = False) -> dict[tuple[str, str], list[tuple]]:
+    """Print each project's figures per ranking (``fit``'s beside today's, when given), then the
+    held-out projects together; return the per-question scores by (project, ranking)."""
     from rmtui.engine.retrieval.corpus import load_corpus
     from rmtui.engine.retrieval.ranking import RankParams
     from rmtui.engine.retrieval.retrieve import cli_backend, params_from_config, search
 
     backend = None
-    print("| project | questions | ranking | R@5 | R@10 | MRR@10 |\n|---|---|---|---|---|---|")
-    for project in projects():
+    chosen = [p for p in projects() if p.held_out or not held_only]
+    roots = []
+    for project in chosen:  # every root fully indexed before any question is asked
         root = build_root(project, work / project.name)
         cfg = root.config()
         backend = backend or cli_backend(root, cfg, wait_seconds=180.0)
         corpus = load_corpus(root.path)
+        took = index_fully(root, corpus, backend, cfg)
+        print(f"  {project.name}: {len(corpus.entries)} entries, fully indexed in {took:.1f} s "
+              "before the first question")
+        roots.append((project, root, cfg, corpus))
+    print("| project | questions | ranking | R@5 | R@10 | MRR@10 |\n|---|---|---|---|---|---|")
+    got: dict[tuple[str, str], list[tuple]] = {}
+    for project, root, cfg, corpus in roots:
         base = params_from_config(cfg)
         qs = project.questions()
-        for label, params in (("default (second stage)", base),
-                              ("learned_rerank = false", RankParams(**{**base.__dict__, "learned": False})),
-                              ("BM25 only", RankParams(**{**base.__dict__, "lexical_only": True}))):
-            got = []
-            for q in qs:
-                out = search(root, q["q"], top=10, corpus=corpus, backend=None if params.lexical_only else backend,
-                             cfg=cfg, params=params)
-                got.append(scores([corpus.entries[r.index].id for r in out.ranked], q["evidence"]))
-            r5, r10, mrr = (statistics.fmean(g[i] for g in got) for i in range(3))
+        shown = [("default (second stage)", base, None), *([(fit.label, base, fit)] if fit else []),
+                 ("learned_rerank = false", RankParams(**{**base.__dict__, "learned": False}), None),
+                 ("BM25 only", RankParams(**{**base.__dict__, "lexical_only": True}), None)]
+        for label, params, weights in shown:
+            each = []
+            with using(weights):
+                for q in qs:
+                    out = search(root, q["q"], top=10, corpus=corpus,
+                                 backend=None if params.lexical_only else backend, cfg=cfg, params=params)
+                    each.append(scores([corpus.entries[r.index].id for r in out.ranked], q["evidence"]))
+            got[(project.name, label)] = each
+            r5, r10, mrr = (statistics.fmean(g[i] for g in each) for i in range(3))
             part = "held out" if project.held_out else "development"
             print(f"| {project.name} ({part}) | {len(qs)} | {label} | {r5:.3f} | {r10:.3f} | {mrr:.3f} |", flush=True)
+    held = [p.name for p, *_ in roots if p.held_out]
+    if held:
+        print(f"\nheld out ({', '.join(held)}), every question together:\n| ranking | questions | R@5 | R@10 | MRR@10 |"
+              "\n|---|---|---|---|---|")
+        for label in dict.fromkeys(label for _, label in got):
+            each = [g for name in held for g in got.get((name, label), [])]
+            r5, r10, mrr = (statistics.fmean(g[i] for g in each) for i in range(3))
+            print(f"| {label} | {len(each)} | {r5:.3f} | {r10:.3f} | {mrr:.3f} |")
+    return got
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, help="where to build the roots (default: a temporary folder)")
+    ap.add_argument("--compare-weights", metavar="FILE|REV",
+                    help="also rank with this earlier fit of the second stage (a weights file or a Git revision)")
+    ap.add_argument("--held-out-only", action="store_true", help=f"only the held-out projects ({', '.join(HELD_OUT)})")
     args = ap.parse_args()
+    fit = None
+    if args.compare_weights:
+        from bench._weights import WeightsError, load
+
+        try:
+            fit = load(args.compare_weights)
+        except WeightsError as exc:
+            ap.error(str(exc))
     if args.work:
         args.work.mkdir(parents=True, exist_ok=True)
-        run(args.work)
+        run(args.work, fit, args.held_out_only)
     else:
         with tempfile.TemporaryDirectory(prefix="rmtui-notes-") as tmp:
-            run(Path(tmp))
+            run(Path(tmp), fit, args.held_out_only)
 
 
 if __name__ == "__main__":

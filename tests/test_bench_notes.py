@@ -52,3 +52,16 @@ def test_listwise_fit_learns_the_order_within_questions():
     top = [int(np.argmax(((x - mean) / scale) @ coef)) == int(np.argmax(y)) for x, y in fresh]
     by_feature = [int(np.argmax(x[:, 0])) == int(np.argmax(y)) for x, y in fresh]
     assert sum(top) >= sum(by_feature) - 1  # as good as the telling feature alone (the best order here)
+
+
+def test_a_rebuilt_notes_root_keeps_its_derived_caches(tmp_path):
+    project = next(p for p in notes.projects() if p.held_out)
+    root = notes.build_root(project, tmp_path / project.name)
+    marker = root.runtime / "cache" / "vectors-marker"
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_bytes(b"kept")
+    (root.path / "MEMORY_stray.md").write_text("stray\n", encoding="utf-8")
+    again = notes.build_root(project, tmp_path / project.name)
+    assert (again.runtime / "cache" / "vectors-marker").read_bytes() == b"kept"
+    assert not (again.path / "MEMORY_stray.md").exists()  # the memory itself is built afresh
+    assert not (tmp_path / f".{project.name}.cache").exists()

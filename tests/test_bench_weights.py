@@ -1,0 +1,57 @@
+"""Loading an earlier fit of the second stage for the benches (bench/_weights.py)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench import _weights  # noqa: E402
+from rmtui.engine.retrieval import stage2_weights  # noqa: E402
+
+TODAY = (REPO / _weights.WEIGHTS_PATH).read_text(encoding="utf-8")
+
+
+def test_a_git_revision_gives_that_revisions_weights():
+    fit = _weights.load("HEAD")
+    assert fit.label == "fit of HEAD"
+    assert fit.tokens.features == stage2_weights.TOKENS.features
+    assert len(fit.tokens.coef) == len(fit.tokens.features)
+
+
+def test_a_fit_written_before_thread_span_reads_thread_unbounded(tmp_path):
+    old = tmp_path / "old_weights.py"
+    old.write_text(re.sub(r"\n    thread_span=\([^)]*\),", "", TODAY), encoding="utf-8")
+    assert "thread_span" not in old.read_text(encoding="utf-8")
+    fit = _weights.load(str(old))
+    assert fit.plain.thread_span == _weights.UNBOUNDED
+    assert fit.plain.coef == stage2_weights.PLAIN.coef
+
+
+def test_weights_over_other_features_are_refused_naming_them(tmp_path):
+    other = tmp_path / "w.py"
+    other.write_text(TODAY.replace("'named_subject', ", "'named_person', ", 1), encoding="utf-8")
+    with pytest.raises(_weights.WeightsError, match=r"PLAIN weights describe other features than today's "
+                                                    r"\(theirs only: named_person; today's only: named_subject\)"):
+        _weights.load(str(other))
+
+
+def test_neither_a_file_nor_a_revision_is_refused():
+    with pytest.raises(_weights.WeightsError, match="neither a file nor a Git revision"):
+        _weights.load("no-such-revision-xyz")
+
+
+def test_using_swaps_the_weights_the_stage_reads_and_restores_them_after_an_error():
+    mine = _weights.Fit("mine", stage2_weights.TOKENS, stage2_weights.PLAIN)  # swapped: plainly not today's
+    before = stage2_weights.PLAIN, stage2_weights.TOKENS
+    with pytest.raises(RuntimeError), _weights.using(mine):
+        assert stage2_weights.PLAIN is mine.plain and stage2_weights.TOKENS is mine.tokens
+        raise RuntimeError
+    assert before == (stage2_weights.PLAIN, stage2_weights.TOKENS)
+    with _weights.using(None):
+        assert before == (stage2_weights.PLAIN, stage2_weights.TOKENS)
