@@ -193,8 +193,10 @@ def test_demo_command_is_registered_without_importing_textual():
 
 def test_demo_command_creates_the_root_and_opens_the_workbench_on_it(tmp_path, monkeypatch):
     import rmtui.tui.app as tui_app
+    import rmtui.tui.terminal as terminal
     from rmtui import cli
 
+    monkeypatch.setattr(terminal, "stdout_is_terminal", lambda: True)  # pytest's stdout is a capture, not one
     opened: list[Path] = []
     monkeypatch.setattr(tui_app, "run_app", lambda root: opened.append(root.path) or 0)
     assert cli.main(["demo", "--path", str(tmp_path / "d")]) == 0
