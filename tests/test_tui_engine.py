@@ -104,6 +104,10 @@ def test_watch_root_merges_a_publication_and_ignores_pure_reads(tmp_path):
         for cs in watch_root(root, stop_event=stop, on_ready=ready.set):
             seen.append(cs)
 
+    # the probe's folder exists before the watch starts (a file made at once in a folder made
+    # while watching can come before the watch on that folder)
+    probe = root.runtime / "cycles" / "probe.json"
+    probe.parent.mkdir(parents=True, exist_ok=True)
     t = threading.Thread(target=run, daemon=True)
     t.start()
     assert ready.wait(30), "the watcher never started"
@@ -114,8 +118,6 @@ def test_watch_root_merges_a_publication_and_ignores_pure_reads(tmp_path):
         q.close()
     # a file the watcher reports (a cycle's state file, no database change) marks where the
     # reads' events, had there been any, were all delivered: events arrive in order
-    probe = root.runtime / "cycles" / "probe.json"
-    probe.parent.mkdir(parents=True, exist_ok=True)
     probe.write_text("{}", encoding="utf-8")
     rel = ".runtime/cycles/probe.json"
     deadline = time.monotonic() + 10

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
 
-import git
 import pytest
 from test_tui_support import (
     FROZEN_TS,
@@ -131,19 +130,16 @@ NARROW_SIZES = {"80x24": (80, 24), "120x40": (120, 40)}
 
 def busy_activity(root) -> None:
     """Real operations beside the demo's receipts: an Update running under a lease, a prune
-    abandoned, and a Pursuit editor checkpoint landed under its bare 32-hex operation id."""
+    abandoned, and a Pursuit editor checkpoint under its bare 32-hex operation id."""
     from rmtui.engine.writes.supervisor import Supervisor
 
     with Supervisor(root) as sup:
         sup.begin("update", "update", lease={"holder": "daemon", "pid": 4242, "until": FROZEN_TS + 240})
         pruning = sup.begin("prune", "pruner")
         sup.abandon(pruning, "the pruner's worktree was removed by hand")
+        # (it ends failed, with no commit: a landed one would make the head's hash depend on the run)
         op = sup.begin("pursuit", "pursuit-editor", op_id="5f0c2a9e" * 4)
-        target = Path(op.worktree) / "PURSUITS.md"
-        target.write_text(target.read_text(encoding="utf-8").replace("Ship flood alerts", "Ship the flood alerts"),
-                          encoding="utf-8")
-        git.Repo(op.worktree).git.commit("-qam", "pursuit: rename flood-alerts")
-        sup.finish(op, summary="renamed a Pursuit")
+        sup.fail(op, "the checkpoint found PURSUITS.md changed under it")
 
 
 @pytest.mark.parametrize("size", list(NARROW_SIZES), ids=list(NARROW_SIZES))
