@@ -25,7 +25,7 @@ from rmtui.engine.host import watch
 from rmtui.tui import readers
 from rmtui.tui.context import workbench
 from rmtui.tui.keys import key_of
-from rmtui.tui.messages import FollowItem, GraphLoaded, ItemHistoryLoaded, OperationsLoaded, QueueLoaded
+from rmtui.tui.messages import FilterTyped, FollowItem, GraphLoaded, ItemHistoryLoaded, OperationsLoaded, QueueLoaded
 from rmtui.tui.models import GraphState
 from rmtui.tui.screens.base import LiveScreen
 from rmtui.tui.screens.dialogs import PromptScreen
@@ -353,8 +353,13 @@ class MainScreen(LiveScreen):
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        tree = self.query_one(MemoryTree)
-        tree.apply_filter(event.value)
+        self.post_message(FilterTyped(event.value))  # a burst of keys merges into one rebuild
+
+    def on_filter_typed(self, message: FilterTyped) -> None:
+        box = self.query_one("#filter", Input)
+        if message.text != box.value or box.has_class("-hidden"):
+            return  # typed on since, or the filter was cleared: that text is not wanted any more
+        self.query_one(MemoryTree).apply_filter(message.text)
         self._update_status()
         self.call_after_refresh(self._follow_cursor)
 
