@@ -253,6 +253,14 @@ def _run_tui(args: argparse.Namespace) -> int:
     except EngineError as exc:
         sys.stderr.write(f"rmtui: {printable(exc.message)}\n")
         return exc.exit_code
+    import shlex
+
+    from rmtui.tui.terminal import say_not_a_terminal, stdout_is_terminal
+
+    if not stdout_is_terminal():  # piped or redirected: the status text, not a screen drawn over the terminal
+        status = ["--headless", "--root", str(root.path), "status"]
+        say_not_a_terminal(f"this is `{shlex.join(['rmtui', *status])}`")
+        return main(status)
     from rmtui.tui.app import run_app
 
     return run_app(root)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from fake_provider import FakeProvider, Turn, commit_update_model
-from test_tui_support import evidence_states, main_loaded, row_to, type_text, wait_for
+from test_tui_support import evidence_states, main_loaded, quiet, row_to, type_text, wait_for
 
 from rmtui.engine.evidence.queue import EvidenceQueue
 from rmtui.engine.host.demo import create_demo_root
@@ -101,8 +101,9 @@ async def test_bulk_decisions_without_marks_ask_first_and_say_how_many(demo):
         question = str(app.screen.query_one("#confirm-question").render())
         assert "approve all 3 pieces of evidence" in question
         await pilot.press("n")
-        await pilot.pause(0.3)
-        assert not isinstance(app.screen, ConfirmScreen) and all(state(demo, u) == "inbox" for u in uids)
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), what="the dialog to close")
+        await quiet(app, pilot)
+        assert all(state(demo, u) == "inbox" for u in uids)
         # with marks, A approves just the marked ones without asking (m walks down)
         await pilot.press("m")
         await pilot.press("A")
@@ -115,8 +116,9 @@ async def test_bulk_decisions_without_marks_ask_first_and_say_how_many(demo):
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the reject-all confirmation")
         assert "reject all 2 pieces" in str(app.screen.query_one("#confirm-question").render())
         await pilot.press("enter")
-        await pilot.pause(0.3)
-        assert not isinstance(app.screen, (ConfirmScreen, PromptScreen))
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen), what="the dialog to close")
+        await quiet(app, pilot)
+        assert not isinstance(app.screen, PromptScreen)
         await pilot.press("X")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation again")
         await pilot.press("y")

@@ -98,27 +98,45 @@ def test_watch_root_merges_a_publication_and_ignores_pure_reads(tmp_path):
     stop = threading.Event()
     seen: list[ChangeSet] = []
 
+    ready = threading.Event()
+
     def run() -> None:
-        for cs in watch_root(root, stop_event=stop):
+        for cs in watch_root(root, stop_event=stop, on_ready=ready.set):
             seen.append(cs)
 
+    # the probe's folder exists before the watch starts (a file made at once in a folder made
+    # while watching can come before the watch on that folder)
+    probe = root.runtime / "cycles" / "probe.json"
+    probe.parent.mkdir(parents=True, exist_ok=True)
     t = threading.Thread(target=run, daemon=True)
     t.start()
-    time.sleep(0.4)
+    assert ready.wait(30), "the watcher never started"
     # pure reads of the state database touch its WAL file but are not changes
     for _ in range(3):
         q = EvidenceQueue(root)
         q.list()
         q.close()
-    time.sleep(0.8)
+    # a file the watcher reports (a cycle's state file, no database change) marks where the
+    # reads' events, had there been any, were all delivered: events arrive in order
+    probe.write_text("{}", encoding="utf-8")
+    rel = ".runtime/cycles/probe.json"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(rel in cs.paths for cs in seen):
+        time.sleep(0.05)
+    assert any(rel in cs.paths for cs in seen), seen
     assert not any(STATE in cs.kinds for cs in seen), seen
+    probe.unlink()
+    deadline = time.monotonic() + 10  # its removal reported too, so no later burst is the probe's
+    while time.monotonic() < deadline and sum(rel in cs.paths for cs in seen) < 2:
+        time.sleep(0.05)
+    n0 = len(seen)
     land_insight_log(root, "# Insight\n\nA new reflection.\n")
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and not any(INSIGHT in cs.kinds for cs in seen):
+    while time.monotonic() < deadline and not any(INSIGHT in cs.kinds for cs in seen[n0:]):
         time.sleep(0.05)
-    bursts_with_log = [cs for cs in seen if INSIGHT in cs.kinds]
+    bursts_with_log = [cs for cs in seen[n0:] if INSIGHT in cs.kinds]
     assert len(bursts_with_log) == 1, seen
-    assert HEAD in set().union(*(cs.kinds for cs in seen))
+    assert HEAD in set().union(*(cs.kinds for cs in seen[n0:]))
     # a real write by another process is a state change
     n = len(seen)
     subprocess.run([sys.executable, "-m", "rmtui", "--headless", "--root", str(root.path), "submit",
@@ -193,8 +211,10 @@ def test_demo_command_is_registered_without_importing_textual():
 
 def test_demo_command_creates_the_root_and_opens_the_workbench_on_it(tmp_path, monkeypatch):
     import rmtui.tui.app as tui_app
+    import rmtui.tui.terminal as terminal
     from rmtui import cli
 
+    monkeypatch.setattr(terminal, "stdout_is_terminal", lambda: True)  # pytest's stdout is a capture, not one
     opened: list[Path] = []
     monkeypatch.setattr(tui_app, "run_app", lambda root: opened.append(root.path) or 0)
     assert cli.main(["demo", "--path", str(tmp_path / "d")]) == 0
@@ -361,3 +381,31 @@ def test_progress_reports_reach_only_the_listener_of_this_call():
         t.join()
     progress.report("after")
     assert seen == [progress.Progress("embedding memory passages", 3, 10)] and other == [None]
+
+
+async def test_a_change_made_while_the_watcher_starts_is_shown(tmp_path, monkeypatch):
+    """On a busy machine the watcher thread can start seconds after the screens first read the
+    root: evidence submitted in between must still show, without any later change to wake it."""
+    import watchfiles
+    from test_tui_support import main_loaded, wait_for
+
+    from rmtui.tui.app import RmtuiApp
+    from rmtui.tui.widgets.evidence_table import EvidenceTable
+
+    root = create_demo_root(tmp_path / "demo")
+    gate = threading.Event()
+    real_watch = watchfiles.watch
+
+    def late_watch(*args, **kwargs):  # the watch begins only when the test lets it
+        gate.wait(30)
+        yield from real_watch(*args, **kwargs)
+
+    monkeypatch.setattr(watchfiles, "watch", late_watch)
+    app = RmtuiApp(root)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
+        table = app.screen.query_one(EvidenceTable)
+        with EvidenceQueue(root) as q:
+            uid = q.submit("late-session", b"Submitted while the watcher was still starting.\n")["uid"]
+        gate.set()
+        await wait_for(pilot, lambda: uid in table.rows_by_key, what="the evidence submitted meanwhile")

@@ -4,7 +4,7 @@ anything else is a bug, shown by the app's one handler in a dialog with where it
 from __future__ import annotations
 
 import pytest
-from test_tui_support import main_loaded, type_text, wait_for
+from test_tui_support import main_loaded, quiet, type_text, wait_for
 from tui_faults import broken_last_commit
 
 from rmtui.engine.host.demo import create_demo_root
@@ -60,7 +60,7 @@ async def test_an_engine_error_in_a_worker_is_a_notice_on_its_screen_not_the_dia
         await wait_for(pilot, lambda: main_loaded(app), what="the main screen to load")
         app.push_screen(DiffScreen("no-such-operation"))  # the engine refuses: UsageError
         await wait_for(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen.loaded, what="the refusal")
-        await pilot.pause(0.2)
+        await quiet(app, pilot)
         assert isinstance(app.screen, DiffScreen)
         assert not any(isinstance(s, ErrorScreen) for s in app.screen_stack)
         header = str(app.screen.query_one("#diff-header").render())

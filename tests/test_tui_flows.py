@@ -17,6 +17,7 @@ from test_tui_support import (
     main_loaded,
     option_to,
     palette_lists,
+    quiet,
     row_to,
     run_in_thread,
     tab_to,
@@ -85,7 +86,7 @@ async def test_approve_and_reject_evidence_change_state_on_disk(demo):
         await pilot.pause()
         assert table.check_action("approve", ()) is None
         await pilot.press("a")
-        await pilot.pause(0.2)
+        await quiet(app, pilot)
         assert evidence_states(demo)[first][0] == "queued"
 
         await select_row(pilot, table, second)
@@ -255,7 +256,7 @@ async def test_an_active_operation_is_listed_with_its_lease_and_opens_its_diff_s
     from rmtui.tui.widgets.operations_table import OperationsTable
 
     app = RmtuiApp(demo)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=(200, 50)) as pilot:  # wide enough for the lease column
         screen = await started(app, pilot)
         op = await run_in_thread(maintain.begin, demo)
         wt = Path(op.worktree)
@@ -263,8 +264,9 @@ async def test_an_active_operation_is_listed_with_its_lease_and_opens_its_diff_s
         (wt / "MEMORY_new.md").write_text("A new free-form note.\n", encoding="utf-8")
         ops = screen.query_one(OperationsTable)
         await wait_for(pilot, lambda: op.id in ops.rows_by_key, timeout=5, what="the operation to be listed")
-        row = ops.get_row(op.id)
-        assert row[1] == "maintenance" and row[2] == "running" and "maintenance, expires in 6d" in row[3]
+        cell = lambda column: str(ops.get_cell(op.id, column))  # noqa: E731
+        assert (cell("operation"), cell("phase")) == ("maintenance", "running")
+        assert "maintenance, expires in 6d" in cell("lease")
         await tab_to(pilot, ops)
         await row_to(pilot, ops, op.id)
         await pilot.press("d")
@@ -372,8 +374,9 @@ async def test_land_a_maintenance_edit_and_see_a_refused_landing(demo, tmp_path,
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the abort confirmation")
         assert "MEMORY_ingestion.md" in str(app.screen.query_one("#confirm-question").render())
         await pilot.press("n")
-        await pilot.pause(0.3)
-        assert app.screen is maint and maint.status is not None
+        await wait_for(pilot, lambda: app.screen is maint, what="the dialog to close")
+        await quiet(app, pilot)
+        assert maint.status is not None
         await pilot.press("a")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation again")
         await pilot.press("y")
@@ -507,7 +510,7 @@ async def test_bindings_are_remapped_from_the_user_config(demo, tmp_path):
         first = inbox_uids(demo)[0]
         await select_row(pilot, table, first)
         await pilot.press("a")
-        await pilot.pause(0.3)
+        await quiet(app, pilot)
         assert evidence_states(demo)[first][0] == "inbox"
         await pilot.press("y")
         await wait_for(pilot, lambda: evidence_states(demo)[first][0] == "queued", what="the remapped approve")

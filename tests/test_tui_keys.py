@@ -200,8 +200,7 @@ async def test_on_a_small_terminal_the_main_screen_keeps_tree_inbox_and_one_more
     app = RmtuiApp(demo)
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await started(app, pilot)
-        await pilot.pause(0.2)
-        assert screen.compact
+        await wait_for(pilot, lambda: screen.compact, what="the compact layout")
         tree, table = screen.query_one(MemoryTree), screen.query_one(EvidenceTable)
         assert tree.region.height >= 6 and tree.region.width >= 24
         # every inbox row shows, with readable text

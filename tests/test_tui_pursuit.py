@@ -10,7 +10,7 @@ import json
 import git
 import pytest
 from cycles_kit import head
-from test_tui_support import run_in_thread, type_text, wait_for
+from test_tui_support import quiet, run_in_thread, type_text, wait_for
 
 from rmtui.engine import pursuit
 from rmtui.engine.host.watch import EDITOR, classify
@@ -410,7 +410,7 @@ async def test_another_sessions_edits_show_whose_they_are_and_x_discards_them(pr
         for action in ("undo", "checkpoint", "create", "rename"):
             assert screen.check_action(action, ()) is None, action
         await pilot.press("u")
-        await pilot.pause(0.2)
+        await quiet(app, pilot)
         assert not any("sha256" in n for n in notes(app))
         await pilot.press("x")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the discard confirmation")

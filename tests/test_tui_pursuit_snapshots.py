@@ -50,6 +50,26 @@ def test_pursuit_screen_with_a_pending_edit(snap_compare, app):
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_pursuit_screen_narrow(snap_compare, app, size):
+    """The narrow sizes: the map's long labels are clipped with no sideways scrollbar (its
+    thumb showed as a stray mark under the map) and the body's scrollbar is one cell wide."""
+    async def run_before(pilot) -> None:
+        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
+        await pilot.press("5")
+        await wait_for(pilot, lambda: isinstance(app.screen, PursuitScreen) and app.screen.loaded,
+                       what="the Pursuit editor")
+        screen = app.screen
+        tree = screen.query_one(PursuitTree)
+        while tree.highlighted_id != "faster-ingestion":
+            await pilot.press("down")
+        await pilot.press("f")
+        await wait_for(pilot, lambda: not screen.busy and screen.state.pending_edits == 1, what="the edit")
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
 def test_edit_body_dialog(snap_compare, app):
     async def run_before(pilot) -> None:
         from rmtui.tui.screens.dialogs import TextScreen

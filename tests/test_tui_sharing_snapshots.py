@@ -161,6 +161,6 @@ def test_question_answer_dialog(snap_compare, viewer):
     async def run_before(pilot) -> None:
         await sharing(app, pilot)
         await app.push_screen(AnswerScreen("how do we deploy?", result))
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: isinstance(app.screen, AnswerScreen), what="the answer dialog")
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

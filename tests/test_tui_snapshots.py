@@ -15,7 +15,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from test_tui_support import FROZEN_TS, frozen_demo_root, main_loaded, row_to, settle, type_text, wait_for
+from test_tui_support import (
+    FROZEN_TS,
+    frozen_demo_root,
+    main_loaded,
+    palette_lists,
+    row_to,
+    settle,
+    type_text,
+    wait_for,
+)
 from tui_faults import broken_last_commit
 
 from rmtui.engine.retrieval import retrieve as retrieve_module
@@ -80,9 +89,9 @@ def test_main_screen_themes(snap_compare, app, theme):
     async def run_before(pilot) -> None:
         await loaded(app, pilot)
         await pilot.press("ctrl+t")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: bool(app.screen.query("CommandInput")), what="the theme picker")
         await type_text(pilot, theme)
-        await pilot.pause(0.3)
+        await palette_lists(app, pilot, theme)
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.theme == theme, what="the theme")
         await show_item(app, pilot, "ing-queue")
@@ -112,6 +121,56 @@ def test_main_screen_compact_with_the_receipts_pane(snap_compare, app):
         await settle(app, pilot)
 
     assert snap_compare(app, terminal_size=SIZES["80x24"], run_before=run_before)
+
+
+#: the widths where the main screen's columns were cut: the smallest terminal and the narrowest
+#: one with the full layout
+NARROW_SIZES = {"80x24": (80, 24), "120x40": (120, 40)}
+
+
+def busy_activity(root) -> None:
+    """Real operations beside the demo's receipts: an Update running under a lease, a prune
+    abandoned, and a Pursuit editor checkpoint under its bare 32-hex operation id."""
+    from rmtui.engine.writes.supervisor import Supervisor
+
+    with Supervisor(root) as sup:
+        sup.begin("update", "update", lease={"holder": "daemon", "pid": 4242, "until": FROZEN_TS + 240})
+        pruning = sup.begin("prune", "pruner")
+        sup.abandon(pruning, "the pruner's worktree was removed by hand")
+        # (it ends failed, with no commit: a landed one would make the head's hash depend on the run)
+        op = sup.begin("pursuit", "pursuit-editor", op_id="5f0c2a9e" * 4)
+        sup.fail(op, "the checkpoint found PURSUITS.md changed under it")
+
+
+@pytest.mark.parametrize("size", list(NARROW_SIZES), ids=list(NARROW_SIZES))
+def test_main_screen_operations_and_receipts_fit(snap_compare, frozen, size):
+    """Each column shows whole (``committed``, ``abandoned``); a column that cannot is left out
+    or, the free text ones, clipped with …; the Pursuit receipt is named ``pursuit …``."""
+    busy_activity(frozen)
+    app = RmtuiApp(frozen, clock=lambda: FROZEN_TS, live=False)
+
+    async def run_before(pilot) -> None:
+        await loaded(app, pilot)
+        await wait_for(pilot, lambda: app.screen.query_one("#receipts").row_count == 4, what="the receipts")
+        if app.screen.compact:  # the compact layout shows one pane beside the graph: the receipts
+            await pilot.press("o", "o")
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=NARROW_SIZES[size], run_before=run_before)
+
+
+def test_main_screen_status_keeps_the_filter_notice(snap_compare, app):
+    """At 80 columns the status line leaves out the head and the counts, never the filter's
+    matches (it used to be the part cut off at the edge)."""
+    async def run_before(pilot) -> None:
+        await loaded(app, pilot)
+        await pilot.press("slash")
+        await type_text(pilot, "alerts")
+        tree = app.screen.query_one("#graph")
+        await wait_for(pilot, lambda: tree.filter_text == "alerts", what="the filter")
+        await settle(app, pilot)
+
+    assert snap_compare(app, terminal_size=NARROW_SIZES["80x24"], run_before=run_before)
 
 
 # -- the other screens -----------------------------------------------------------------------
@@ -164,7 +223,7 @@ FIXED_RESULTS = [
 ]
 
 
-def test_retrieve_screen_with_an_answer(snap_compare, app, monkeypatch):
+def retrieve_snapshot(snap_compare, app, monkeypatch, size) -> bool:
     def fixed(root, session, need, **kwargs):
         text = "# Tidewater service\n\n## Ingestion\n\n- `ing-dedupe` Duplicate readings are dropped.\n"
         return RetrieveResult(text, FIXED_RESULTS, None, "fp", "hybrid", [], [])
@@ -180,7 +239,17 @@ def test_retrieve_screen_with_an_answer(snap_compare, app, monkeypatch):
         await pilot.press("escape")  # out of the text box: the screen keys show
         await settle(app, pilot)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    return snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_retrieve_screen_with_an_answer(snap_compare, app, monkeypatch):
+    assert retrieve_snapshot(snap_compare, app, monkeypatch, SIZE)
+
+
+@pytest.mark.parametrize("size", list(NARROW_SIZES), ids=list(NARROW_SIZES))
+def test_retrieve_screen_narrow(snap_compare, app, monkeypatch, size):
+    """At 80 columns the need has a row of its own, the session and the switch below it."""
+    assert retrieve_snapshot(snap_compare, app, monkeypatch, NARROW_SIZES[size])
 
 
 # -- dialogs -----------------------------------------------------------------------------------

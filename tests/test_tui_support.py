@@ -66,6 +66,19 @@ async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 10.0, 
     await pilot.pause()
 
 
+async def quiet(app, pilot, timeout: float = 10.0) -> None:
+    """Let the app finish what the last key started: its messages handled and every worker but
+    the root watcher's done. A test that asserts nothing happened (a key that does not apply,
+    a dialog answered no) asserts it then, not after a fixed pause a busy machine can outrun."""
+    deadline = time.monotonic() + timeout
+    await pilot.pause()
+    while busy := [w for w in app.workers if w.group != "watch" and not w.is_finished]:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"workers still running: {[w.name for w in busy]}")
+        await pilot.pause(0.05)
+    await pilot.pause()
+
+
 async def palette_lists(app, pilot, text: str) -> None:
     """Wait until the command palette lists a command whose prompt holds ``text`` (its search
     runs in the background: enter pressed before the list shows selects nothing)."""

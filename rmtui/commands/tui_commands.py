@@ -40,9 +40,17 @@ def demo_root(path: str | None):
 def run_demo(args: argparse.Namespace) -> int:
     import shlex
 
+    from rmtui.tui.terminal import say_not_a_terminal, stdout_is_terminal
+
     root = demo_root(args.path)
-    # said before the workbench takes the screen, so it is there again when it quits
     where = shlex.quote(str(root.path))
+    if not stdout_is_terminal():  # piped or redirected: where the root is, not a screen over the terminal
+        say_not_a_terminal("this is where the demo root is")
+        sys.stdout.write(f"demo root: {root.path}\n"
+                         f"headless commands on it: rmtui --headless --root {where} status\n"
+                         f"the workbench on it, in a terminal: rmtui --root {where}\n")
+        return 0
+    # said before the workbench takes the screen, so it is there again when it quits
     sys.stderr.write(f"rmtui: the demo root is {root.path}\n"
                      f"rmtui: headless commands on it: `rmtui --headless --root {where} status` "
                      f"(or run them inside that folder)\n")

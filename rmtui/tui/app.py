@@ -125,9 +125,12 @@ class RmtuiApp(App):
     # -- live updates --------------------------------------------------------
     @work(thread=True, exclusive=True, group="watch", exit_on_error=False)
     def watch_root(self) -> None:
-        from rmtui.engine.host.watch import watch_root
+        from rmtui.engine.host.watch import KINDS, ChangeSet, watch_root
 
-        for changes in watch_root(self.root, stop_event=self._stop_watch):
+        def ready() -> None:  # the screens loaded before the watch was in place: read all again
+            self.post_message(RootChanged(ChangeSet(kinds=frozenset(KINDS))))
+
+        for changes in watch_root(self.root, stop_event=self._stop_watch, on_ready=ready):
             self.post_message(RootChanged(changes))
 
     @work(thread=True, exclusive=True, group="recover", exit_on_error=False)

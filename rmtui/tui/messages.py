@@ -127,6 +127,17 @@ class EvidenceDecided(Message, bubble=False):
 
 
 @dataclass
+class FilterTyped(Message, bubble=False):
+    """The graph filter's text changed. Keys typed faster than the tree rebuilds merge, so a
+    burst rebuilds the tree once, for the text typed last."""
+
+    text: str
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FilterTyped)
+
+
+@dataclass
 class FollowItem(Message):
     """Show an item by id (following an edge or jumping); ``push`` records history."""
 

@@ -26,12 +26,28 @@ def age(seconds: float) -> str:
     return f"{seconds}s"
 
 
-def short_op(op_id: str) -> str:
-    """``maintenance-20250601T101500Z-55ac76d8`` as ``maintenance …55ac76d8`` (the id is the row key)."""
-    parts = op_id.split("-")
-    if len(parts) >= 3:
-        return f"{'-'.join(parts[:-2])} …{parts[-1]}"
-    return op_id
+def op_kind(kind: str) -> str:
+    """What an operation is, in the tables' first column: its kind (a host agent's Update is a
+    ``host task``)."""
+    return "host task" if kind == "assistant" else kind
+
+
+def op_tail(op_id: str) -> str:
+    """The last eight characters of an operation id (``maintenance-20250601T101500Z-55ac76d8``:
+    ``…55ac76d8``; the Pursuit editor's bare 32 hex alike): enough to tell two apart, the row
+    key holds the whole id."""
+    tail = op_id.rsplit("-", 1)[-1]
+    return f"…{tail[-8:]}" if len(tail) > 8 or "-" in op_id else tail
+
+
+def fit_line(parts: list[tuple[str, int]], width: int, sep: str = " · ") -> str:
+    """``parts`` (text, priority) joined by ``sep`` in their order, leaving out the lowest
+    priority ones until the line fits ``width`` cells: a notice (a filter's matches, the
+    first validation error) is never the part cut off at the edge."""
+    kept = list(parts)
+    while len(kept) > 1 and len(sep.join(t for t, _ in kept)) > width:
+        kept.remove(min(kept, key=lambda p: p[1]))
+    return sep.join(t for t, _ in kept)
 
 
 def clip(text: str, width: int) -> str:

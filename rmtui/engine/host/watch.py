@@ -14,7 +14,7 @@ state event counts only when the database's ``data_version`` moved: a commit hap
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -125,11 +125,14 @@ def changeset(root: Path, raw_changes) -> ChangeSet:
 
 def watch_root(root: MemoryRoot | Path, *, stop_event: threading.Event | None = None,
                step_ms: int = 50, debounce_ms: int = 400,
-               force_polling: bool | None = None) -> Iterator[ChangeSet]:
+               force_polling: bool | None = None, on_ready: Callable[[], None] | None = None) -> Iterator[ChangeSet]:
     """Yield merged change sets until ``stop_event`` is set.
 
     Events are gathered until ``step_ms`` pass without a new one (at most ``debounce_ms``),
     so one publication arrives as one set; sets that hold only noise are not yielded.
+    ``on_ready`` is called once the watch is in place (at its first wake-up: a change, or
+    half a second without one): a front that read the root before then reads it again, or a
+    change made while the watcher was still starting (a busy machine: seconds) is never seen.
     """
     from watchfiles import watch
 
@@ -148,9 +151,15 @@ def watch_root(root: MemoryRoot | Path, *, stop_event: threading.Event | None = 
     conn = store.connect(mroot.ensure_runtime())
     try:
         version = _data_version(conn)
+        ready = on_ready
         for raw in watch(path, watch_filter=keep, debounce=debounce_ms, step=step_ms, stop_event=stop,
-                         rust_timeout=500, yield_on_timeout=False, raise_interrupt=False,
+                         rust_timeout=500, yield_on_timeout=True, raise_interrupt=False,
                          force_polling=force_polling):
+            if ready is not None:
+                ready()
+                ready = None
+            if not raw:  # a quiet half second
+                continue
             cs = changeset(path, raw)
             if STATE in cs.kinds:
                 now = _data_version(conn)

@@ -25,7 +25,7 @@ from rmtui.engine.host import watch
 from rmtui.tui import readers
 from rmtui.tui.context import workbench
 from rmtui.tui.keys import key_of
-from rmtui.tui.messages import FollowItem, GraphLoaded, ItemHistoryLoaded, OperationsLoaded, QueueLoaded
+from rmtui.tui.messages import FilterTyped, FollowItem, GraphLoaded, ItemHistoryLoaded, OperationsLoaded, QueueLoaded
 from rmtui.tui.models import GraphState
 from rmtui.tui.screens.base import LiveScreen
 from rmtui.tui.screens.dialogs import PromptScreen
@@ -36,6 +36,7 @@ from rmtui.tui.widgets.operations_table import OperationsTable
 from rmtui.tui.widgets.preview import EdgeList, ItemPreview
 from rmtui.tui.widgets.progress_line import ProgressLine
 from rmtui.tui.widgets.receipts_table import ReceiptsTable
+from rmtui.tui.wording import fit_line
 
 PREVIEW_DELAY = 0.05  # seconds the tree cursor rests before the preview follows it
 #: below this size the right column shows the evidence and one other pane
@@ -186,25 +187,27 @@ class MainScreen(LiveScreen):
         self.query_one(EvidencePane).refresh_ages()
 
     def _update_status(self) -> None:
-        parts = []
+        # (text, priority): on a narrow terminal the counts leave the line before its notices
+        parts: list[tuple[str, int]] = []
         st = self.state
         if st is not None:
             counts = st.counts
-            parts.append(f"head {st.head[:10] if st.head else 'none'}")
-            parts.append(f"{counts['headings']} headings · {counts['nodes']} nodes")
+            parts.append((f"head {st.head[:10] if st.head else 'none'}", 1))
+            parts.append((f"{counts['headings']} headings · {counts['nodes']} nodes", 0))
             errors = [i for i in st.issues if i.is_error]  # warnings never make the root invalid
             warned = len(st.issues) - len(errors)
-            parts.append(f"{len(errors)} validation errors (first: {errors[0]})" if errors else
-                         "valid" + (f" ({warned} warning{'s' if warned != 1 else ''})" if warned else ""))
+            parts.append((f"{len(errors)} validation errors (first: {errors[0]})" if errors else
+                          "valid" + (f" ({warned} warning{'s' if warned != 1 else ''})" if warned else ""), 4))
         counts = self.query_one(EvidencePane).counts
         if counts:
             waiting = ", ".join(f"{k} {v}" for k, v in counts.items() if v and k != "consumed")
-            parts.append(f"evidence: {waiting or 'none waiting'}")
+            parts.append((f"evidence: {waiting or 'none waiting'}", 2))
         tree = self.query_one(MemoryTree)
         if tree.filter_text:
-            parts.append(f"filter {tree.filter_text!r}: {tree.match_count} matches")
+            parts.append((f"filter {tree.filter_text!r}: {tree.match_count} matches", 5))
         status = self.query_one("#status", Static)
-        status.update(" · ".join(parts), layout=False)  # one line, fixed height
+        width = status.size.width or self.app.size.width - 2  # not laid out yet: the screen less its padding
+        status.update(fit_line(parts, width), layout=False)  # one line, fixed height
         status.set_class(bool(st and any(i.is_error for i in st.issues)), "-invalid")
         if st is not None:
             self.sub_title = st.root_name
@@ -350,8 +353,13 @@ class MainScreen(LiveScreen):
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        tree = self.query_one(MemoryTree)
-        tree.apply_filter(event.value)
+        self.post_message(FilterTyped(event.value))  # a burst of keys merges into one rebuild
+
+    def on_filter_typed(self, message: FilterTyped) -> None:
+        box = self.query_one("#filter", Input)
+        if message.text != box.value or box.has_class("-hidden"):
+            return  # typed on since, or the filter was cleared: that text is not wanted any more
+        self.query_one(MemoryTree).apply_filter(message.text)
         self._update_status()
         self.call_after_refresh(self._follow_cursor)
 
@@ -390,6 +398,7 @@ class MainScreen(LiveScreen):
     # -- layout --------------------------------------------------------------
     def on_resize(self, event) -> None:
         compact = event.size.width < COMPACT_WIDTH or event.size.height < COMPACT_HEIGHT
+        self.call_after_refresh(self._update_status)  # the status line fits the new width
         if compact != self.compact:
             self.compact = compact
             self.set_class(compact, "-compact")

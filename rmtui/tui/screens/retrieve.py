@@ -35,6 +35,9 @@ from rmtui.tui.widgets.progress_line import ProgressLine
 from rmtui.tui.wording import count, score_text
 
 DEFAULT_SESSION = "workbench-playground"
+#: below this width the need gets a row of its own (beside the session and the switch it kept
+#: about a dozen cells at 80 columns)
+NARROW_WIDTH = 100
 COLUMNS = (("#", "rank"), ("score", "score"), ("id", "id"), ("kind", "kind"), ("lines", "lines"),
            ("status", "status"))
 
@@ -91,6 +94,9 @@ class RetrieveScreen(WorkbenchScreen):
         set_columns(table, [])
         self.query_one("#agent-text-box").border_title = "What the agent receives"
         self.query_one("#need", Input).focus()
+
+    def on_resize(self, event) -> None:
+        self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:

@@ -127,6 +127,7 @@ class MemoryTree(LabelledTree[Entry]):
         self._index: list[tuple[Item, str]] = []
         self._by_key: dict[str, TreeNode[Entry]] = {}
         self._saved: tuple[set[str], str | None] | None = None  # full-tree state while filtering
+        self._last_matches: tuple[str, list[tuple[Item, str]]] = ("", [])  # the last needle and its matches
 
     # -- building ------------------------------------------------------------
     def _add(self, parent: TreeNode[Entry], entry: Entry, *, expand: bool = False) -> TreeNode[Entry]:
@@ -166,6 +167,7 @@ class MemoryTree(LabelledTree[Entry]):
         self.graph = graph
         self.incoming = incoming if incoming is not None else {}
         self._index = index if index is not None else [(i, f"{i.id or ''} {i.title}".lower()) for i in graph.ordered]
+        self._last_matches = ("", [])  # a new reading: its own matches
         if self.filter_text:
             self._saved = (expanded, cursor)
             self._build_filtered(self.filter_text)
@@ -178,6 +180,10 @@ class MemoryTree(LabelledTree[Entry]):
         return expanded, (cur.data.key if cur is not None and cur.data is not None else None)
 
     def _build_full(self, expanded: set[str], cursor: str | None) -> None:
+        with self.rebuilding():
+            self._build_full_nodes(expanded, cursor)
+
+    def _build_full_nodes(self, expanded: set[str], cursor: str | None) -> None:
         graph = self.graph
         assert graph is not None
         self.clear()
@@ -263,10 +269,22 @@ class MemoryTree(LabelledTree[Entry]):
         return self._build_filtered(text)
 
     def _build_filtered(self, text: str) -> int:
+        with self.rebuilding():
+            return self._build_filtered_nodes(text)
+
+    def _matching(self, needle: str) -> list[tuple[Item, str]]:
+        """The index entries holding ``needle``: typing on only narrows, so the last key's
+        matches are searched instead of the whole index (a 10,000-node root: every key)."""
+        last_needle, last = self._last_matches
+        haystack = last if last_needle and needle.startswith(last_needle) else self._index
+        found = [(item, hay) for item, hay in haystack if needle in hay]
+        self._last_matches = (needle, found)
+        return found
+
+    def _build_filtered_nodes(self, text: str) -> int:
         graph = self.graph
         assert graph is not None
-        needle = text.lower()
-        matches = [item for item, hay in self._index if needle in hay]
+        matches = [item for item, _hay in self._matching(text.lower())]
         self.match_count = len(matches)
         self.clear()
         self._by_key = {}

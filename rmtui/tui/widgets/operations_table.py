@@ -10,8 +10,9 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
+from rmtui.tui.widgets.fitted_columns import Column
 from rmtui.tui.widgets.keyed_table import KeyedTable
-from rmtui.tui.wording import age, clip, short_op
+from rmtui.tui.wording import age, op_kind, op_tail
 
 
 def lease_text(lease: dict | None, now: float) -> str:
@@ -30,6 +31,11 @@ class OperationsTable(KeyedTable):
     """Active operations and native assistant tasks, with phase and lease."""
 
     BINDINGS: ClassVar = [Binding("d", "diff", "Diff", id="operations.diff")]
+    #: what runs and its phase always show whole; in a narrow pane the id leaves first, then
+    #: the role (mostly the kind again), then the lease, which is clipped before it leaves
+    FITTED: ClassVar = (Column("operation", "operation"), Column("phase", "phase"),
+                        Column("lease", "lease", drop=2, flex=True), Column("role", "role", drop=3),
+                        Column("id", "id", drop=4))
 
     class DiffRequested(Message):
         def __init__(self, op_id: str) -> None:
@@ -40,19 +46,13 @@ class OperationsTable(KeyedTable):
         super().__init__(**kwargs)
         self.clock = clock
 
-    def on_mount(self) -> None:
-        self.add_column("operation", key="id")
-        self.add_column("role", key="role")
-        self.add_column("phase", key="phase")
-        self.add_column("lease", key="lease")
-
     def set_operations(self, operations: list) -> None:
         now = self.clock()
         rows = []
         for op in operations:
-            label = short_op(op.id) if op.kind != "assistant" else f"task {short_op(op.id)}"
-            phase = op.phase if not op.error else f"{op.phase} ({clip(op.error, 30)})"
-            rows.append((op.id, op, (clip(label, 44), op.role, phase, lease_text(op.lease, now))))
+            lease = lease_text(op.lease, now)
+            note = lease if not op.error else f"{lease} · {op.error}" if op.lease else op.error
+            rows.append((op.id, op, (op_kind(op.kind), op.phase, note, op.role, op_tail(op.id))))
         self.replace_rows(rows)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -8,9 +8,10 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
+from rmtui.tui.widgets.fitted_columns import Column
 from rmtui.tui.widgets.keyed_table import KeyedTable
 from rmtui.tui.widgets.operations_table import OperationsTable
-from rmtui.tui.wording import clip, short_op
+from rmtui.tui.wording import op_kind, op_tail
 
 
 class ReceiptsTable(KeyedTable):
@@ -18,6 +19,11 @@ class ReceiptsTable(KeyedTable):
 
     BINDINGS: ClassVar = [Binding("d", "diff", "Diff", id="receipts.diff"),
                           Binding("c", "correct", "Correct landing", id="receipts.correct")]
+    #: what ran and how it ended always show whole; in a narrow pane the id leaves first, then
+    #: the landed commit, then what changed (a correction's question first), clipped before
+    FITTED: ClassVar = (Column("operation", "operation"), Column("phase", "phase"),
+                        Column("changed", "changed", drop=2, flex=True), Column("landed", "landed", drop=3),
+                        Column("id", "id", drop=4))
 
     class CorrectionRequested(Message):
         """``c`` on a landed Update: send it back for correction (the main screen asks why)."""
@@ -25,12 +31,6 @@ class ReceiptsTable(KeyedTable):
         def __init__(self, receipt) -> None:
             super().__init__()
             self.receipt = receipt
-
-    def on_mount(self) -> None:
-        self.add_column("operation", key="id")
-        self.add_column("phase", key="phase")
-        self.add_column("landed", key="landed", width=10)
-        self.add_column("changed", key="changed")
 
     def set_receipts(self, receipts: list) -> None:
         rows = []
@@ -40,8 +40,8 @@ class ReceiptsTable(KeyedTable):
             if corr.get("status"):  # the last correction round; a question waits for an answer
                 changed = (f"asks: {corr.get('message')}" if corr["status"] == "needs_input"
                            else f"correction {corr['status']} · {changed}")
-            rows.append((r.operation_id, r, (short_op(r.operation_id), r.phase, (r.landed_commit or "-")[:10],
-                                             clip(changed, 60))))
+            rows.append((r.operation_id, r, (op_kind(r.kind), r.phase, changed, (r.landed_commit or "-")[:10],
+                                             op_tail(r.operation_id))))
         self.replace_rows(rows)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
