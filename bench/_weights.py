@@ -90,3 +90,20 @@ def using(fit: Fit | None) -> Iterator[None]:
         yield
     finally:
         stage2_weights.PLAIN, stage2_weights.TOKENS = saved
+
+
+def add_compare_option(ap) -> None:
+    """The ``--compare-weights`` option of a quality bench."""
+    ap.add_argument("--compare-weights", metavar="FILE|REV",
+                    help="also rank with this earlier fit of the second stage (a weights file or a Git revision)")
+
+
+def compared_fit(ap, spec: str | None) -> Fit | None:
+    """The fit ``--compare-weights`` names, or None; a bad one ends the bench as a usage error."""
+    if not spec:
+        return None
+    try:
+        return load(spec)
+    except WeightsError as exc:
+        ap.error(str(exc))
+        raise  # ap.error exits; this keeps the type checker's view of the flow

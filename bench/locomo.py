@@ -50,7 +50,7 @@ sys.path.insert(0, str(REPO))
 
 from bench._git import commit_all  # noqa: E402
 from bench._index import index_fully  # noqa: E402
-from bench._weights import Fit, using  # noqa: E402
+from bench._weights import Fit, add_compare_option, compared_fit, using  # noqa: E402
 from rmtui.engine.memory.roots import MemoryRoot, init_root  # noqa: E402
 from rmtui.engine.retrieval.corpus import load_corpus  # noqa: E402
 from rmtui.engine.retrieval.ranking import RankParams  # noqa: E402
@@ -405,22 +405,14 @@ def main() -> None:
     ap.add_argument("--explore", action="store_true", help="also print the design-variant table")
     ap.add_argument("--formats", default=",".join(FORMATS),
                     help=f"layouts of the speaker to score, the first one in full (default {','.join(FORMATS)})")
-    ap.add_argument("--compare-weights", metavar="FILE|REV",
-                    help="also rank with this earlier fit of the second stage (a weights file or a Git revision)")
+    add_compare_option(ap)
     ap.add_argument("--held-out-only", action="store_true",
                     help=f"only the held-out conversations ({', '.join(HELD_OUT)})")
     args = ap.parse_args()
     formats = tuple(args.formats.split(","))
     if unknown := [f for f in formats if f not in FORMATS]:
         ap.error(f"unknown layout {', '.join(unknown)}; one of {', '.join(FORMATS)}")
-    fit = None
-    if args.compare_weights:
-        from bench._weights import WeightsError, load
-
-        try:
-            fit = load(args.compare_weights)
-        except WeightsError as exc:
-            ap.error(str(exc))
+    fit = compared_fit(ap, args.compare_weights)
     if args.work:
         args.work.mkdir(parents=True, exist_ok=True)
         run(args.data, args.work, args.sample, args.explore, formats, fit, args.held_out_only)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from bench._git import commit_all  # noqa: E402
 from bench._index import index_fully  # noqa: E402
-from bench._weights import Fit, using  # noqa: E402
+from bench._weights import Fit, add_compare_option, compared_fit, using  # noqa: E402
 from rmtui.engine.memory.roots import MemoryRoot, init_root  # noqa: E402
 
 NOTES = REPO / "bench" / "notes"
@@ -132,18 +132,10 @@ def run(work: Path, fit: Fit | None = None, held_only: bool = False) -> dict[tup
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, help="where to build the roots (default: a temporary folder)")
-    ap.add_argument("--compare-weights", metavar="FILE|REV",
-                    help="also rank with this earlier fit of the second stage (a weights file or a Git revision)")
+    add_compare_option(ap)
     ap.add_argument("--held-out-only", action="store_true", help=f"only the held-out projects ({', '.join(HELD_OUT)})")
     args = ap.parse_args()
-    fit = None
-    if args.compare_weights:
-        from bench._weights import WeightsError, load
-
-        try:
-            fit = load(args.compare_weights)
-        except WeightsError as exc:
-            ap.error(str(exc))
+    fit = compared_fit(ap, args.compare_weights)
     if args.work:
         args.work.mkdir(parents=True, exist_ok=True)
         run(args.work, fit, args.held_out_only)

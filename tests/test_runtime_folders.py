@@ -13,8 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -24,52 +22,23 @@ from rmtui.engine.locks import LinkedLockFile, file_lock, try_lock
 from rmtui.engine.retrieval.modelhost import service_lookup
 from rmtui.engine.retrieval.modelhost.client_settings import record_settings, settings_digest
 from rmtui.engine.retrieval.modelhost.service_state import resolve_model_path
+from tests.loopback import JsonAnswers
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.getuid() != 0, reason="planting a folder of another uid needs root")
 FORGED = "FORGED-ANSWER-FROM-A-PLANTED-SERVICE"
 
 
-class PlantedService:
+def planted_service() -> JsonAnswers:
     """A loopback HTTP service another user runs: it records every request and answers any
     with a forged retrieve result."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, bytes]] = []
-        seen = self.requests
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                self._answer(b"")
-
-            def do_POST(self) -> None:
-                self._answer(self.rfile.read(int(self.headers.get("content-length") or 0)))
-
-            def _answer(self, body: bytes) -> None:
-                seen.append((self.path, body))
-                forged = json.dumps({"ok": True, "stdout": FORGED + "\n", "stderr": "",
-                                     "data": {"results": [], "text": FORGED}, "text": FORGED}).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(forged)))
-                self.end_headers()
-                self.wfile.write(forged)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    return JsonAnswers({"ok": True, "stdout": FORGED + "\n", "stderr": "",
+                        "data": {"results": [], "text": FORGED}, "text": FORGED})
 
 
 @pytest.fixture
 def planted():
-    svc = PlantedService()
+    svc = planted_service()
     yield svc
     svc.close()
 
@@ -81,7 +50,7 @@ def hostile_folder(path: Path, uid: int = NOBODY, mode: int = 0o777) -> Path:
     return path
 
 
-def plant(state_dir: Path, service: PlantedService, victim: Path, targets: Path) -> None:
+def plant(state_dir: Path, service: JsonAnswers, victim: Path, targets: Path) -> None:
     """What another user leaves in a state folder: a state file naming their service, the log
     a symlink to a file only root may write, the lock files symlinks to files not yet there."""
     (state_dir / "state.json").write_text(json.dumps({"url": service.url, "token": "planted-token", "pid": 1}))

@@ -26,6 +26,7 @@ from rmtui.engine.retrieval.modelhost.client_settings import record_settings, se
 from rmtui.engine.retrieval.modelhost.service_http import JsonHttpClient, ServiceError
 from rmtui.engine.retrieval.modelhost.service_state import resolve_model_path
 from rmtui.thin_client import _UNSAFE, _ServiceFailed, post_local
+from tests.loopback import JsonAnswers
 
 
 class Trickle:
@@ -65,36 +66,7 @@ class Trickle:
         self.srv.close()
 
 
-class Answers:
-    """A loopback HTTP server that answers every request with ``body`` (a misbehaving service)."""
-
-    def __init__(self, body: dict) -> None:
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        raw = json.dumps(body).encode()
-        self.requests = 0
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                outer.requests += 1
-                self.rfile.read(int(self.headers.get("content-length") or 0))
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+Answers = JsonAnswers  # a misbehaving service: every request gets one body
 
 
 def finishes(call, within: float):
