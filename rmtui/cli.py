@@ -153,8 +153,8 @@ def _engine_error_in(exc: BaseException) -> EngineError | None:
 
 def _disk_failure(exc: BaseException, args: argparse.Namespace):
     """The full or failing disk behind ``exc`` (one the store did not already name), as a
-    :class:`~rmtui.engine.storage.StorageError` about the root's filesystem."""
-    from rmtui.engine.storage import storage_error
+    :class:`~rmtui.engine.errors.storage.StorageError` about the root's filesystem."""
+    from rmtui.engine.errors.storage import storage_error
 
     try:
         from rmtui.engine.memory.roots import resolve_root_path

@@ -139,7 +139,7 @@ def connect(runtime: Path) -> sqlite3.Connection:
             _retry(lambda: conn.execute("PRAGMA journal_mode=WAL"))
         conn.execute("PRAGMA synchronous=FULL")
     except sqlite3.OperationalError as exc:  # a full disk cannot even open the WAL: say so
-        from rmtui.engine.storage import storage_error
+        from rmtui.engine.errors.storage import storage_error
 
         conn.close()
         disk = storage_error(exc, runtime / DB_NAME)
@@ -183,7 +183,7 @@ def _retry(fn, attempts: int = 50):
 @contextmanager
 def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """``BEGIN IMMEDIATE`` so read-check-write sequences are atomic across processes. A full
-    or failing disk is a :class:`~rmtui.engine.storage.StorageError` naming the device."""
+    or failing disk is a :class:`~rmtui.engine.errors.storage.StorageError` naming the device."""
     try:
         _retry(lambda: conn.execute("BEGIN IMMEDIATE"))
     except sqlite3.OperationalError as exc:
@@ -202,7 +202,7 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 def _raise_disk_error(conn: sqlite3.Connection, exc: sqlite3.OperationalError) -> None:
     """Raise ``exc`` as the disk's failure when it is one; return otherwise."""
-    from rmtui.engine.storage import storage_error
+    from rmtui.engine.errors.storage import storage_error
 
     try:
         path = conn.execute("PRAGMA database_list").fetchone()[2] or None

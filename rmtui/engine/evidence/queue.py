@@ -239,7 +239,7 @@ class EvidenceQueue(store.StoreHandle):
         """A uid from any form a front prints (:func:`rmtui.engine.refs.pick`): the whole uid, a
         unique prefix, or a display id (display ids count per session: give ``session`` when
         several sessions have that number)."""
-        from rmtui.engine import refs
+        from rmtui.engine.evidence import refs
 
         want = refs.normalise(ref).lower()
         rows = self.conn.execute(

@@ -258,7 +258,7 @@ class UpdateDriver:
         try:
             held = batches.list("needs_manual_recovery", "waiting_retry")
             if batch_id:
-                from rmtui.engine import refs
+                from rmtui.engine.evidence import refs
 
                 batch_id = refs.pick(batch_id, "batch", [refs.Named(b.batch_id, tail=b.batch_id.rsplit("-", 1)[-1],
                                                                    label=f"{b.batch_id[:24]}… ({b.state})")

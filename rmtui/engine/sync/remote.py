@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rmtui.engine.display import remote_text
 from rmtui.engine.errors import UnavailableError, UsageError
+from rmtui.engine.errors.storage import DISK_TEXT
 
 GIT_TIMEOUT = 30.0
 #: Phrases of Git's transport failures (as opposed to a refused push or a broken repository).
@@ -95,7 +96,7 @@ def cause(text: str) -> str:
             if line.lower().startswith(prefix):
                 reason = line[len(prefix):].strip()
     # a full or failing disk (here or the remote's) is named even when git's reason is another line
-    disk = next((ln for ln in lines if any(c in ln.lower() for c in _DISK_CAUSES)), None)
+    disk = next((ln for ln in lines if any(c in ln.lower() for c in DISK_TEXT)), None)
     return remote_text(f"{disk}; {reason}" if disk and disk not in (reason, f"error: {reason}",
                                                                       f"fatal: {reason}") else reason)
 
@@ -119,7 +120,6 @@ def _run(root: Path, args: list[str], timeout: float) -> GitOutcome:
 
 #: What names the cause of a failed transfer when git's last line only sums it up
 #: ("failed to push some refs"): the disk on either side.
-_DISK_CAUSES = ("no space left on device", "disk quota exceeded", "input/output error")
 
 
 def fetch(root: Path, up: Upstream, *, timeout: float = GIT_TIMEOUT) -> GitOutcome:

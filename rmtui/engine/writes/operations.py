@@ -173,7 +173,7 @@ class Failure:
 def _named(op_id: str, body: dict):
     """An operation or receipt as :mod:`rmtui.engine.refs` names it: its batch id is a second
     name, its last ``-`` part the tail the workbench shows."""
-    from rmtui.engine import refs
+    from rmtui.engine.evidence import refs
 
     batch = body.get("batch_id")
     phase = body.get("phase") or "?"
@@ -208,7 +208,7 @@ class OperationStore(store.StoreHandle):
     def resolve(self, ref: str) -> str:
         """The operation id ``ref`` names, in any form a front prints: the whole id, a unique
         prefix of it or of its batch id, or its hex tail (the workbench's ``…55ac76d8``)."""
-        from rmtui.engine import refs
+        from rmtui.engine.evidence import refs
 
         rows = self.conn.execute("SELECT id, body FROM operations ORDER BY updated_at").fetchall()
         return refs.pick(ref, "operation", [_named(r["id"], json.loads(r["body"])) for r in rows])
@@ -242,7 +242,7 @@ class OperationStore(store.StoreHandle):
 
     def resolve_receipt(self, ref: str) -> str:
         """The operation id of the receipt ``ref`` names (forms as :meth:`resolve`)."""
-        from rmtui.engine import refs
+        from rmtui.engine.evidence import refs
 
         rows = self.conn.execute("SELECT id, body FROM receipts ORDER BY created_at").fetchall()
         return refs.pick(ref, "receipt", [_named(r["id"], json.loads(r["body"])) for r in rows])

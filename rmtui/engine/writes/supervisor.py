@@ -28,11 +28,11 @@ from pathlib import Path
 import git
 
 from rmtui.engine.errors import EngineError, OperationFailed, UsageError
+from rmtui.engine.errors.storage import StorageError
 from rmtui.engine.evidence import records
 from rmtui.engine.locks import file_lock
 from rmtui.engine.memory.role_table import RECORDS, matches
 from rmtui.engine.memory.roots import MemoryRoot
-from rmtui.engine.storage import StorageError
 from rmtui.engine.writes import recovery, worktrees
 from rmtui.engine.writes.admission import (
     AdmissionRefused,

@@ -19,6 +19,8 @@ NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT})
 #: How SQLite and Git say it (lower case).
 _FULL_TEXT = ("database or disk is full", "no space left on device", "disk quota exceeded")
 _IO_TEXT = ("disk i/o error", "input/output error")
+#: Any of them, in a line of a child's output: the disk is the cause (``sync.remote.cause``).
+DISK_TEXT = _FULL_TEXT + _IO_TEXT
 #: Below this much free space an I/O error is taken for a full disk (SQLite says "disk I/O
 #: error" when it cannot grow its shared-memory file on a full filesystem).
 _NEARLY_FULL = 1 << 20
