@@ -296,6 +296,8 @@ def _tuple(items) -> str:
 #:   measured; the neighbourhood is read already (neighbours' scores, the BM25 window, coherence).
 #: - whether the candidate is itself a question (ends with ``?``), beside the time features:
 #:   layouts R@5 -0.006 to +0.003, R@10 +0.003 to +0.005, notes R@10 -0.002. Not kept.
+#: - the node before or after states a time, for a need that asks when (beside the time
+#:   features): layouts 0.778-0.795 / 0.844-0.849, notes 0.818 / 0.896 -- nothing gained. Not kept.
 DOMAIN_SHARE = {"locomo": 0.6, "notes": 0.4}
 #: The L2 penalty on the coefficients (in units of one question's loss).
 L2 = 10.0
