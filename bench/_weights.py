@@ -6,9 +6,10 @@ earlier weights -- a file written by ``bench/fit_stage2.py``, or a Git revision 
 ``rmtui/engine/retrieval/stage2_weights.py`` is read -- and the bench ranks each question with
 them too, on the same roots, the same first stage and the same vectors.
 
-The earlier weights must describe today's features (a linear model over other columns cannot be
-applied to these); a fit written before ``Weights.thread_span`` existed read ``thread``
-unbounded, and is scored so.
+The earlier weights must describe features today's code computes (a linear model over other
+columns cannot be applied to these); a fit over fewer of them, made before a feature was added,
+is scored on its own columns (``stage2.rerank`` picks them by name). A fit written before
+``Weights.thread_span`` existed read ``thread`` unbounded, and is scored so.
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ def load(spec: str) -> Fit:
         raise WeightsError(f"--compare-weights {label}: defines no PLAIN and TOKENS weights")
     for name, w, want in (("PLAIN", plain, stage2.FEATURES),
                           ("TOKENS", tokens, stage2.FEATURES + stage2.TOKEN_FEATURES)):
-        if w.features != want:
-            extra = sorted(set(w.features) - set(want))
+        extra = sorted(set(w.features) - set(want))
+        if extra:  # fewer features than today's is fine: the stage reads a fit's own columns
             lacking = sorted(set(want) - set(w.features))
             raise WeightsError(f"--compare-weights {label}: its {name} weights describe other features than today's "
                                f"(theirs only: {', '.join(extra) or '-'}; today's only: {', '.join(lacking) or '-'})")

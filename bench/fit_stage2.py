@@ -20,7 +20,12 @@ notes project, so each is scored by a model that never saw it, as the held-out o
 nothing held out is looked at while choosing; ``--without`` drops features from the
 comparison.
 
-Usage: .venv/bin/python bench/fit_stage2.py [--work DIR] [--dry-run] [--rows FILE] [--cv [--without F,G]]
+``--pool`` prints what share of the evidence the first stage puts within its best 10, 30 and
+``stage2.POOL`` (the pool: all the second stage can re-order), per family and per LoCoMo
+category, development and held out apart: where that share is high the second stage's features
+are the lever, where it is low the first stage is.
+
+Usage: .venv/bin/python bench/fit_stage2.py [--work DIR] [--dry-run] [--rows FILE] [--cv [--without F,G]] [--pool]
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import notes  # noqa: E402
-from locomo import DEFAULT_DATA, FORMATS, HELD_OUT, build_root, questions, recall  # noqa: E402
+from locomo import CATEGORIES, DEFAULT_DATA, FORMATS, HELD_OUT, build_root, questions, recall  # noqa: E402
 
 from rmtui.engine.retrieval import stage2  # noqa: E402
 from rmtui.engine.retrieval.corpus import load_corpus  # noqa: E402
@@ -126,6 +131,28 @@ def figures(rows: list[dict], score) -> str:
     return f"R@5 {statistics.fmean(r5):.3f}  R@10 {statistics.fmean(r10):.3f}  MRR@10 {statistics.fmean(mrr):.3f}"
 
 
+def pool_shares(rows: list[dict], ks: tuple[int, ...] = (10, 30)) -> str:
+    """The share of each question's evidence among the first stage's best ``ks`` and in the
+    whole pool (the candidates each row holds), averaged per family and LoCoMo category."""
+    def share(r: dict, k: int) -> float:
+        ev = set(r["evidence"])
+        return sum(1 for c in r["cand"][:k] if c in ev) / len(ev)
+
+    pool = max((len(r["cand"]) for r in rows), default=0)
+    lines = [f"| part | questions | {' | '.join(f'best {k}' for k in ks)} | pool ({pool}) |",
+             f"|---|---|{'---|' * (len(ks) + 1)}"]
+    for part, held in (("development", False), ("held out", True)):
+        for fam in sorted({r["family"] for r in rows}):
+            sub = [r for r in rows if r["family"] == fam and r["held"] == held]
+            cats = [("", sub)] + ([(f" {name}", [r for r in sub if r.get("category") == c])
+                                   for c, name in CATEGORIES.items()] if fam.startswith("locomo/") else [])
+            for label, got in cats:
+                if got:
+                    cells = " | ".join(f"{statistics.fmean(share(r, k) for r in got):.3f}" for k in (*ks, pool))
+                    lines.append(f"| {part} {fam}{label} | {len(got)} | {cells} |")
+    return "\n".join(lines)
+
+
 def first_order(row: dict) -> np.ndarray:
     return -np.arange(len(row["y"]), dtype=np.float64)  # candidates come in first-stage order
 
@@ -154,6 +181,7 @@ def main() -> None:
     ap.add_argument("--dev-only", action="store_true", help="development sets only (implies --dry-run)")
     ap.add_argument("--cv", action="store_true", help="cross-validate on the development rows only, write nothing")
     ap.add_argument("--without", default="", help="with --cv: features to leave out (comma separated)")
+    ap.add_argument("--pool", action="store_true", help="print the share of evidence in the first stage's pool")
     args = ap.parse_args()
 
     if args.rows and args.rows.exists():
@@ -166,6 +194,9 @@ def main() -> None:
         if args.rows:
             args.rows.write_bytes(pickle.dumps(rows))
     dev = [r for r in rows if not r["held"]]
+    if args.pool:
+        print(pool_shares(rows))
+        return
     if args.cv:
         drop = set(filter(None, args.without.split(",")))
         cross_validate(dev, tuple(f for f in stage2.FEATURES + stage2.TOKEN_FEATURES if f not in drop))
@@ -238,6 +269,35 @@ def _tuple(items) -> str:
 #: the conversations lose the notes' share of the data and gain nothing for it; the sum of both
 #: models' standardised scores 0.771-0.783 / 0.839-0.844 and notes 0.824 / 0.900; re-ordering only
 #: the best 30 candidates 0.772-0.786 / 0.836-0.843 and notes 0.814 / 0.891. None kept.
+#: Where the loss is (``--pool``, development sets, 2026-12-04): the first stage's pool of 60
+#: holds 0.922-0.933 of the conversations' evidence (four layouts) and 0.976 of the notes', its
+#: best 10 only 0.785-0.807 and 0.839: the order inside the pool is the main lever. Per LoCoMo
+#: category the pool holds 0.97-0.99 of single-hop and 0.99-1.00 of temporal evidence, but
+#: 0.78-0.80 of multi-hop and 0.53-0.67 of open-domain: for those two the first stage caps it.
+#: Tried next, by the same ``--cv`` against the joint fit above (layouts R@5 0.773-0.785 / R@10
+#: 0.841-0.844, notes 0.816 / 0.891):
+#: - time (``stage2_time``: the candidate states a time; and so for a need that asks when):
+#:   layouts 0.785-0.798 / 0.844-0.849, notes 0.818 / 0.896. Kept.
+#: - each node embedded with its heading path (``titles: text``, a second vector per passage):
+#:   as the first stage's dense score instead, R@10 of the first stage alone 0.771-0.801 against
+#:   0.785-0.819 per layout, notes 0.800 against 0.813 (no fit involved); as the mean of both
+#:   0.779-0.821; as second-stage features (its cosine, and the gap to the best) beside the time
+#:   ones: layouts 0.780-0.795 / 0.840-0.845, notes 0.827 / 0.902 -- the notes gain, the
+#:   conversations lose, and every index would embed each passage twice. Not kept.
+#: - a second-round query (the need's vector plus 0.5 or 1 times the mean vector of the first
+#:   stage's best 3, 5 or 10), measured on the first layout and the notes: the pool holds 0.921
+#:   to 0.924 of the evidence against 0.927 (multi-hop 0.752-0.777 against 0.783), notes
+#:   0.971-0.979 against 0.976. Not kept.
+#: - a larger pool: rows of 100 candidates, re-ordering the best 60, 80 or 100: layouts R@10
+#:   0.838-0.850, 0.838-0.848 and 0.839-0.849, notes 0.893, 0.898 and 0.895. The first stage's
+#:   best 100 hold more of the multi-hop evidence (0.86 against 0.78), but the model does not lift
+#:   it into the best 10. Not kept.
+#: - edges as a graph signal: no development set has any (every node ``→ []``), so none can be
+#:   measured; the neighbourhood is read already (neighbours' scores, the BM25 window, coherence).
+#: - whether the candidate is itself a question (ends with ``?``), beside the time features:
+#:   layouts R@5 -0.006 to +0.003, R@10 +0.003 to +0.005, notes R@10 -0.002. Not kept.
+#: - the node before or after states a time, for a need that asks when (beside the time
+#:   features): layouts 0.778-0.795 / 0.844-0.849, notes 0.818 / 0.896 -- nothing gained. Not kept.
 DOMAIN_SHARE = {"locomo": 0.6, "notes": 0.4}
 #: The L2 penalty on the coefficients (in units of one question's loss).
 L2 = 10.0

@@ -65,3 +65,25 @@ def test_a_rebuilt_notes_root_keeps_its_derived_caches(tmp_path):
     assert (again.runtime / "cache" / "vectors-marker").read_bytes() == b"kept"
     assert not (again.path / "MEMORY_stray.md").exists()  # the memory itself is built afresh
     assert not (tmp_path / f".{project.name}.cache").exists()
+
+
+def test_pool_report_shares_the_evidence_the_first_stage_holds_per_family_and_category():
+    """``fit_stage2.py --pool``: where the evidence sits in the first stage's order tells whether
+    the second stage (inside the pool) or the first stage (outside it) is the lever."""
+    def row(family, held, cand, evidence, category=None):
+        return {"family": family, "held": held, "cand": cand, "evidence": evidence,
+                **({"category": category} if category else {})}
+
+    pool = [f"n{i}" for i in range(40)]
+    rows = [row("locomo/first", False, pool, ["n0", "n35"], 1),  # multi-hop: half in the best 10, all in the pool
+            row("locomo/first", False, pool, ["n12"], 4),  # single-hop: within 30, not 10
+            row("locomo/first", False, pool, ["x"], 4),  # outside the pool
+            row("notes", True, pool, ["n3"])]
+    lines = fit_stage2.pool_shares(rows).splitlines()
+    assert lines[0] == "| part | questions | best 10 | best 30 | pool (40) |"
+    cells = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1:] for line in lines[2:]}
+    assert cells["development locomo/first"] == ["3", "0.167", "0.500", "0.667 |"]
+    assert cells["development locomo/first single-hop"] == ["2", "0.000", "0.500", "0.500 |"]
+    assert cells["development locomo/first multi-hop"] == ["1", "0.500", "0.500", "1.000 |"]
+    assert "development locomo/first temporal" not in cells  # no question of it
+    assert cells["held out notes"] == ["1", "1.000", "1.000", "1.000 |"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,18 @@ def test_using_swaps_the_weights_the_stage_reads_and_restores_them_after_an_erro
     assert before == (stage2_weights.PLAIN, stage2_weights.TOKENS)
     with _weights.using(None):
         assert before == (stage2_weights.PLAIN, stage2_weights.TOKENS)
+
+
+def test_a_fit_over_fewer_features_than_todays_loads(tmp_path):
+    """A fit made before a feature was added is scored on its own columns, so a refit can be
+    judged against it in one run."""
+    def without(w, name: str):
+        keep = [i for i, f in enumerate(w.features) if f != name]
+        return replace(w, **{k: tuple(getattr(w, k)[i] for i in keep) for k in ("features", "mean", "scale", "coef")})
+
+    old = tmp_path / "old_weights.py"
+    old.write_text(f"PLAIN = {without(stage2_weights.PLAIN, 'named_subject')!r}\n"
+                   f"TOKENS = {without(stage2_weights.TOKENS, 'named_subject')!r}\n", encoding="utf-8")
+    fit = _weights.load(str(old))
+    assert "named_subject" not in fit.plain.features and "named_subject" in stage2_weights.PLAIN.features
+    assert len(fit.tokens.coef) == len(fit.tokens.features) == len(stage2_weights.TOKENS.features) - 1

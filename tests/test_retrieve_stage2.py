@@ -261,3 +261,62 @@ def test_any_note_format_gets_a_reorder_of_the_first_stage_head(plain_backend, n
         assert len(ids) == len(set(ids)) and all(np.isfinite(r.score) for r in on.ranked)
         pool = {corpus.entries[i].id for i in cand}
         assert set(ids) <= pool and len(ids) == len(_ids(off))
+
+
+def test_time_rules_read_a_stated_time_and_a_need_that_asks_when():
+    from rmtui.engine.retrieval.stage2_time import asks_time, dated
+
+    for text in ("Ana moved to Berlin last March.", "I went to a support group yesterday", "We met 3 weeks ago",
+                 "the cluster was rebuilt in 2022", "Staging moved on Friday", "for a few years now",
+                 "next summer we go camping", "Released in May", "back in a couple of months"):
+        assert dated(text), text
+    # "may" the verb, a unit of time without a count, a number that is no year: no time stated
+    for text in ("you may use the cache", "it takes years to learn", "listen on port 5433", "Ana likes Berlin",
+                 "our one-year-old is cute"):
+        assert not dated(text), text
+    for need in ("When did Ana move to Berlin?", "how long has staging run on 5433", "What year did Bo start?",
+                 "Ana and Bo. When did they meet?"):
+        assert asks_time(need), need
+    for need in ("the build fails when the cache is cold", "what did Ana choose", "Where did Bo move from?"):
+        assert not asks_time(need), need
+
+
+DATED = [
+    ("t1", "Ana moved to Berlin last March, after the offer came through."),
+    ("t2", "Ana loves Berlin and its parks, and moved her whole studio there."),
+    ("t3", "Bo: the ledger is in postgres."),
+]
+
+
+def test_time_features_mark_the_node_that_says_when_for_a_need_that_asks_when(root, plain_backend):
+    lines = [f"- `{i}` {t} → []" for i, t in DATED]
+    (root.path / "MEMORY.md").write_text("# Memory {#mem}\n\n## Notes {#notes}\n\n" + "\n".join(lines) + "\n",
+                                         encoding="utf-8")
+    corpus = load_corpus(root.path)
+    params = params_from_config(root.config())
+    for need, asks in (("When did Ana move to Berlin?", True), ("Why did Ana move to Berlin?", False)):
+        first = first_stage(root, need, corpus=corpus, backend=plain_backend, params=params)
+        assert first.signals is not None and first.signals.asks_time is asks
+        fused = fuse(corpus, first.lexical, first.dense, params)
+        cand = stage2.candidates(fused)
+        x = stage2.features(corpus, first.signals, fused, cand)
+        ids = [corpus.entries[i].id for i in cand.tolist()]
+        col = {f: dict(zip(ids, x[:, stage2.FEATURES.index(f)].tolist(), strict=True)) for f in ("dated", "dated_when")}
+        assert col["dated"] == {"t1": 1.0, "t2": 0.0, "t3": 0.0}
+        assert col["dated_when"] == {"t1": float(asks), "t2": 0.0, "t3": 0.0}
+
+
+def test_a_fit_over_fewer_features_reorders_on_its_own_columns(root, plain_backend, monkeypatch):
+    """An earlier fit, made before a feature was added, still re-orders (the benches score it
+    beside today's); weights naming a feature the code does not compute are not applied."""
+    _write(root)
+    corpus = load_corpus(root.path)
+    cfg = root.config()
+    need = "which database for the ledger"
+    fewer = tuple(f for f in stage2.FEATURES if not f.startswith("named_subject"))
+    monkeypatch.setattr(stage2_weights, "TOKENS", _only_length(fewer + stage2.TOKEN_FEATURES, 1.0))
+    monkeypatch.setattr(stage2_weights, "PLAIN", _only_length(fewer, 1.0))
+    out = search(root, need, top=5, corpus=corpus, backend=plain_backend, cfg=cfg)
+    text = {e.id: e.text for e in corpus.entries}
+    lengths = [len(text[i]) for i in _ids(out)]
+    assert lengths == sorted(lengths, reverse=True) and lengths[0] == max(len(t) for t in text.values())

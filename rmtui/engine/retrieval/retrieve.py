@@ -70,6 +70,7 @@ from rmtui.engine.retrieval.ranking import (
 from rmtui.engine.retrieval.render import NO_STRONG_MATCH, PendingItem, Unit, pending_section, render, unit_of
 from rmtui.engine.retrieval.result import RetrieveResult
 from rmtui.engine.retrieval.stage2 import Signals
+from rmtui.engine.retrieval.stage2_time import asks_time
 from rmtui.engine.retrieval.tokens import TokenStore, dequantize, quantize
 from rmtui.engine.retrieval.topk import at_least
 from rmtui.engine.retrieval.vectors import KEY_DTYPE, VectorCache, text_key
@@ -472,7 +473,7 @@ def first_stage(root: MemoryRoot, need: str, *, corpus: Corpus, backend, params:
         return FirstStage(lexical, got.scores, got.coverage, qvec, "dense", None, stages=stages)
     sig = Signals(lex_index, qtokens, own, window, lexical, got.scores, got.best_vectors, params.stem,
                   need_states, got.best_states if got.tokens is not None else None,
-                  names=need_names(need, stem=params.stem))
+                  names=need_names(need, stem=params.stem), asks_time=asks_time(need))
     return FirstStage(lexical, got.scores, got.coverage, qvec, "hybrid", sig, got.states_missing, stages)
 
 
