@@ -24,6 +24,7 @@ from textual.worker import get_current_worker
 from rmtui.engine.host import watch
 from rmtui.tui import readers
 from rmtui.tui.context import workbench
+from rmtui.tui.heap import HeapKeeper
 from rmtui.tui.keys import key_of
 from rmtui.tui.messages import FilterTyped, FollowItem, GraphLoaded, ItemHistoryLoaded, OperationsLoaded, QueueLoaded
 from rmtui.tui.models import GraphState
@@ -73,6 +74,7 @@ class MainScreen(LiveScreen):
         self._edge_state = 0
         self.compact = False
         self.slot = "preview"  # the pane the compact layout shows beside the evidence
+        self.heap = HeapKeeper(self)
 
     def compose(self) -> ComposeResult:
         clock = workbench(self).clock
@@ -99,6 +101,9 @@ class MainScreen(LiveScreen):
         self.query_one("#receipts").border_title = "Receipts"
         self.query_one("#graph", MemoryTree).focus()
         self.set_interval(AGE_TICK, self._refresh_ages)
+
+    def on_unmount(self) -> None:
+        self.heap.release()
 
     # -- loading -------------------------------------------------------------
     def reload(self, kinds: set[str]) -> None:
@@ -157,6 +162,7 @@ class MainScreen(LiveScreen):
             self._want_waiting()
         tree = self.query_one(MemoryTree)
         tree.set_graph(message.state.graph, message.state.index, message.state.incoming)
+        self.heap.graph_shown()
         self._update_status()
         self._preview_cursor(force=True)
         self._edge_bindings()
@@ -356,6 +362,7 @@ class MainScreen(LiveScreen):
         self.post_message(FilterTyped(event.value))  # a burst of keys merges into one rebuild
 
     def on_filter_typed(self, message: FilterTyped) -> None:
+        self.heap.busy()
         box = self.query_one("#filter", Input)
         if message.text != box.value or box.has_class("-hidden"):
             return  # typed on since, or the filter was cleared: that text is not wanted any more
