@@ -4,6 +4,7 @@ graph a new reading replaced (a frozen object the collector never sees again wou
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 
 import pytest
@@ -11,6 +12,7 @@ from test_tui_support import main_loaded, wait_for
 
 from rmtui.engine.host.demo import create_demo_root
 from rmtui.tui.app import RmtuiApp
+from rmtui.tui.heap import collector_paused
 from rmtui.tui.widgets.memory_tree import MemoryTree
 
 SIZE = (140, 44)
@@ -34,6 +36,7 @@ async def test_the_graph_shown_is_out_of_the_collectors_full_passes(demo):
         assert tree.graph is not None
         assert gc.get_freeze_count() >= len(tree.graph.ordered)
         assert not in_collected_generations(tree.graph.items["ing-poll"])
+        assert gc.isenabled()  # the read paused the collector, and it runs again
     assert gc.get_freeze_count() == 0  # the workbench closed: everything is the collector's again
 
 
@@ -55,3 +58,55 @@ async def test_a_new_reading_frees_the_graph_it_replaced(demo):
         assert tree.graph.items["tw-build"] is not old()
         await wait_for(pilot, lambda: old() is None, what="the old graph's items to be freed")
         assert not in_collected_generations(tree.graph.items["added-node"])  # the new one frozen
+
+
+def test_a_read_makes_its_objects_without_collector_passes_over_them():
+    passes = []
+
+    def counted(phase, info):
+        if phase == "start":
+            passes.append(info["generation"])
+
+    gc.callbacks.append(counted)
+    try:
+        with collector_paused():
+            made = [[i] for i in range(50_000)]  # what a read leaves: many objects that all stay
+            assert passes == []
+    finally:
+        gc.callbacks.remove(counted)
+    assert gc.isenabled() and len(made) == 50_000
+
+
+def test_overlapping_reads_resume_the_collector_when_the_last_one_ends():
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, bool] = {}
+
+    def first() -> None:
+        with collector_paused():
+            first_in.set()
+            second_in.wait(5)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(5)
+        with collector_paused():
+            second_in.set()
+            first_out.wait(5)
+            seen["after the first ended"] = gc.isenabled()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == {"after the first ended": False} and gc.isenabled()
+
+
+def test_a_collector_switched_off_before_stays_off():
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

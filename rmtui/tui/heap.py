@@ -9,16 +9,47 @@ milliseconds. A new reading of the graph turns the old one into garbage the froz
 keep for ever (its items point at each other, so only the collector frees them): when the
 workbench has been idle a moment, the frozen objects go back to the collector, one full pass
 frees the old graph, and what is left is frozen again.
+
+Reading a graph makes ~100,000 objects that all outlive the read; the collector, counting
+them as they come, ran ~185 passes over them during a 10,000-node read: a fifth to a third
+of the read's time, at start and on every reload. A worker reads with the collector paused
+(:func:`collector_paused`); it runs again, and finds any garbage of the read, after.
 """
 
 from __future__ import annotations
 
 import gc
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from textual.message_pump import MessagePump
 from textual.timer import Timer
 
 SETTLE_DELAY = 2.0  # seconds without a new reading or a keystroke before the one full pass
+
+_pause_lock = threading.Lock()
+_pauses = 0
+_was_enabled = False
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """No automatic collection inside the block (any thread's); overlapping blocks (two
+    workers reading at once) resume it when the last one ends, and only if it was on."""
+    global _pauses, _was_enabled
+    with _pause_lock:
+        if _pauses == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _pauses += 1
+    try:
+        yield
+    finally:
+        with _pause_lock:
+            _pauses -= 1
+            if _pauses == 0 and _was_enabled:
+                gc.enable()
 
 
 class HeapKeeper:

@@ -24,7 +24,7 @@ from textual.worker import get_current_worker
 from rmtui.engine.host import watch
 from rmtui.tui import readers
 from rmtui.tui.context import workbench
-from rmtui.tui.heap import HeapKeeper
+from rmtui.tui.heap import HeapKeeper, collector_paused
 from rmtui.tui.keys import key_of
 from rmtui.tui.messages import FilterTyped, FollowItem, GraphLoaded, ItemHistoryLoaded, OperationsLoaded, QueueLoaded
 from rmtui.tui.models import GraphState
@@ -115,7 +115,8 @@ class MainScreen(LiveScreen):
 
     @work(thread=True, exclusive=True, group="main-graph", exit_on_error=False)
     def load_graph(self) -> None:
-        state = readers.read_graph(workbench(self).root)
+        with collector_paused():  # everything the read makes outlives it: no passes over it meanwhile
+            state = readers.read_graph(workbench(self).root)
         signature = (state.graph.fingerprint(), state.head, tuple(map(str, state.issues)))
         if not get_current_worker().is_cancelled:
             self.post_message(GraphLoaded(state, signature))
