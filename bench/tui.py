@@ -295,6 +295,7 @@ def cpu_hogs(n: int) -> Iterator[list[subprocess.Popen]]:
 
 def measure(root: Path, args: argparse.Namespace) -> dict:
     """Every figure of one condition (a quiet machine, or one under load)."""
+    load_before = os.getloadavg()[0]
     colds = [cold_start(root) for _ in range(args.runs)]
     floors = [cold_floor() for _ in range(args.runs)]
     runs = [asyncio.run(in_app(root, args.keys)) for _ in range(args.runs)]  # each run lands one more change
@@ -304,6 +305,7 @@ def measure(root: Path, args: argparse.Namespace) -> dict:
     floor = [x for r in runs for x in r["filter_floor_ms"]]
     return {
         "nodes": runs[0]["graph_items"],
+        "load_average_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
         "cold_start_to_interactive_s": {"median": round(statistics.median(c["process_to_interactive_s"]
                                                                           for c in colds), 3),
                                         "best": round(best["process_to_interactive_s"], 3),
@@ -332,7 +334,8 @@ def measure(root: Path, args: argparse.Namespace) -> dict:
 def report(label: str, summary: dict, runs: int) -> None:
     c = summary["cold_start_to_interactive_s"]
     f = summary["filter_keystroke_ms"]
-    print(f"{label}:")
+    load = summary["load_average_1min"]
+    print(f"{label} (1-minute load average {load['before']:.1f} before, {load['after']:.1f} after):")
     print(f"  cold start to interactive (new process, tree+evidence+receipts shown), {runs} runs:"
           f" median {c['median']:.3f} s, worst {c['worst']:.3f} s, best {c['best']:.3f} s"
           f" (imports {c['imports_s']:.3f} s, first screen {c['first_screen_s']:.3f} s)   target < 1.5 s")

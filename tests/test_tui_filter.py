@@ -92,6 +92,11 @@ def shown_lines(tree: MemoryTree) -> list[Entry]:
     return [line.node.data for line in tree._tree_lines]
 
 
+def shown_state(tree: MemoryTree) -> list[tuple[str, bool]]:
+    """Each line's entry and whether it is open."""
+    return [(line.node.data.key, line.node.is_expanded) for line in tree._tree_lines]
+
+
 async def filtered(pilot, tree: MemoryTree, text: str) -> None:
     await type_text(pilot, text)
     await wait_for(pilot, lambda: tree.filter_text.endswith(text), what=f"the filter {text!r}")
@@ -142,7 +147,7 @@ async def test_a_filter_matching_nothing_says_so_and_clearing_restores_the_tree(
         tree = app.screen.query_one(MemoryTree)
         tree.reveal_item(tree.graph.items["beta-007"])
         await pilot.pause()
-        before = [(e.key, n.is_expanded) for e, n in zip(shown_lines(tree), (l.node for l in tree._tree_lines))]
+        before = shown_state(tree)
         await pilot.press("slash")
         await filtered(pilot, tree, "zzq")
         lines = shown_lines(tree)
@@ -151,5 +156,73 @@ async def test_a_filter_matching_nothing_says_so_and_clearing_restores_the_tree(
         assert "filter 'zzq': 0 matches" in str(app.screen.query_one("#status").render())
         await pilot.press("escape")
         await wait_for(pilot, lambda: not tree.filter_text, what="the filter to clear")
-        after = [(e.key, n.is_expanded) for e, n in zip(shown_lines(tree), (l.node for l in tree._tree_lines))]
+        after = shown_state(tree)
         assert after == before and tree.cursor_node.data.key == "beta-007"
+
+
+# -- what a keystroke redraws ------------------------------------------------------------------
+
+async def test_a_rebuild_lays_nothing_out_and_leaves_the_other_panes_scrollbars_alone(demo, monkeypatch):
+    """The tree's size is the screen grid's: new lines repaint the tree and its own scrollbar.
+    A layout (Textual asked one per rebuild) repainted the scrollbars of every scrolling pane,
+    and the evidence table's, at the screen's right edge, widened each redraw to the whole
+    screen."""
+    from textual.scrollbar import ScrollBar
+    from textual.widget import Widget
+
+    app = RmtuiApp(demo, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
+        tree = app.screen.query_one(MemoryTree)
+        layouts: list[str] = []
+        repainted: list[str] = []
+        real_refresh, real_render = Widget.refresh, ScrollBar.render
+
+        def refresh(self, *regions, **kwargs):
+            if kwargs.get("layout") and isinstance(self, MemoryTree):
+                layouts.append("tree")
+            return real_refresh(self, *regions, **kwargs)
+
+        def render(self):
+            if self.parent is not None and self.parent is not tree:
+                repainted.append(self.parent.id or type(self.parent).__name__)
+            return real_render(self)
+
+        monkeypatch.setattr(Widget, "refresh", refresh)
+        monkeypatch.setattr(ScrollBar, "render", render)
+        await pilot.press("slash")
+        await pilot.pause()
+        repainted.clear()
+        for text in ("i", "in", "ing", "ing-"):
+            await type_text(pilot, text[-1])
+            await wait_for(pilot, lambda t=text: tree.filter_text == t, what=f"the filter {text!r}")
+        assert layouts == [] and repainted == []
+
+
+async def test_typing_on_redraws_only_the_rows_that_changed(wide, monkeypatch):
+    from textual.widgets import Tree
+
+    app = RmtuiApp(wide, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
+        tree = app.screen.query_one(MemoryTree)
+        await pilot.press("slash")
+        await filtered(pilot, tree, "alpha-0")
+        await pilot.pause()
+        drawn: list[int] = []
+        real = Tree._render_line
+
+        def counted(self, y, *args):
+            drawn.append(y)
+            return real(self, y, *args)
+
+        monkeypatch.setattr(Tree, "_render_line", counted)
+        await filtered(pilot, tree, "0")  # alpha-00: the first ten of the sixty, under the same rows
+        await pilot.pause()
+        rows = len(tree._tree_lines)
+        assert tree.match_count == 10 and rows == 14  # Memory, Topics, Topic alpha, ten nodes, Pursuit
+        # alpha-009 is now its heading's last child (its guide changes) and Pursuit moved up:
+        # every other row is drawn as it was
+        assert {y for y in drawn if y < rows} == {12, 13}
+        lines = [tree.render_line(y).text for y in range(rows)]
+        assert "alpha-009" in lines[12] and "Pursuit" in lines[13]

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from typing import Generic, Self, TypeVar
 
 from rich.style import Style
 from rich.text import Text, TextType
+from textual.cache import LRUCache
 from textual.css.styles import RenderStyles
 from textual.geometry import Region, Size
 from textual.strip import Strip
@@ -17,6 +18,7 @@ from textual.widgets.tree import TreeNode
 from rmtui.tui.widgets.steady_scroll import sizes_unchanged
 
 EntryT = TypeVar("EntryT")
+DRAWN_LINES = 1024  # lines kept drawn: a few screens' worth of rows, each in a few states
 
 
 class LabelledTree(Tree[EntryT], Generic[EntryT]):
@@ -40,6 +42,10 @@ class LabelledTree(Tree[EntryT], Generic[EntryT]):
     _pass_components: dict[tuple[str, ...], RenderStyles] | None = None
     _content_only = False  # inside a change of lines: a layout request only repaints
     _scrollbar_due = False
+
+    def __init__(self, *args, **kwargs) -> None:
+        self._drawn: LRUCache[Hashable, Strip] = LRUCache(DRAWN_LINES)
+        super().__init__(*args, **kwargs)
 
     @contextmanager
     def _lines_changing(self) -> Iterator[None]:
@@ -98,6 +104,37 @@ class LabelledTree(Tree[EntryT], Generic[EntryT]):
         style = self._pass_style if self._pass_style is not None else self.rich_style
         scroll_x, scroll_y = self.scroll_offset
         return self._render_line(y + scroll_y, scroll_x, scroll_x + self.size.width, style)
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        """A line drawn before is drawn again from what it shows, not from when it was drawn.
+
+        Textual keys its line cache on the tree's change count, so every rebuild (each filter
+        keystroke) draws all its lines anew, though typing on mostly keeps the rows at the top
+        (the domains, the headings above the first matches). Here a line is keyed on what draws
+        it: its position and width, the focus, cursor and hover, and for each node on its path
+        the node's id, place and state, and the entry's own words (``_entry_words``).
+        """
+        lines = self._tree_lines
+        words = self._entry_words(lines[y].node.data) if y < len(lines) else None
+        if words is None:
+            return super()._render_line(y, x1, x2, base_style)
+        line = lines[y]
+        key = (y, x1, x2, self.size.width, base_style, self._pseudo_class_state, self.has_focus,
+               self.cursor_line == y, self.hover_line == y, self.hover_line >= 0, self.guide_depth,
+               line.last, words,
+               tuple((n._id, n.is_last, n._hover_, n._selected_, n.allow_expand, n._expanded) for n in line.path))
+        strip = self._drawn.get(key)
+        if strip is None:
+            strip = self._drawn[key] = super()._render_line(y, x1, x2, base_style)
+        return strip
+
+    def _entry_words(self, entry: EntryT | None) -> Hashable | None:
+        """Everything of ``entry`` its label shows (None: do not reuse its lines)."""
+        return None
+
+    def notify_style_update(self) -> None:
+        self._drawn.clear()  # a theme or stylesheet change redraws every line
+        super().notify_style_update()
 
     def get_component_styles(self, *names: str) -> RenderStyles:
         memo = self._pass_components

@@ -11,6 +11,7 @@ other node it opens or closes the node, as in any tree.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -315,7 +316,7 @@ class MemoryTree(LabelledTree[Entry]):
                     found.expand()
                 parent = found
         if self.match_count > FILTER_LIMIT:
-            more = f"… {self.match_count - FILTER_LIMIT} more matches; type more to narrow"
+            more = f"… {self.match_count - FILTER_LIMIT:,} more matches; type more to narrow"
             self.root.add_leaf("more", data=Entry("notice", text=more))
         # the cursor always lands on a node of this build; left alone it would keep naming
         # a node of the cleared tree until the next paint
@@ -356,6 +357,14 @@ class MemoryTree(LabelledTree[Entry]):
             self.post_message(self.EdgesRequested(node.data.key, targets, follow=follow))
 
     # -- labels --------------------------------------------------------------
+    def _entry_words(self, entry: Entry | None) -> Hashable | None:
+        if entry is None:
+            return None
+        item = entry.item
+        if item is None:
+            return (entry.kind, entry.domain, entry.file, entry.text)
+        return (entry.kind, entry.domain, entry.file, entry.text, item.kind, item.id, item.title, item.heading_kind)
+
     def _label(self, entry: Entry) -> Text:
         cs = self.get_component_rich_style
         if entry.kind == "domain":
