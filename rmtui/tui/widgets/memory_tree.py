@@ -292,9 +292,9 @@ class MemoryTree(LabelledTree[Entry]):
     def _build_filtered_nodes(self, text: str) -> int:
         graph = self.graph
         assert graph is not None
-        found = self._matching(text.lower())
-        self.match_count = len(found)
-        matches = [item for item, _hay in found[:FILTER_LIMIT]]
+        hits = self._matching(text.lower())
+        self.match_count = len(hits)
+        matches = [item for item, _hay in hits[:FILTER_LIMIT]]
         self.clear()
         self._by_key = {}
         for domain, _title, _file in DOMAINS:
