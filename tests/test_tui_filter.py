@@ -196,7 +196,8 @@ async def test_a_rebuild_lays_nothing_out_and_leaves_the_other_panes_scrollbars_
         for text in ("i", "in", "ing", "ing-"):
             await type_text(pilot, text[-1])
             await wait_for(pilot, lambda t=text: tree.filter_text == t, what=f"the filter {text!r}")
-        assert layouts == [] and repainted == []
+        # the preview follows the cursor to another item: its own scrollbar may change with it
+        assert layouts == [] and [name for name in repainted if not name.startswith("preview")] == []
 
 
 async def test_typing_on_redraws_only_the_rows_that_changed(wide, monkeypatch):
