@@ -3,12 +3,14 @@ the text finds the same items again."""
 
 from __future__ import annotations
 
+import git
 import pytest
 from test_tui_support import main_loaded, type_text, wait_for
 
 from rmtui.engine.host.demo import create_demo_root
+from rmtui.engine.memory.roots import init_root
 from rmtui.tui.app import RmtuiApp
-from rmtui.tui.widgets.memory_tree import MemoryTree
+from rmtui.tui.widgets.memory_tree import FILTER_LIMIT, Entry, MemoryTree
 
 SIZE = (140, 44)
 
@@ -59,3 +61,169 @@ async def test_narrowing_then_widening_the_filter_finds_the_same_items(demo):
         await wait_for(pilot, lambda: tree.filter_text == "ing", what="the filter widened again")
         assert tree.match_count == wide and set(tree._by_key) == shown
         assert f"filter 'ing': {wide} matches" in str(app.screen.query_one("#status").render())
+
+
+# -- a root larger than the filter shows at once ---------------------------------------------
+
+TOPICS = ("alpha", "beta", "gamma")
+PER_TOPIC = 60
+
+
+@pytest.fixture
+def wide(tmp_path, monkeypatch):
+    """A root of 180 nodes under three F# topics, every id holding an 'a' (more than the cap)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    root = init_root(tmp_path / "wide")
+    mem = ["# Memory", "", "# Topics {#topics}", ""]
+    for topic in TOPICS:
+        mem += [f"## Topic {topic} {{F#{topic}}}", ""]
+        lines = [f"The {topic} nodes.", ""]
+        lines += [f"- `{topic}-{k:03d}` Node {k} of {topic}. → []" for k in range(PER_TOPIC)]
+        (root.path / f"MEMORY_{topic}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (root.path / "MEMORY.md").write_text("\n".join(mem) + "\n", encoding="utf-8")
+    repo = git.Repo(root.path)
+    repo.git.add("-A")
+    repo.git.commit("-q", "-m", "wide root")
+    return root
+
+
+def shown_lines(tree: MemoryTree) -> list[Entry]:
+    """The tree's lines as the person sees them, top to bottom."""
+    return [line.node.data for line in tree._tree_lines]
+
+
+def shown_state(tree: MemoryTree) -> list[tuple[str, bool]]:
+    """Each line's entry and whether it is open."""
+    return [(line.node.data.key, line.node.is_expanded) for line in tree._tree_lines]
+
+
+async def filtered(pilot, tree: MemoryTree, text: str) -> None:
+    await type_text(pilot, text)
+    await wait_for(pilot, lambda: tree.filter_text.endswith(text), what=f"the filter {text!r}")
+
+
+async def test_a_filter_wider_than_the_cap_shows_the_cap_and_says_how_many_more(wide):
+    app = RmtuiApp(wide, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
+        tree = app.screen.query_one(MemoryTree)
+        await pilot.press("slash")
+        await filtered(pilot, tree, "a")
+        total = len(TOPICS) * PER_TOPIC + len(TOPICS)  # every node, and each "Topic …" heading
+        assert tree.match_count == total
+        lines = shown_lines(tree)
+        hits = [e.item.id for e in lines if e.kind == "item" and "a" in f"{e.item.id} {e.item.title}".lower()]
+        # the first matches in the graph's order, shown under their headings
+        first = [i.id for i in tree.graph.ordered if "a" in f"{i.id} {i.title}".lower()][:FILTER_LIMIT]
+        assert len(hits) == FILTER_LIMIT and set(hits) == set(first)
+        assert "alpha-059" in hits and "gamma-000" not in hits
+        assert lines[-1].kind == "notice"
+        assert lines[-1].text == f"… {total - FILTER_LIMIT} more matches; type more to narrow"
+        assert f"filter 'a': {total} matches" in str(app.screen.query_one("#status").render())
+
+
+async def test_narrowing_reaches_a_match_that_was_beyond_the_cap(wide):
+    app = RmtuiApp(wide, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
+        tree = app.screen.query_one(MemoryTree)
+        await pilot.press("slash")
+        await filtered(pilot, tree, "a")
+        assert tree.node_for("gamma-042") is None  # past the cap: not shown, counted in the last row
+        await filtered(pilot, tree, "-04")
+        assert tree.filter_text == "a-04"
+        await wait_for(pilot, lambda: tree.node_for("gamma-042") is not None, what="gamma-042 shown")
+        assert not any(e.kind == "notice" for e in shown_lines(tree))  # all of them fit now
+        await filtered(pilot, tree, "2")
+        assert tree.match_count == 3 and tree.cursor_node.data.key == "alpha-042"
+        await pilot.press("enter", *["down"] * 4)  # leave the box, walk down past beta to gamma
+        await wait_for(pilot, lambda: tree.cursor_node.data.key == "gamma-042", what="the cursor on gamma-042")
+
+
+async def test_a_filter_matching_nothing_says_so_and_clearing_restores_the_tree(wide):
+    app = RmtuiApp(wide, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
+        tree = app.screen.query_one(MemoryTree)
+        tree.reveal_item(tree.graph.items["beta-007"])
+        await pilot.pause()
+        before = shown_state(tree)
+        await pilot.press("slash")
+        await filtered(pilot, tree, "zzq")
+        lines = shown_lines(tree)
+        assert [e.kind for e in lines if e.kind != "domain"] == ["notice"]
+        assert lines[-1].text == "nothing matches 'zzq'" and tree.match_count == 0
+        assert "filter 'zzq': 0 matches" in str(app.screen.query_one("#status").render())
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not tree.filter_text, what="the filter to clear")
+        after = shown_state(tree)
+        assert after == before and tree.cursor_node.data.key == "beta-007"
+
+
+# -- what a keystroke redraws ------------------------------------------------------------------
+
+async def test_a_rebuild_lays_nothing_out_and_leaves_the_other_panes_scrollbars_alone(demo, monkeypatch):
+    """The tree's size is the screen grid's: new lines repaint the tree and its own scrollbar.
+    A layout (Textual asked one per rebuild) repainted the scrollbars of every scrolling pane,
+    and the evidence table's, at the screen's right edge, widened each redraw to the whole
+    screen."""
+    from textual.scrollbar import ScrollBar
+    from textual.widget import Widget
+
+    app = RmtuiApp(demo, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
+        tree = app.screen.query_one(MemoryTree)
+        layouts: list[str] = []
+        repainted: list[str] = []
+        real_refresh, real_render = Widget.refresh, ScrollBar.render
+
+        def refresh(self, *regions, **kwargs):
+            if kwargs.get("layout") and isinstance(self, MemoryTree):
+                layouts.append("tree")
+            return real_refresh(self, *regions, **kwargs)
+
+        def render(self):
+            if self.parent is not None and self.parent is not tree:
+                repainted.append(self.parent.id or type(self.parent).__name__)
+            return real_render(self)
+
+        monkeypatch.setattr(Widget, "refresh", refresh)
+        monkeypatch.setattr(ScrollBar, "render", render)
+        await pilot.press("slash")
+        await pilot.pause()
+        repainted.clear()
+        for text in ("i", "in", "ing", "ing-"):
+            await type_text(pilot, text[-1])
+            await wait_for(pilot, lambda t=text: tree.filter_text == t, what=f"the filter {text!r}")
+        # the preview follows the cursor to another item: its own scrollbar may change with it
+        assert layouts == [] and [name for name in repainted if not name.startswith("preview")] == []
+
+
+async def test_typing_on_redraws_only_the_rows_that_changed(wide, monkeypatch):
+    from textual.widgets import Tree
+
+    app = RmtuiApp(wide, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
+        tree = app.screen.query_one(MemoryTree)
+        await pilot.press("slash")
+        await filtered(pilot, tree, "alpha-0")
+        await pilot.pause()
+        drawn: list[int] = []
+        real = Tree._render_line
+
+        def counted(self, y, *args):
+            drawn.append(y)
+            return real(self, y, *args)
+
+        monkeypatch.setattr(Tree, "_render_line", counted)
+        await filtered(pilot, tree, "0")  # alpha-00: the first ten of the sixty, under the same rows
+        await pilot.pause()
+        rows = len(tree._tree_lines)
+        assert tree.match_count == 10 and rows == 14  # Memory, Topics, Topic alpha, ten nodes, Pursuit
+        # alpha-009 is now its heading's last child (its guide changes) and Pursuit moved up:
+        # every other row is drawn as it was
+        assert {y for y in drawn if y < rows} == {12, 13}
+        lines = [tree.render_line(y).text for y in range(rows)]
+        assert "alpha-009" in lines[12] and "Pursuit" in lines[13]

@@ -24,6 +24,7 @@ from textual.worker import get_current_worker
 from rmtui.engine.host import watch
 from rmtui.tui import readers
 from rmtui.tui.context import workbench
+from rmtui.tui.heap import HeapKeeper, collector_paused
 from rmtui.tui.keys import key_of
 from rmtui.tui.messages import FilterTyped, FollowItem, GraphLoaded, ItemHistoryLoaded, OperationsLoaded, QueueLoaded
 from rmtui.tui.models import GraphState
@@ -73,6 +74,7 @@ class MainScreen(LiveScreen):
         self._edge_state = 0
         self.compact = False
         self.slot = "preview"  # the pane the compact layout shows beside the evidence
+        self.heap = HeapKeeper(self)
 
     def compose(self) -> ComposeResult:
         clock = workbench(self).clock
@@ -100,6 +102,9 @@ class MainScreen(LiveScreen):
         self.query_one("#graph", MemoryTree).focus()
         self.set_interval(AGE_TICK, self._refresh_ages)
 
+    def on_unmount(self) -> None:
+        self.heap.release()
+
     # -- loading -------------------------------------------------------------
     def reload(self, kinds: set[str]) -> None:
         if kinds & {watch.GRAPH, watch.HEAD}:
@@ -110,7 +115,8 @@ class MainScreen(LiveScreen):
 
     @work(thread=True, exclusive=True, group="main-graph", exit_on_error=False)
     def load_graph(self) -> None:
-        state = readers.read_graph(workbench(self).root)
+        with collector_paused():  # everything the read makes outlives it: no passes over it meanwhile
+            state = readers.read_graph(workbench(self).root)
         signature = (state.graph.fingerprint(), state.head, tuple(map(str, state.issues)))
         if not get_current_worker().is_cancelled:
             self.post_message(GraphLoaded(state, signature))
@@ -157,6 +163,7 @@ class MainScreen(LiveScreen):
             self._want_waiting()
         tree = self.query_one(MemoryTree)
         tree.set_graph(message.state.graph, message.state.index, message.state.incoming)
+        self.heap.graph_shown()
         self._update_status()
         self._preview_cursor(force=True)
         self._edge_bindings()
@@ -356,6 +363,7 @@ class MainScreen(LiveScreen):
         self.post_message(FilterTyped(event.value))  # a burst of keys merges into one rebuild
 
     def on_filter_typed(self, message: FilterTyped) -> None:
+        self.heap.busy()
         box = self.query_one("#filter", Input)
         if message.text != box.value or box.has_class("-hidden"):
             return  # typed on since, or the filter was cleared: that text is not wanted any more

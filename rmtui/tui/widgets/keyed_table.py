@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import ClassVar
 
 from textual.binding import Binding
+from textual.geometry import Size
 from textual.widgets import DataTable
 
 from rmtui.tui.widgets.fitted_columns import Column, Fit, clipped, fit_columns
+from rmtui.tui.widgets.steady_scroll import sizes_unchanged
 
 
 class KeyedTable(DataTable):
@@ -29,6 +31,11 @@ class KeyedTable(DataTable):
         self.rows_by_key: dict[str, object] = {}
         self._rows: list[tuple[str, object, tuple]] = []
         self._fit: Fit | None = None
+
+    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True) -> bool:
+        if sizes_unchanged(self, size, container_size):  # a layout elsewhere: the scrollbars stay
+            return False
+        return super()._size_updated(size, virtual_size, container_size, layout)
 
     def on_mount(self) -> None:
         if self.FITTED:

@@ -11,6 +11,7 @@ other node it opens or closes the node, as in any tree.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -127,7 +128,8 @@ class MemoryTree(LabelledTree[Entry]):
         self._index: list[tuple[Item, str]] = []
         self._by_key: dict[str, TreeNode[Entry]] = {}
         self._saved: tuple[set[str], str | None] | None = None  # full-tree state while filtering
-        self._last_matches: tuple[str, list[tuple[Item, str]]] = ("", [])  # the last needle and its matches
+        #: the matches of each prefix of the filter text (typing on narrows them, deleting goes back)
+        self._prefix_matches: dict[str, list[tuple[Item, str]]] = {}
 
     # -- building ------------------------------------------------------------
     def _add(self, parent: TreeNode[Entry], entry: Entry, *, expand: bool = False) -> TreeNode[Entry]:
@@ -167,7 +169,7 @@ class MemoryTree(LabelledTree[Entry]):
         self.graph = graph
         self.incoming = incoming if incoming is not None else {}
         self._index = index if index is not None else [(i, f"{i.id or ''} {i.title}".lower()) for i in graph.ordered]
-        self._last_matches = ("", [])  # a new reading: its own matches
+        self._prefix_matches = {}  # a new reading: its own matches
         if self.filter_text:
             self._saved = (expanded, cursor)
             self._build_filtered(self.filter_text)
@@ -273,25 +275,32 @@ class MemoryTree(LabelledTree[Entry]):
             return self._build_filtered_nodes(text)
 
     def _matching(self, needle: str) -> list[tuple[Item, str]]:
-        """The index entries holding ``needle``: typing on only narrows, so the last key's
-        matches are searched instead of the whole index (a 10,000-node root: every key)."""
-        last_needle, last = self._last_matches
-        haystack = last if last_needle and needle.startswith(last_needle) else self._index
-        found = [(item, hay) for item, hay in haystack if needle in hay]
-        self._last_matches = (needle, found)
+        """The index entries holding ``needle``. Typing on only narrows, so the matches of the
+        longest remembered prefix are searched, not the whole index; deleting a key finds its
+        shorter text's matches remembered. The entries are the index's own (no copy per match:
+        a wide filter on a 10,000-node root allocated 10,000 tuples a key)."""
+        memo = self._prefix_matches
+        for known in [k for k in memo if not needle.startswith(k)]:
+            del memo[known]  # only the prefixes of the text being typed are kept
+        found = memo.get(needle)
+        if found is None:
+            base = max((k for k in memo), key=len, default=None)
+            haystack = memo[base] if base is not None else self._index
+            found = memo[needle] = [pair for pair in haystack if needle in pair[1]]
         return found
 
     def _build_filtered_nodes(self, text: str) -> int:
         graph = self.graph
         assert graph is not None
-        matches = [item for item, _hay in self._matching(text.lower())]
-        self.match_count = len(matches)
+        hits = self._matching(text.lower())
+        self.match_count = len(hits)
+        matches = [item for item, _hay in hits[:FILTER_LIMIT]]
         self.clear()
         self._by_key = {}
         for domain, _title, _file in DOMAINS:
             self._add(self.root, Entry("domain", domain=domain, loaded=True), expand=True)
         shown = {id(i) for file in (MEMORY_ROOT_FILE, PURSUIT_ROOT_FILE) for i in _lifted(graph, file)}
-        for item in matches[:FILTER_LIMIT]:
+        for item in matches:
             parent = self._by_key[f"domain:{item.domain}"]
             for step in item.heading_path() + [item]:
                 key = item_key(step)
@@ -306,8 +315,8 @@ class MemoryTree(LabelledTree[Entry]):
                     found.remove_children()
                     found.expand()
                 parent = found
-        if len(matches) > FILTER_LIMIT:
-            more = f"… {len(matches) - FILTER_LIMIT} more matches; type more to narrow"
+        if self.match_count > FILTER_LIMIT:
+            more = f"… {self.match_count - FILTER_LIMIT:,} more matches; type more to narrow"
             self.root.add_leaf("more", data=Entry("notice", text=more))
         # the cursor always lands on a node of this build; left alone it would keep naming
         # a node of the cleared tree until the next paint
@@ -316,7 +325,7 @@ class MemoryTree(LabelledTree[Entry]):
             notice = self.root.add_leaf("none", data=Entry("notice", text=f"nothing matches {text!r}"))
         first = next((self._by_key[k] for k in map(item_key, matches) if k in self._by_key), notice)
         self.move_to(first if first is not None else self.root.children[0])
-        return len(matches)
+        return self.match_count
 
     # -- edges ---------------------------------------------------------------
     def cursor_edges(self) -> list[str]:
@@ -348,6 +357,14 @@ class MemoryTree(LabelledTree[Entry]):
             self.post_message(self.EdgesRequested(node.data.key, targets, follow=follow))
 
     # -- labels --------------------------------------------------------------
+    def _entry_words(self, entry: Entry | None) -> Hashable | None:
+        if entry is None:
+            return None
+        item = entry.item
+        if item is None:
+            return (entry.kind, entry.domain, entry.file, entry.text)
+        return (entry.kind, entry.domain, entry.file, entry.text, item.kind, item.id, item.title, item.heading_kind)
+
     def _label(self, entry: Entry) -> Text:
         cs = self.get_component_rich_style
         if entry.kind == "domain":
