@@ -289,12 +289,19 @@ def test_a_reading_agent_sees_other_machines_memory_after_a_bounded_pull_check(m
     assert sync.push(a).status == "pushed"
     r = cli("--headless", "retrieve", "--json", "--session", "reader", "--root", str(b.path), "when are deploys")
     assert r.code == 0, r.stderr
+    state_file = b.path / ".runtime" / "sync" / "state.json"
+
+    def pulled() -> bool:  # the upkeep is done: the branch moved, the file followed, the check is recorded
+        return (git(b.path, "rev-parse", "HEAD").strip() == landed
+                and "deploy-window" in (b.path / "MEMORY.md").read_text(encoding="utf-8")
+                and state_file.exists() and bool(json.loads(state_file.read_text() or "{}").get("last_pull_check_at")))
+
     deadline = time.time() + 90
-    while git(b.path, "rev-parse", "HEAD").strip() != landed and time.time() < deadline:
+    while not pulled() and time.time() < deadline:
         time.sleep(0.1)
-    assert git(b.path, "rev-parse", "HEAD").strip() == landed
+    assert pulled()
     r = cli("--headless", "retrieve", "--json", "--session", "reader", "--root", str(b.path), "when are deploys")
-    assert [x["id"] for x in r.json()["results"]][:1] == ["deploy-window"]
+    assert [x["id"] for x in r.json()["results"]][:1] == ["deploy-window"], r.stdout
     state = json.loads((b.path / ".runtime" / "sync" / "state.json").read_text())
     assert state["last_pull_check_at"]
     # within five minutes no second fetch: a new upstream commit is not seen yet

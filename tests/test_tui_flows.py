@@ -345,10 +345,13 @@ async def test_land_a_maintenance_edit_and_see_a_refused_landing(demo, tmp_path,
         await pilot.press("ctrl+a", "ctrl+k")  # clear the suggested message
         await type_text(pilot, "maintain: record jittered retries")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: repo.head.commit.hexsha != head, what="the landing")
+        # the branch moves before the root's files follow it (publish CASes the ref, then syncs the
+        # work tree): the receipt says the landing is whole
+        await wait_for(pilot, lambda: maint.status is None and maint.result is not None
+                       and maint.result.plain.startswith("landed"), what="the receipt")
+        assert repo.head.commit.hexsha != head
         assert repo.head.commit.message.startswith("maintain: record jittered retries")
         assert "`ing-retry`" in (demo.path / "MEMORY_ingestion.md").read_text(encoding="utf-8")
-        await wait_for(pilot, lambda: maint.status is None and "landed" in maint.result.plain, what="the receipt")
 
         # a second maintenance whose edit breaks the graph: errors show live, landing is refused
         await pilot.press("b")
@@ -445,9 +448,10 @@ async def test_a_file_that_is_not_a_memory_file_is_shown_and_refused_until_delet
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the offer again")
         await pilot.press("y")
-        await wait_for(pilot, lambda: repo.head.commit.hexsha != head, what="the landing")
+        await wait_for(pilot, lambda: maint.status is None and maint.result is not None
+                       and maint.result.plain.startswith("landed"), what="the receipt (the worktree gone)")
+        assert repo.head.commit.hexsha != head
         assert "`ing-retry`" in (demo.path / "MEMORY_ingestion.md").read_text(encoding="utf-8")
-        await wait_for(pilot, lambda: maint.status is None, what="the worktree to go")
         assert not wt.exists() and not (demo.path / "notes.txt").exists()
 
 

@@ -101,8 +101,21 @@ def ids(state) -> list[str]:
     return [p["id"] for p in state.pursuits]
 
 
+@pytest.fixture(autouse=True)
+def shown_notes(monkeypatch):
+    """Every notice the app showed, kept past its toast's timeout: a busy machine can take
+    longer than the toast stays between the notice and the assertion that reads it."""
+    show = RmtuiApp.notify
+
+    def notify(self, message, *args, **kwargs):
+        self.__dict__.setdefault("shown_notes", []).append(str(message))
+        return show(self, message, *args, **kwargs)
+
+    monkeypatch.setattr(RmtuiApp, "notify", notify)
+
+
 def notes(app) -> list[str]:
-    return [n.message for n in app._notifications]
+    return list(app.__dict__.get("shown_notes", []))
 
 
 def dialog_error(dialog) -> str:
@@ -196,7 +209,8 @@ async def test_edit_the_map_with_keys_then_checkpoint_one_commit(proot):
         await pilot.press("c")
         await answered(pilot, screen, lambda st: st.pending_edits == 0 and st.head != before,
                        "the checkpoint")
-        assert any(n.startswith("landed ") and "pursuit: edit map" in n for n in notes(app))
+        await wait_for(pilot, lambda: any(n.startswith("landed ") and "pursuit: edit map" in n for n in notes(app)),
+                       what="the landed notice")
         assert "no pending edits" in str(screen.query_one("#pursuit-status").render())
         assert screen.check_action("undo", ()) is None
 

@@ -152,7 +152,7 @@ def test_update_that_chooses_no_change(api, provider, root):
     head_before = git.Repo(root.path).head.commit.hexsha
     provider.push(call("outline"), Turn(text="Skipped the only candidate: routine progress."))
     out = UpdateDriver(root).run_once(force=True)
-    assert out.state == "no_change"
+    assert out.state == "no_change", out
     assert out.receipt.changed_paths == []
     assert (root.path / "MEMORY.md").read_text() == "# Memory\n\n"
     repo = git.Repo(root.path)
@@ -170,7 +170,7 @@ def test_uncommitted_edit_gets_one_reminder(provider, root):
     script = landing_script()
     provider.push(*script[:4], Turn(text="done"), *script[4:])
     out = UpdateDriver(root).run_once(force=True)
-    assert out.state == "committed"
+    assert out.state == "committed", out
     assert "uncommitted changes" in provider.seen[5].user_texts()[-1]
 
 
