@@ -298,7 +298,9 @@ def fill_vectors(cache: VectorCache, index: DenseIndex, backend, *, deadline: fl
         if key not in todo:
             todo[key] = index.part(i)
     live = [blob[i:i + 32] for i in range(0, len(blob), 32)]
-    items = list(todo.items())
+    # shortest first: each request (and each forward pass in it) holds texts of about one length,
+    # so the model pads little, and a query's budget embeds as many passages as it can
+    items = sorted(todo.items(), key=lambda kv: len(kv[1]))
     done = 0
     batch = max(1, min(64, backend.info().max_batch_size))
     pending: dict[bytes, np.ndarray] = {}
