@@ -216,7 +216,7 @@ def compare_paths(root: Path, env: dict, calls: int) -> None:
     if rec is None:
         print("thin client: no settings record (no call was delegated): not measured")
         return
-    st = read_state(service_dir(Path(rec["model"]), rec["reranker"]))
+    st = read_state(service_dir(Path(rec["model"]), rec["reranker"], rec.get("precision", "float32")))
     client = JsonHttpClient(st["url"], st["token"])
     out: dict[str, list[float]] = {"floor": [], "service": [], "full": [], "thin": []}
     for i in range(calls):
@@ -396,7 +396,7 @@ def service_state_dir(root: MemoryRoot) -> Path:
 
     cfg = root.config()
     return service_dir(resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path")),
-                       cfg.get("embedding.reranker_path"))
+                       cfg.get("embedding.reranker_path"), str(cfg.get("embedding.precision")))
 
 
 def runtime_of(state_dir: Path) -> str:

@@ -8,12 +8,13 @@ import random
 import numpy as np
 
 from rmtui.engine.retrieval.corpus import load_corpus
-from rmtui.engine.retrieval.retrieve import dense_index, fill_vectors, params_from_config, token_store
+from rmtui.engine.retrieval.retrieve import dense_index, fill_vectors, index_root, params_from_config, token_store
 from rmtui.engine.retrieval.tokens import TokenStore, quantize
 from rmtui.engine.retrieval.vectors import VectorCache
 
 WORDS = ("cache index parser retry token lock branch commit queue worker build deploy config schema model "
-         "vector latency timeout socket proxy thread fixture migration postgres redis docker image").split()
+         "vector latency timeout socket proxy thread fixture migration postgres redis docker image "
+         "idempotency zstd qdrant memoization kubectl xfs ebpf").split()
 
 
 class Recorder:
@@ -36,7 +37,7 @@ class Recorder:
 
 
 def write_mixed_root(root, nodes: int = 192) -> None:
-    """Nodes of a few words to a long paragraph, lengths at random in file order."""
+    """Nodes of a few words to a long paragraph, lengths at random in file order, some words rare."""
     rnd = random.Random(3)
     lines = ["# Memory", "", "## Notes {F#notes}", ""]
     body = []
@@ -77,3 +78,18 @@ def test_a_new_root_is_fed_to_the_model_in_length_sorted_batches_with_the_same_v
         stored = np.asarray(store.get(index.keys[i:i + 1])[0], dtype=np.int16)
         assert stored.shape == states[0].shape
         assert np.abs(stored - quantize(states[0]).astype(np.int16)).max() <= 1
+
+
+def test_the_background_index_orders_requests_by_the_models_own_token_counts(root, plain_backend):
+    """Text length only roughly follows token counts (a rare word is several word pieces): the
+    index build counts tokens with the model's tokenizer, so no two requests overlap in them."""
+    write_mixed_root(root)
+    rec = Recorder(plain_backend)
+    out = index_root(root, rec)
+    assert out["state"] == "done" and out["indexed"] >= 190
+    tok = plain_backend.embedder.tokenizer
+    spans = []
+    for texts in rec.requests:
+        counts = [len(e.ids) for e in tok.encode_batch(texts)]
+        spans.append((min(counts), max(counts)))
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), spans
