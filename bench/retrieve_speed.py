@@ -17,6 +17,8 @@ Prints, each against its target (the "Benchmarks" table of README.md) where it h
 - restart to first answer: the warm service stopped (as after its idle exit), vectors
   cached, the first CLI ``retrieve`` until its answer, which must be a full hybrid answer
   (target <= 1.5 s), then the call after it; the runtime the service came up on is named;
+- with ``--int8``: the whole index of a copy of the root built by the int8 model
+  (``embedding.precision = "int8"``) in this process, beside the bare int8 session's time;
 - with ``--compare-torch``: the same service start on torch, and whether the top results of
   the needs are the same through both runtimes;
 - re-index after a one-node change: corpus rebuild, BM25 update and re-embedding of
@@ -39,7 +41,7 @@ The OS page cache is not dropped (that needs privileges this bench does not assu
 ``--reindex-only ROOT`` prints only the re-index lines (and the floors), on a copy of a
 root kept by ``--keep-root`` (its vectors cached).
 
-Usage: .venv/bin/python bench/retrieve_speed.py [--nodes 10000] [--calls 30] [--restarts 3] [--compare-torch]
+Usage: .venv/bin/python bench/retrieve_speed.py [--nodes 10000] [--calls 30] [--restarts 3] [--compare-torch] [--int8]
        [--save FILE] [--baseline FILE] [--reuse-vectors ROOT] [--keep-root DIR] [--reindex-only ROOT] [--repeats 5]
 """
 
@@ -356,7 +358,7 @@ def wait_until_indexed(root: MemoryRoot, env: dict, timeout: float) -> tuple[flo
     raise SystemExit(f"the dense index was not complete after {timeout:.0f} s")
 
 
-def model_floor(root: MemoryRoot) -> tuple[float, int, str]:
+def model_floor(root: MemoryRoot, precision: str = "float32") -> tuple[float, int, str]:
     """The whole index's floor: every passage of the root through the bare model alone, as the
     index build batches them (length-sorted, ``CPU_ENCODE_BATCH`` texts a forward pass), with
     no pooling, token states, HTTP or cache writes. ONNX Runtime's session when the model runs
@@ -367,7 +369,7 @@ def model_floor(root: MemoryRoot) -> tuple[float, int, str]:
     params = params_from_config(root.config())
     index = dense_index(load_corpus(root.path), params)
     texts = sorted({index.part(i) for i in range(len(index.keys))}, key=len)
-    embedder = InProcessBackend().embedder
+    embedder = InProcessBackend(precision=precision).embedder
     session = getattr(embedder, "session", None)
     if session is None:
         t = time.perf_counter()
@@ -538,6 +540,27 @@ def reuse_vectors(src: Path, root: MemoryRoot) -> None:
     os.sync()  # the copy's writeback (600 MB of token states at 50,000 nodes) not during the figures
 
 
+def int8_index(root: MemoryRoot, tmp: Path) -> None:
+    """``--int8``: the whole index of a copy of the root with no caches, built in this process by
+    the int8 model (``embedding.precision = "int8"``), beside its floor (the bare int8 session)."""
+    from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
+    from rmtui.engine.retrieval.retrieve import index_root
+
+    copy = tmp / "int8-root"
+    shutil.copytree(root.path, copy, symlinks=True, ignore=shutil.ignore_patterns("cache"))  # no vectors
+    backend = InProcessBackend(precision="int8")
+    load = os.getloadavg()[0]
+    t = time.monotonic()
+    out = index_root(MemoryRoot(copy), backend)
+    dt = time.monotonic() - t
+    floor_s, passages, how = model_floor(MemoryRoot(copy), "int8")
+    FIGURES.update(int8_index_s=dt, int8_index_floor_s=floor_s)
+    print(f"whole index with embedding.precision = \"int8\", in process: {out.get('indexed')} passages, vectors and "
+          f"token states, in {dt:.1f} s (target: <= {INDEX_TARGET_S} s: {verdict(dt <= INDEX_TARGET_S)}); floor: the "
+          f"same {passages} passages through {how} of the int8 model {floor_s:.1f} s (load average {load:.1f} "
+          f"before, {os.getloadavg()[0]:.1f} after) {FLOOR}")
+
+
 def gpu_index(root: MemoryRoot, tmp: Path) -> None:
     """The whole index (vectors and token states) of a copy of the root with no caches, built in
     process on the GPU ``embedding.device = "auto"`` finds; a line saying so when there is none."""
@@ -586,6 +609,7 @@ def main() -> None:
     ap.add_argument("--restarts", type=int, default=3)
     ap.add_argument("--index-timeout", type=float, default=3600)
     ap.add_argument("--compare-torch", action="store_true", help="also start the service on torch")
+    ap.add_argument("--int8", action="store_true", help="also build the whole index with the int8 model")
     ap.add_argument("--save", type=Path, help="write the figures as JSON here")
     ap.add_argument("--baseline", type=Path, help="a --save file of another run: print the ratios")
     ap.add_argument("--reuse-vectors", type=Path, help="copy vector/token caches of this earlier bench root")
@@ -634,6 +658,8 @@ def main() -> None:
                   f"call; service on {runtime} {FLOOR}")
         if not args.reuse_vectors:
             gpu_index(root, tmp)
+            if args.int8:
+                int8_index(root, tmp)
 
         FLOOR.measure(root, env)
         FIGURES["inproc_ms"] = 1000 * (FLOOR.inproc or 0.0)
