@@ -4,8 +4,10 @@ Prints, each against its target (the "Benchmarks" table of README.md) where it h
 - first call on a cold machine: no embedding service running, no caches (corpus, BM25,
   vectors); the call starts the local warm service, answers within
   ``embedding.dense_budget_seconds`` and leaves a background indexer embedding the rest;
-- time until the whole corpus is embedded: the bench waits until a call reports a complete
-  dense index (coverage 100 %, hybrid mode) before it measures anything warm;
+- time until the whole corpus is embedded (vectors and token states): the bench waits until a
+  call reports a complete dense index (coverage 100 %, hybrid mode) before it measures anything
+  warm; beside it its floor, the same passages through the bare model alone (ONNX Runtime's
+  session, batched as the index build batches them) and the load average;
 - warm ``retrieve`` end to end (new CLI process per call, service already running):
   median and p95 over N calls (target: median <= 100 ms); then the thin client against the
   full CLI path, interleaved, beside the floor (``python -c pass`` + the service's own time);
@@ -15,6 +17,8 @@ Prints, each against its target (the "Benchmarks" table of README.md) where it h
 - restart to first answer: the warm service stopped (as after its idle exit), vectors
   cached, the first CLI ``retrieve`` until its answer, which must be a full hybrid answer
   (target <= 1.5 s), then the call after it; the runtime the service came up on is named;
+- with ``--int8``: the whole index of a copy of the root built by the int8 model
+  (``embedding.precision = "int8"``) in this process, beside the bare int8 session's time;
 - with ``--compare-torch``: the same service start on torch, and whether the top results of
   the needs are the same through both runtimes;
 - re-index after a one-node change: corpus rebuild, BM25 update and re-embedding of
@@ -37,7 +41,10 @@ The OS page cache is not dropped (that needs privileges this bench does not assu
 ``--reindex-only ROOT`` prints only the re-index lines (and the floors), on a copy of a
 root kept by ``--keep-root`` (its vectors cached).
 
-Usage: .venv/bin/python bench/retrieve_speed.py [--nodes 10000] [--calls 30] [--restarts 3] [--compare-torch]
+``--index-only`` stops after the cold call and the whole-index lines.
+
+Usage: .venv/bin/python bench/retrieve_speed.py [--nodes 10000] [--calls 30] [--restarts 3] [--compare-torch] [--int8]
+       [--index-only]
        [--save FILE] [--baseline FILE] [--reuse-vectors ROOT] [--keep-root DIR] [--reindex-only ROOT] [--repeats 5]
 """
 
@@ -58,6 +65,8 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the CLI sets it for every headless command
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402  (after OPENBLAS_NUM_THREADS, which it reads once)
 
 from rmtui.engine.memory.roots import MemoryRoot, init_root  # noqa: E402
 from rmtui.engine.retrieval.corpus import load_corpus  # noqa: E402
@@ -212,7 +221,7 @@ def compare_paths(root: Path, env: dict, calls: int) -> None:
     if rec is None:
         print("thin client: no settings record (no call was delegated): not measured")
         return
-    st = read_state(service_dir(Path(rec["model"]), rec["reranker"]))
+    st = read_state(service_dir(Path(rec["model"]), rec["reranker"], rec.get("precision", "float32")))
     client = JsonHttpClient(st["url"], st["token"])
     out: dict[str, list[float]] = {"floor": [], "service": [], "full": [], "thin": []}
     for i in range(calls):
@@ -316,6 +325,7 @@ WARM_TARGET_MS = 100
 RESTART_TARGET_S = 1.5
 INPROC_TARGET_MS = 25
 REINDEX_TARGET_MS = 300
+INDEX_TARGET_S = 30
 #: What --save writes and --baseline compares.
 FIGURES: dict[str, float] = {}
 
@@ -351,13 +361,70 @@ def wait_until_indexed(root: MemoryRoot, env: dict, timeout: float) -> tuple[flo
     raise SystemExit(f"the dense index was not complete after {timeout:.0f} s")
 
 
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds (user + system, every thread) of this process or of ``pid``: on a shared machine
+    the wall time of the same work moves with the load, its CPU time much less."""
+    if pid is None:
+        import resource
+
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def service_pid(root: MemoryRoot) -> int | None:
+    try:
+        return int(json.loads((service_state_dir(root) / "state.json").read_text())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def model_floor(root: MemoryRoot, precision: str = "float32") -> tuple[float, float, int, str]:
+    """The whole index's floor: every passage of the root through the bare model alone, as the
+    index build batches them (length-sorted, ``CPU_ENCODE_BATCH`` texts a forward pass), with
+    no pooling, token states, HTTP or cache writes. ONNX Runtime's session when the model runs
+    there (as the service does by default), else sentence-transformers' encode."""
+    from rmtui.engine.retrieval.modelhost.device import CPU_ENCODE_BATCH
+    from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
+
+    params = params_from_config(root.config())
+    index = dense_index(load_corpus(root.path), params)
+    texts = sorted({index.part(i) for i in range(len(index.keys))}, key=len)
+    embedder = InProcessBackend(precision=precision).embedder
+    session = getattr(embedder, "session", None)
+    if session is None:
+        t, c = time.perf_counter(), cpu_seconds()
+        embedder.encode(texts, "passage")
+        return time.perf_counter() - t, cpu_seconds() - c, len(texts), "sentence-transformers encode"
+    enc = embedder.tokenizer.encode_batch(texts)
+    order = sorted(range(len(enc)), key=lambda i: len(enc[i].ids))
+    names = {i.name for i in session.get_inputs()}
+    t, c = time.perf_counter(), cpu_seconds()
+    for off in range(0, len(order), CPU_ENCODE_BATCH):
+        idx = order[off:off + CPU_ENCODE_BATCH]
+        width = max(len(enc[i].ids) for i in idx)
+        ids = np.zeros((len(idx), width), np.int64)
+        mask = np.zeros_like(ids)
+        for row, i in enumerate(idx):
+            ids[row, :len(enc[i].ids)] = enc[i].ids
+            mask[row, :len(enc[i].ids)] = 1
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        session.run(None, {k: v for k, v in feed.items() if k in names})
+    return (time.perf_counter() - t, cpu_seconds() - c, len(texts),
+            f"the bare ONNX session, {CPU_ENCODE_BATCH} texts a pass")
+
+
 def service_state_dir(root: MemoryRoot) -> Path:
     from rmtui.engine.retrieval.modelhost.embed_client import service_dir
     from rmtui.engine.retrieval.modelhost.embeddings import resolve_model_path
 
     cfg = root.config()
     return service_dir(resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path")),
-                       cfg.get("embedding.reranker_path"))
+                       cfg.get("embedding.reranker_path"), str(cfg.get("embedding.precision")))
 
 
 def runtime_of(state_dir: Path) -> str:
@@ -499,6 +566,28 @@ def reuse_vectors(src: Path, root: MemoryRoot) -> None:
     os.sync()  # the copy's writeback (600 MB of token states at 50,000 nodes) not during the figures
 
 
+def int8_index(root: MemoryRoot, tmp: Path) -> None:
+    """``--int8``: the whole index of a copy of the root with no caches, built in this process by
+    the int8 model (``embedding.precision = "int8"``), beside its floor (the bare int8 session)."""
+    from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
+    from rmtui.engine.retrieval.retrieve import index_root
+
+    copy = tmp / "int8-root"
+    shutil.copytree(root.path, copy, symlinks=True, ignore=shutil.ignore_patterns("cache"))  # no vectors
+    backend = InProcessBackend(precision="int8")
+    load = os.getloadavg()[0]
+    t, c = time.monotonic(), cpu_seconds()
+    out = index_root(MemoryRoot(copy), backend)
+    dt, dc = time.monotonic() - t, cpu_seconds() - c
+    floor_s, floor_c, passages, how = model_floor(MemoryRoot(copy), "int8")
+    FIGURES.update(int8_index_s=dt, int8_index_cpu_s=dc, int8_index_floor_s=floor_s, int8_index_floor_cpu_s=floor_c)
+    print(f"whole index with embedding.precision = \"int8\", in process: {out.get('indexed')} passages, vectors and "
+          f"token states, in {dt:.1f} s, {dc:.1f} CPU s (target: <= {INDEX_TARGET_S} s: "
+          f"{verdict(dt <= INDEX_TARGET_S)}); "
+          f"floor: the same {passages} passages through {how} of the int8 model {floor_s:.1f} s, {floor_c:.1f} CPU s "
+          f"(load average {load:.1f} before, {os.getloadavg()[0]:.1f} after) {FLOOR}")
+
+
 def gpu_index(root: MemoryRoot, tmp: Path) -> None:
     """The whole index (vectors and token states) of a copy of the root with no caches, built in
     process on the GPU ``embedding.device = "auto"`` finds; a line saying so when there is none."""
@@ -547,6 +636,8 @@ def main() -> None:
     ap.add_argument("--restarts", type=int, default=3)
     ap.add_argument("--index-timeout", type=float, default=3600)
     ap.add_argument("--compare-torch", action="store_true", help="also start the service on torch")
+    ap.add_argument("--int8", action="store_true", help="also build the whole index with the int8 model")
+    ap.add_argument("--index-only", action="store_true", help="stop after the cold call and the whole-index lines")
     ap.add_argument("--save", type=Path, help="write the figures as JSON here")
     ap.add_argument("--baseline", type=Path, help="a --save file of another run: print the ratios")
     ap.add_argument("--reuse-vectors", type=Path, help="copy vector/token caches of this earlier bench root")
@@ -577,11 +668,37 @@ def main() -> None:
               f"{dt:.2f} s; mode {out['mode']}, dense coverage {0 if cov is None else cov:.0%} of passages "
               f"(budget embedding.dense_budget_seconds = {root.config().get('embedding.dense_budget_seconds')}) "
               f"{FLOOR}")
+        load, pid = os.getloadavg()[0], service_pid(root)
+        served = cpu_seconds(pid) if pid else float("nan")
         waited, _ = wait_until_indexed(root, env, args.index_timeout)
-        print(f"dense index complete (a call answered hybrid with 100 % coverage) {waited:.1f} s after the first call; "
-              f"service on {runtime_of(service_state_dir(root))} {FLOOR}")
+        served = cpu_seconds(pid) - served if pid else float("nan")
+        runtime = runtime_of(service_state_dir(root))
+        if not args.reuse_vectors:
+            floor_s, floor_c, passages, how = model_floor(root)
+            left = (1.0 - (cov or 0.0)) * passages  # what the first call embedded is not the index's work
+            FIGURES.update(index_s=waited, index_service_cpu_s=served, index_floor_s=floor_s, index_floor_cpu_s=floor_c)
+            print(f"dense index complete (a call answered hybrid with 100 % coverage) {waited:.1f} s after the first "
+                  f"call, vectors and token states (target: <= {INDEX_TARGET_S} s: "
+                  f"{verdict(waited <= INDEX_TARGET_S)}), the service's CPU over it {served:.1f} s for the "
+                  f"{left:.0f} passages the first call left ({1000 * served / max(left, 1):.1f} ms each); "
+                  f"service on {runtime}; floor: all {passages} passages through {how} {floor_s:.1f} s, "
+                  f"{floor_c:.1f} CPU s ({1000 * floor_c / max(passages, 1):.1f} ms each) "
+                  f"(load average {load:.1f} at the first call, {os.getloadavg()[0]:.1f} now, "
+                  f"{os.cpu_count()} CPUs) {FLOOR}")
+        else:
+            print(f"dense index complete (a call answered hybrid with 100 % coverage) {waited:.1f} s after the first "
+                  f"call; service on {runtime} {FLOOR}")
         if not args.reuse_vectors:
             gpu_index(root, tmp)
+            if args.int8:
+                int8_index(root, tmp)
+        if args.index_only:
+            from rmtui.engine.retrieval.modelhost.embed_client import stop_local_service
+
+            stop_local_service(service_state_dir(root))
+            if args.save:
+                args.save.write_text(json.dumps(FIGURES, indent=1) + "\n")
+            return
 
         FLOOR.measure(root, env)
         FIGURES["inproc_ms"] = 1000 * (FLOOR.inproc or 0.0)

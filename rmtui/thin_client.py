@@ -224,7 +224,7 @@ def _answer(opts: dict) -> tuple[str, str]:
         raise _Fallback("settings not recorded for these configuration files")
     if not os.path.isdir(settings["model"]):
         raise _Fallback("the model folder is gone")
-    st = read_state(service_dir(settings["model"], settings["reranker"]))
+    st = read_state(service_dir(settings["model"], settings["reranker"], settings.get("precision", "float32")))
     if st is None or not st.get("token"):
         raise _Fallback("no warm service")
     body: dict = {"root": root, "session": opts["session"], "need": opts["need"], "top": opts["top"],

@@ -42,6 +42,9 @@ def register(sub, common) -> None:
                         "when the model can be exported, else torch)")
     p.add_argument("--device", help="cpu, cuda, cuda:N, or auto (default: embedding.device, \"auto\": the first "
                                     "CUDA GPU torch can use, else the CPU)")
+    p.add_argument("--precision", choices=("float32", "int8"),
+                   help="the model's weights (default: embedding.precision, \"float32\"; \"int8\": quantised, "
+                        "faster on a CPU, vectors cached apart)")
     p.add_argument("--state-dir", help=argparse.SUPPRESS)  # used by the local warm service launcher
     p.add_argument("--warm-root", action="append", default=[], help=argparse.SUPPRESS)  # ditto: read while loading
     p.set_defaults(handler=cmd_embedding_service)
@@ -124,7 +127,7 @@ def _record_for_thin_client(root_path, digest: str, cfg) -> None:
     if cfg.notices:
         return
     model = resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path"))
-    record_settings(root_path, digest, model, cfg.get("embedding.reranker_path"))
+    record_settings(root_path, digest, model, cfg.get("embedding.reranker_path"), str(cfg.get("embedding.precision")))
 
 
 def _config_or_none(args):
@@ -160,9 +163,11 @@ def cmd_embedding_service(args) -> Result:
         raise UsageError("--port must be between 0 and 65535")
     backend = args.backend or (cfg.get("embedding.backend") if cfg else "auto")
     device = args.device or (cfg.get("embedding.device") if cfg else "auto")
+    precision = args.precision or (cfg.get("embedding.precision") if cfg else "float32")
     code = serve(host=args.host, port=args.port, model=model, model_path=model_path, reranker_path=reranker,
                  token=token, idle_timeout=idle, state_dir=Path(args.state_dir) if args.state_dir else None,
-                 backend=backend, device=device, warm_roots=tuple(Path(r) for r in args.warm_root))
+                 backend=backend, device=device, warm_roots=tuple(Path(r) for r in args.warm_root),
+                 precision=precision)
     return Result({"stopped": True}, "", exit_code=code)
 
 

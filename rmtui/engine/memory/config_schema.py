@@ -199,6 +199,8 @@ def _local_schema() -> dict[str, Any]:
         "backend": Key((str,), "auto", choices=("auto", "onnx", "torch")),
         # "auto": the first CUDA GPU torch can use, else the CPU (retrieval/modelhost/device.py)
         "device": Key((str,), "auto", check=check_device),
+        # "int8": the ONNX export's weights quantised (faster on a CPU; its own vector cache)
+        "precision": Key((str,), "float32", choices=("float32", "int8")),
         "rerank_top": Key((int,), 30, minimum=1),
         "service_url": Key((str,), check=_check_url),
         "service_token_env": Key((str,)),

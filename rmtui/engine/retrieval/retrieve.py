@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from rmtui.engine import progress
-from rmtui.engine.errors import ConflictError, UsageError
+from rmtui.engine.errors import ConflictError, EngineError, UsageError
 from rmtui.engine.gitutil import head_commit
 from rmtui.engine.locks import file_lock, try_lock
 from rmtui.engine.memory.config import embedding_service
@@ -161,7 +161,8 @@ def cli_backend(root: MemoryRoot, cfg, *, wait_seconds: float | None = None):
     wait = float(cfg.get("embedding.dense_budget_seconds")) if wait_seconds is None else wait_seconds
     local = ensure_local_service(path, cfg.get("embedding.reranker_path"),
                                  idle_timeout=float(cfg.get("embedding.idle_timeout_seconds")), wait_seconds=wait,
-                                 backend=str(cfg.get("embedding.backend")), device=str(cfg.get("embedding.device")))
+                                 backend=str(cfg.get("embedding.backend")), device=str(cfg.get("embedding.device")),
+                                 precision=str(cfg.get("embedding.precision")))
     return ServiceClient(local.url, local.token or None, timeout=60.0, info=local.info)
 
 
@@ -279,13 +280,19 @@ _DENSE_MEMO: dict[str, tuple[str, np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
 def fill_vectors(cache: VectorCache, index: DenseIndex, backend, *, deadline: float | None,
-                 tokens: TokenStore | None = None) -> int:
+                 tokens: TokenStore | None = None,
+                 lengths: Callable[[list[str]], list[int]] | None = None) -> int:
     """Embed what the caches lack, in batches, until done or past ``deadline``; return how many.
 
     ``tokens``: also the passages' token states (one forward pass gives both), when the model
     host can return them; a host that cannot leaves that store as it is. Passages that have a
     vector and lack only token states (a root cached before them) are embedded only without a
-    ``deadline`` -- by the background indexer -- never inside a query's budget."""
+    ``deadline`` -- by the background indexer -- never inside a query's budget.
+
+    Passages go shortest first, by ``lengths`` (the model's token counts) or else their text's
+    length: each request, and each forward pass in it, then holds texts of about one length and
+    the model pads little (at 10,000 nodes a quarter more tokens when they came in corpus order,
+    a tenth by text length, a fifth of a percent by token count)."""
     _, missing = cache.rows(index.keys)
     lacking = set(missing)
     if tokens is not None and deadline is None:
@@ -300,6 +307,8 @@ def fill_vectors(cache: VectorCache, index: DenseIndex, backend, *, deadline: fl
             todo[key] = index.part(i)
     live = [blob[i:i + 32] for i in range(0, len(blob), 32)]
     items = list(todo.items())
+    size = lengths([t for _, t in items]) if lengths is not None else [len(t) for _, t in items]
+    items = [items[i] for i in sorted(range(len(items)), key=size.__getitem__)]
     done = 0
     batch = max(1, min(64, backend.info().max_batch_size))
     pending: dict[bytes, np.ndarray] = {}
@@ -798,6 +807,20 @@ def spawn_indexer(root: MemoryRoot) -> bool:
     return True
 
 
+def _token_counter(cfg) -> Callable[[list[str]], list[int]] | None:
+    """The local model's tokenizer, counting (for the order of the index build's requests); None
+    for a configured service, whose model this process does not know."""
+    if embedding_service(cfg) is not None:
+        return None
+    from rmtui.engine.retrieval.modelhost.onnx_model import token_counter
+    from rmtui.engine.retrieval.modelhost.service_state import resolve_model_path
+
+    try:
+        return token_counter(resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path")))
+    except EngineError:
+        return None
+
+
 def index_root(root: MemoryRoot, backend=None, *, params: RankParams | None = None,
                once_locked: Callable[[], object] | None = None) -> dict:
     """Embed every passage of the current corpus that the cache lacks (one indexer at a time).
@@ -822,7 +845,7 @@ def index_root(root: MemoryRoot, backend=None, *, params: RankParams | None = No
         cache = VectorCache.open(root.runtime / "cache", info.embedding_model)
         n = fill_vectors(cache, dense_index(corpus, params, root.runtime / "cache"), backend, deadline=None,
                          tokens=token_store(root.runtime / "cache", backend, info.embedding_model)
-                         if params.learned else None)
+                         if params.learned else None, lengths=_token_counter(cfg))
         load_lexical(corpus, params, root.runtime / "cache")
         return {"indexed": n, "state": "done", "entries": len(corpus.entries), "model": info.embedding_model}
     finally:

@@ -46,14 +46,16 @@ def read_settings(root: str | os.PathLike[str], digest: str) -> dict | None:
     except (OSError, ValueError):
         return None
     ok = (isinstance(rec, dict) and rec.get("version") == 1 and rec.get("digest") == digest
-          and isinstance(rec.get("model"), str) and isinstance(rec.get("reranker"), (str, type(None))))
+          and isinstance(rec.get("model"), str) and isinstance(rec.get("reranker"), (str, type(None)))
+          and rec.get("precision", "float32") in ("float32", "int8"))
     return rec if ok else None
 
 
 def record_settings(root: str | os.PathLike[str], digest: str, model: str | os.PathLike[str],
-                    reranker: str | None) -> None:
-    """Record (when it changed) that ``digest``'s settings delegate to the service of ``model``."""
-    rec = {"version": 1, "digest": digest, "model": os.fspath(model), "reranker": reranker}
+                    reranker: str | None, precision: str = "float32") -> None:
+    """Record (when it changed) that ``digest``'s settings delegate to the service of ``model``
+    at ``precision`` (a record without it was made before int8 existed: float32)."""
+    rec = {"version": 1, "digest": digest, "model": os.fspath(model), "reranker": reranker, "precision": precision}
     if read_settings(root, digest) == rec:
         return
     import json

@@ -193,11 +193,11 @@ _launched: dict[Path, subprocess.Popen] = {}
 STARTING_SECONDS = 600.0
 
 
-def _prepare_dir(model_path: Path, reranker_path: str | None) -> Path:
+def _prepare_dir(model_path: Path, reranker_path: str | None, precision: str = "float32") -> Path:
     """The service's state folder, made or checked (it and the services' folder) by the one
     folder rule (``service_lookup.FOLDER_RULE``): its state file holds the service's bearer
     token, and a folder another user controls could send this user's needs to their service."""
-    state_dir = service_dir(model_path, reranker_path)
+    state_dir = service_dir(model_path, reranker_path, precision)
     try:
         service_lookup.private_folder(state_dir.parent)
         service_lookup.private_folder(state_dir)
@@ -256,20 +256,21 @@ def launch_done(state_dir: Path) -> None:
 
 
 def start_local_service(model_path: Path, reranker_path: str | None, *, idle_timeout: float,
-                        backend: str = "auto", warm_root: Path | None = None, device: str = "auto") -> bool:
+                        backend: str = "auto", warm_root: Path | None = None, device: str = "auto",
+                        precision: str = "float32") -> bool:
     """Launch the local service unless it runs or is starting; never waits for it (True: launched).
 
     A CLI call that finds no service calls this first, so that the service starts while the
     CLI loads the corpus instead of after it (restart to first answer; `bench/retrieve_speed.py`).
     ``warm_root``: the root the service reads while its model loads (the caller's).
     """
-    state_dir = _prepare_dir(model_path, reranker_path)
+    state_dir = _prepare_dir(model_path, reranker_path, precision)
     try:
         with file_lock(state_dir / "launch.lock", timeout=0.2):
             if _alive(state_dir) or _starting(state_dir):
                 return False
             (state_dir / "state.json").unlink(missing_ok=True)
-            _launch(state_dir, model_path, reranker_path, idle_timeout, backend, warm_root, device)
+            _launch(state_dir, model_path, reranker_path, idle_timeout, backend, warm_root, device, precision)
             return True
     except ConflictError:
         return False  # another process holds the launch lock: it is launching or waiting
@@ -278,16 +279,18 @@ def start_local_service(model_path: Path, reranker_path: str | None, *, idle_tim
 
 
 def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_timeout: float,
-                         wait_seconds: float, backend: str = "auto", device: str = "auto") -> LocalService:
+                         wait_seconds: float, backend: str = "auto", device: str = "auto",
+                         precision: str = "float32") -> LocalService:
     """The running local service for this model, started (detached) if none runs.
 
     Waits at most ``wait_seconds`` for it to be ready; a service still loading its model
     raises :class:`ServiceError` and keeps starting in the background for later calls.
     ``backend`` and ``device`` (``embedding.backend``, ``embedding.device``) apply to a service
     this call starts; one already running is used whatever its runtime and device (all answer
-    with the same vectors).
+    with the same vectors). ``precision`` (``embedding.precision``) names another service: an
+    int8 model answers other vectors.
     """
-    state_dir = _prepare_dir(model_path, reranker_path)
+    state_dir = _prepare_dir(model_path, reranker_path, precision)
     deadline = time.monotonic() + wait_seconds
     try:
         with file_lock(state_dir / "launch.lock", timeout=max(wait_seconds, 0.1)):
@@ -299,7 +302,8 @@ def ensure_local_service(model_path: Path, reranker_path: str | None, *, idle_ti
             proc = _launched.get(state_dir)
             if proc is None and not _alive(state_dir) and not _starting(state_dir):
                 (state_dir / "state.json").unlink(missing_ok=True)
-                proc = _launch(state_dir, model_path, reranker_path, idle_timeout, backend, device=device)
+                proc = _launch(state_dir, model_path, reranker_path, idle_timeout, backend, device=device,
+                               precision=precision)
             progress.report("starting the local embedding model (the first use takes a few seconds)")
             while time.monotonic() < deadline:
                 st = read_state(state_dir)
@@ -341,14 +345,14 @@ def _log_tail(state_dir: Path) -> str:
 
 def _launch(state_dir: Path, model_path: Path, reranker_path: str | None,
             idle_timeout: float, backend: str = "auto", warm_root: Path | None = None,
-            device: str = "auto") -> subprocess.Popen:
+            device: str = "auto", precision: str = "float32") -> subprocess.Popen:
     """Start the service detached (own session: it outlives this process)."""
     token = secrets.token_urlsafe(24)
     env = dict(os.environ)
     env[TOKEN_ENV] = token
     argv = [sys.executable, "-m", "rmtui", "--headless", "embedding-service", "--host", "127.0.0.1", "--port", "0",
             "--model-path", str(model_path), "--idle-timeout", str(idle_timeout), "--state-dir", str(state_dir),
-            "--token-env", TOKEN_ENV, "--backend", backend, "--device", device]
+            "--token-env", TOKEN_ENV, "--backend", backend, "--device", device, "--precision", precision]
     if reranker_path:
         argv += ["--reranker-path", str(reranker_path)]
     if warm_root is not None:
@@ -426,7 +430,7 @@ def delegate_retrieve(root_path: Path, cfg, session: str, need: str, *, top: int
     model = delegation_model(cfg)
     if model is None:
         return None
-    state_dir = service_dir(model, cfg.get("embedding.reranker_path"))
+    state_dir = service_dir(model, cfg.get("embedding.reranker_path"), str(cfg.get("embedding.precision")))
     st = read_state(state_dir)
     if st is None and wait_seconds > 0:
         st = _state_once_started(state_dir, wait_seconds)
@@ -496,7 +500,7 @@ def launch_for_root(root_path: Path, cfg) -> bool:
     if model is None:
         return False
     _launch_early(root_path, cfg, model, preload=True)
-    state_dir = service_dir(model, cfg.get("embedding.reranker_path"))
+    state_dir = service_dir(model, cfg.get("embedding.reranker_path"), str(cfg.get("embedding.precision")))
     return read_state(state_dir) is not None or _starting(state_dir) or _alive(state_dir)
 
 
@@ -519,6 +523,6 @@ def _launch_early(root_path: Path, cfg, model: Path, *, preload: bool = False) -
         start_local_service(model, cfg.get("embedding.reranker_path"),
                             idle_timeout=float(cfg.get("embedding.idle_timeout_seconds")),
                             backend=str(cfg.get("embedding.backend")), warm_root=root_path if preload else None,
-                            device=str(cfg.get("embedding.device")))
+                            device=str(cfg.get("embedding.device")), precision=str(cfg.get("embedding.precision")))
     except (OSError, EngineError):
         pass  # the call goes on in this process and starts the service itself, reporting any failure

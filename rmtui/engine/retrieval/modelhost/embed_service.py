@@ -564,7 +564,8 @@ def _loopback_only(host: str) -> bool:
 
 def serve(*, host: str, port: int, model: str | None, model_path: str | None, reranker_path: str | None,
           token: str | None, idle_timeout: float | None, state_dir: Path | None = None,
-          ready=None, backend: str = "auto", warm_roots: tuple[Path, ...] = (), device: str = "auto") -> int:
+          ready=None, backend: str = "auto", warm_roots: tuple[Path, ...] = (), device: str = "auto",
+          precision: str = "float32") -> int:
     """Run the service until interrupted or idle; with ``state_dir``, as the local warm service.
 
     ``backend`` (``embedding.backend``) picks the embedder's runtime: with ONNX the service
@@ -588,7 +589,7 @@ def serve(*, host: str, port: int, model: str | None, model_path: str | None, re
     preloading = _preload(warm_roots, model_path) if state_dir is not None and token and model_path else None
     from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend  # the model: ONNX Runtime or torch
 
-    models = InProcessBackend(model, model_path, reranker_path, device=device, backend=backend)
+    models = InProcessBackend(model, model_path, reranker_path, device=device, backend=backend, precision=precision)
     models.warm_up()
     server = EmbeddingServer((host, port), models, token=token, idle_timeout=idle_timeout)
     server.serves_retrieval = state_dir is not None and bool(token)
@@ -597,7 +598,8 @@ def serve(*, host: str, port: int, model: str | None, model_path: str | None, re
     state_file = state_dir / "state.json" if state_dir is not None else None
     if state_file is not None:
         state = {"pid": os.getpid(), "url": server.url, "token": token, "info": server.model_info.to_json(),
-                 "started_at": time.time(), "runtime": models.runtime, "device": models.device}
+                 "started_at": time.time(), "runtime": models.runtime, "device": models.device,
+                 "precision": precision}
         atomic_write_bytes(state_file, json.dumps(state).encode(), mode=0o600)  # its token: this user's only
     if ready is not None:
         ready(server)

@@ -33,6 +33,9 @@ EMBED_BATCH = devices.CPU_REQUEST_BATCH
 MAX_CANDIDATES = 200
 #: ``embedding.backend`` values: ONNX when an export exists or can be made, else torch; or one of them.
 BACKENDS = ("auto", "onnx", "torch")
+#: ``embedding.precision`` values: the model as published, or its weights quantised to int8
+#: (ONNX Runtime on the CPU only; another model identity, so its vectors are cached apart)
+PRECISIONS = ("float32", "int8")
 
 
 class Embedder(Protocol):
@@ -115,15 +118,21 @@ class SentenceEmbedder:
         return vecs, states
 
 
-def load_embedder(path: Path, backend: str = "auto", device: str = "cpu") -> Embedder:
+def load_embedder(path: Path, backend: str = "auto", device: str = "cpu", precision: str = "float32") -> Embedder:
     """The embedder of the model at ``path`` on the runtime ``backend`` asks for (see :data:`BACKENDS`).
 
     ``auto`` uses the ONNX export (made once, in a helper process, when missing) and falls
     back to torch, saying why, when the model cannot be exported; ``onnx`` makes that an
-    error; ``torch`` never looks for an export.
+    error; ``torch`` never looks for an export. ``precision = "int8"`` runs the export's
+    int8 quantisation (made once from it), on ONNX Runtime only: anything else is an error,
+    never a silent float32 model.
     """
     if backend not in BACKENDS:
         raise UsageError(f"embedding.backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    if precision not in PRECISIONS:
+        raise UsageError(f"embedding.precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    if precision == "int8":
+        return _load_int8(Path(path), backend, device)
     if backend == "torch" or (backend == "auto" and device != "cpu"):
         return SentenceEmbedder(path, device)
     from rmtui.engine.retrieval.modelhost import onnx_model
@@ -137,6 +146,22 @@ def load_embedder(path: Path, backend: str = "auto", device: str = "cpu") -> Emb
                                    'set embedding.backend = "auto" or "torch" in rmtui.toml') from exc
         onnx_model.say(f"the embedding model runs on torch (slower to start): {exc}")
     return SentenceEmbedder(path, device, identity=identity)
+
+
+def _load_int8(path: Path, backend: str, device: str) -> Embedder:
+    if backend == "torch" or device != "cpu":
+        where = 'embedding.backend = "torch"' if backend == "torch" else f"the device {device}"
+        raise UsageError(f'embedding.precision = "int8" runs on ONNX Runtime on the CPU, not on {where}; '
+                         'set embedding.precision = "float32" or embedding.backend = "auto" and embedding.device = '
+                         '"cpu" in rmtui.toml')
+    from rmtui.engine.retrieval.modelhost import onnx_model
+
+    identity = model_identity(path, SentenceEmbedder.adapter)
+    try:
+        return onnx_model.load_int8_embedder(path, identity)
+    except (onnx_model.ExportUnsupported, onnx_model.ExportDamaged) as exc:
+        raise UnavailableError(f'embedding.precision = "int8", but the model has no int8 ONNX form: {exc}; '
+                               'set embedding.precision = "float32" in rmtui.toml') from exc
 
 
 class CrossEncoderReranker:
@@ -207,23 +232,26 @@ class InProcessBackend:
     """Models held in this process (service, MCP server, TUI, bench): same interface as the client."""
 
     def __init__(self, model: str | None = None, model_path: str | None = None,
-                 reranker_path: str | None = None, device: str = "cpu", backend: str = "auto") -> None:
-        """``device``: ``cpu``, ``cuda``, ``cuda:N``, or ``auto`` (:func:`device.resolve_device`)."""
+                 reranker_path: str | None = None, device: str = "cpu", backend: str = "auto",
+                 precision: str = "float32") -> None:
+        """``device``: ``cpu``, ``cuda``, ``cuda:N``, or ``auto`` (:func:`device.resolve_device`);
+        ``precision``: :data:`PRECISIONS` (``int8``: the CPU, so ``auto`` does not look for a GPU)."""
         try:
-            device = devices.resolve_device(device)
+            device = "cpu" if precision == "int8" and device == "auto" else devices.resolve_device(device)
         except ValueError as exc:
             raise UsageError(str(exc)) from exc
         if devices.is_gpu(device):
             _require_cuda(device)
         self.device = device
-        self.embedder: Embedder = load_embedder(resolve_model_path(model, model_path), backend, device)
+        self.embedder: Embedder = load_embedder(resolve_model_path(model, model_path), backend, device, precision)
         self.reranker: CrossEncoderReranker | DenseReranker = (
             CrossEncoderReranker(Path(reranker_path), device) if reranker_path else DenseReranker(self.embedder))
 
     @classmethod
     def from_config(cls, cfg) -> InProcessBackend:
         return cls(cfg.get("embedding.model"), cfg.get("embedding.model_path"), cfg.get("embedding.reranker_path"),
-                   device=cfg.get("embedding.device"), backend=cfg.get("embedding.backend"))
+                   device=cfg.get("embedding.device"), backend=cfg.get("embedding.backend"),
+                   precision=cfg.get("embedding.precision"))
 
     @property
     def runtime(self) -> str:

@@ -59,6 +59,10 @@ _OLD_POOLING_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens":
                      "pooling_mode_mean_tokens": "mean", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
                      "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
 _BATCH = 32
+#: Bump when the int8 quantisation changes: older int8 exports are then ignored.
+QUANT_VERSION = 1
+#: Lowest cosine between an int8 vector and the float32 vector of the same text that is accepted.
+INT8_MIN_COSINE = 0.95
 
 
 class ExportUnsupported(Exception):
@@ -475,6 +479,20 @@ class OnnxEmbedder:
         return out, states
 
 
+def token_counter(model_path: Path) -> Callable[[list[str]], list[int]] | None:
+    """How many tokens the model's own tokenizer makes of each text, for ordering the index
+    build's requests by length; None when the folder has no fast tokenizer to ask."""
+    try:
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(Path(model_path) / TOKENIZER_FILE))
+    except Exception:  # noqa: BLE001 - no tokenizer file, or one this tokenizers cannot read: text length serves
+        return None
+    tok.no_padding()
+    tok.no_truncation()
+    return lambda texts: [len(e.ids) for e in tok.encode_batch(texts)]
+
+
 def unit_rows(x: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length (zero rows stay zero)."""
     x = np.asarray(x, dtype=np.float32)
@@ -501,6 +519,89 @@ def load_onnx_embedder(model_path: Path, identity: str, *, export: bool = True,
     elif not export:
         raise ExportDamaged(f"no ONNX export of {identity} in {', '.join(map(str, cache_dirs()))}")
     return OnnxEmbedder(ensure_export(model_path, identity, log=log), identity)
+
+
+# -- int8 (dynamic quantisation of the export: ``embedding.precision = "int8"``) -----------
+
+def int8_key(identity: str) -> str:
+    """Folder of the int8 export of ``identity``'s float32 export: the quantiser's version and
+    onnxruntime's (whose tool makes it) are part of the key, so another quantiser makes another."""
+    import onnxruntime as ort
+
+    return export_key(f"{identity}+int8\0q{QUANT_VERSION}\0ort{ort.__version__}")
+
+
+def find_int8(identity: str) -> Path | None:
+    """A finished int8 export made from ``identity``'s float32 export."""
+    key = int8_key(identity)
+    for d in cache_dirs():
+        man = _manifest(d / key)
+        if man is not None and man.get("base_identity") == identity and man.get("export_version") == EXPORT_VERSION \
+                and str(man.get("identity", "")).startswith(f"{identity}+int8-"):
+            return d / key
+    return None
+
+
+def make_int8(base: OnnxEmbedder, *, log: Callable[[str], None] = say) -> Path:
+    """Quantise the float32 export's weights to int8 (onnxruntime's ``quantize_dynamic``; one scale
+    per output channel, 7-bit range: per tensor the vectors fall to a mean cosine of 0.94 with the
+    float32 ones, per channel 0.99; AVX2 without VNNI could saturate a full 8-bit range), check
+    its vectors against the float32 ones and keep it beside them. Its identity names the digest
+    of the quantised file, so its vectors can never be mistaken for another model's."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    top = write_dir()
+    folder = top / int8_key(base.identity)
+    with file_lock(top / f"{folder.name}.lock", timeout=EXPORT_TIMEOUT):
+        if find_int8(base.identity) == folder:
+            return folder  # another process made it while we waited
+        t0 = time.monotonic()
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=top))
+        os.chmod(tmp, 0o755)
+        try:
+            quantize_dynamic(str(base.folder / str(base.manifest.get("model_file", MODEL_FILE))), str(tmp / MODEL_FILE),
+                             weight_type=QuantType.QInt8, per_channel=True, reduce_range=True)
+            shutil.copyfile(base.folder / TOKENIZER_FILE, tmp / TOKENIZER_FILE)
+            digest = hashlib.sha256((tmp / MODEL_FILE).read_bytes()).hexdigest()
+            man = {k: v for k, v in base.manifest.items() if k not in ("probe", "parity_min_cosine")}
+            man.update(identity=f"{base.identity}+int8-{digest[:16]}", base_identity=base.identity,
+                       quantization=f"dynamic, int8 weights per channel (quantize_dynamic, v{QUANT_VERSION})",
+                       model_bytes=(tmp / MODEL_FILE).stat().st_size, model_sha256=digest, created_at=time.time())
+            (tmp / MANIFEST).write_text(json.dumps(man))
+            q = OnnxEmbedder(tmp, man["identity"], check_probe=False)
+            worst = 1.0
+            for kind in ("query", "passage"):
+                texts = _parity_texts()
+                got, ref = q.encode(texts, kind), base.encode(texts, kind)
+                worst = min(worst, float((got * ref).sum(axis=1).min()))
+            if worst < INT8_MIN_COSINE:
+                raise ExportUnsupported(f"the int8 model answers too far from the float32 one "
+                                        f"(lowest cosine {worst:.4f} < {INT8_MIN_COSINE})")
+            man["float32_min_cosine"] = worst
+            man["probe"] = {"text": PROBE_TEXT, "vector": [float(x) for x in q.encode([PROBE_TEXT], "query")[0]]}
+            atomic_write_text(tmp / MANIFEST, json.dumps(man, indent=1))
+            atomic_write_text(tmp / VERIFIED_FILE, json.dumps({MODEL_FILE: file_signature(tmp / MODEL_FILE)}))
+            if folder.exists():
+                shutil.rmtree(folder)
+            os.replace(tmp, folder)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        log(f"int8 model ready in {time.monotonic() - t0:.1f} s: {folder} (lowest cosine to float32 {worst:.4f})")
+    return folder
+
+
+def load_int8_embedder(model_path: Path, identity: str, *, log: Callable[[str], None] = say) -> OnnxEmbedder:
+    """The int8 embedder of this model (``embedding.precision = "int8"``): its cached int8 export,
+    made from the float32 export (itself made first when missing) when there is none or it is damaged."""
+    folder = find_int8(identity)
+    if folder is not None:
+        try:
+            return OnnxEmbedder(folder, str(_manifest(folder)["identity"]))  # type: ignore[index]
+        except (ExportDamaged, KeyError, TypeError) as exc:
+            log(f"the int8 model is damaged ({exc}); making it again")
+            shutil.rmtree(folder, ignore_errors=True)
+    folder = make_int8(load_onnx_embedder(model_path, identity, log=log), log=log)
+    return OnnxEmbedder(folder, str(_manifest(folder)["identity"]))  # type: ignore[index]
 
 
 def prepare_export(model_path: Path, identity: str, *, log: Callable[[str], None] = say) -> tuple[Path, bool]:

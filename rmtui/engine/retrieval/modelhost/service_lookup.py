@@ -104,9 +104,11 @@ def services_top() -> str:
     return os.path.join(os.path.expanduser("~"), ".cache", "rmtui", "embedding-services")
 
 
-def service_dir(model_path: str, reranker_path: str | None) -> str:
-    """Per user and model: one warm service shared by every root that uses the same model."""
-    key = sha256(f"{model_path}\0{reranker_path or ''}\0{code_stamp()}".encode()).hexdigest()[:16]
+def service_dir(model_path: str, reranker_path: str | None, precision: str = "float32") -> str:
+    """Per user and model: one warm service shared by every root that uses the same model (and
+    precision: an int8 root never asks a float32 service, nor the other way round)."""
+    form = "" if precision == "float32" else f"\0{precision}"
+    key = sha256(f"{model_path}\0{reranker_path or ''}\0{code_stamp()}{form}".encode()).hexdigest()[:16]
     return os.path.join(services_top(), key)
 
 

@@ -41,8 +41,8 @@ def resolve_model_path(model: str | None, model_path: str | None) -> Path:
                      "(models are never downloaded at run time)")
 
 
-def service_dir(model_path: Path, reranker_path: str | None) -> Path:
-    """Per user and model: one warm service shared by every root that uses the same model."""
-    return Path(service_lookup.service_dir(str(model_path), reranker_path))
+def service_dir(model_path: Path, reranker_path: str | None, precision: str = "float32") -> Path:
+    """Per user, model and precision: one warm service shared by every root that uses them."""
+    return Path(service_lookup.service_dir(str(model_path), reranker_path, precision))
 
 
