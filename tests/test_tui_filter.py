@@ -227,3 +227,42 @@ async def test_typing_on_redraws_only_the_rows_that_changed(wide, monkeypatch):
         assert {y for y in drawn if y < rows} == {12, 13}
         lines = [tree.render_line(y).text for y in range(rows)]
         assert "alpha-009" in lines[12] and "Pursuit" in lines[13]
+
+
+async def test_a_filter_keystroke_lays_out_nothing_and_the_preview_follows_once_typing_rests(demo, monkeypatch):
+    """Textual's text box lays the whole screen out on every key (its text width is a virtual
+    size); the filter box repaints only itself, still scrolls to the cursor past its width, and
+    the preview follows the first match once typing rests."""
+    from textual.widget import Widget
+
+    from rmtui.tui.widgets.filter_input import FilterInput
+    from rmtui.tui.widgets.preview import ItemPreview
+
+    app = RmtuiApp(demo, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
+        tree = app.screen.query_one(MemoryTree)
+        preview = app.screen.query_one(ItemPreview)
+        box = app.screen.query_one("#filter", FilterInput)
+        await pilot.press("slash")
+        asked: list[str] = []
+        real = Widget.refresh
+
+        def counted(self, *regions, **kwargs):
+            if kwargs.get("layout"):
+                asked.append(type(self).__name__)
+            return real(self, *regions, **kwargs)
+
+        monkeypatch.setattr(Widget, "refresh", counted)
+        await type_text(pilot, "ing")
+        await wait_for(pilot, lambda: tree.filter_text == "ing", what="the filter")
+        assert "FilterInput" not in asked
+        first = tree.cursor_node.data.key
+        await wait_for(pilot, lambda: preview.current_key == first, what="the preview to follow the first match")
+        monkeypatch.setattr(Widget, "refresh", real)
+        long = "x" * (box.size.width + 20)
+        await type_text(pilot, long)
+        await wait_for(pilot, lambda: box.value == "ing" + long, what="the long text")
+        await pilot.pause()
+        assert box.scroll_x > 0 and box.cursor_position == len(box.value)
+        assert "xxxx" in "".join(seg.text for seg in box.render_line(0))  # the cursor's end is in view

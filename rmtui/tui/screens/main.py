@@ -31,6 +31,7 @@ from rmtui.tui.models import GraphState
 from rmtui.tui.screens.base import LiveScreen
 from rmtui.tui.screens.dialogs import PromptScreen
 from rmtui.tui.widgets.evidence_pane import EvidencePane
+from rmtui.tui.widgets.filter_input import FilterInput
 from rmtui.tui.widgets.footer import KeysFooter
 from rmtui.tui.widgets.memory_tree import Entry, MemoryTree, item_key
 from rmtui.tui.widgets.operations_table import OperationsTable
@@ -40,6 +41,10 @@ from rmtui.tui.widgets.receipts_table import ReceiptsTable
 from rmtui.tui.wording import fit_line
 
 PREVIEW_DELAY = 0.05  # seconds the tree cursor rests before the preview follows it
+#: ... and after a filter keystroke: a preview shown lays the screen out (tens of ms on a big
+#: root), so while a person types the filter the keys go first and the preview follows the
+#: first match once typing rests.
+FILTER_PREVIEW_DELAY = 0.3
 #: below this size the right column shows the evidence and one other pane
 COMPACT_WIDTH = 110
 COMPACT_HEIGHT = 34
@@ -84,7 +89,7 @@ class MainScreen(LiveScreen):
         # right; compact: tree and one other pane side by side, the evidence across below
         with Container(id="main-body"):
             with Vertical(id="left-pane"):
-                yield Input(placeholder="filter by id or title", id="filter", classes="-hidden")
+                yield FilterInput(placeholder="filter by id or title", id="filter", classes="-hidden")
                 yield MemoryTree(id="graph")
             yield ItemPreview(id="preview")
             with Horizontal(id="activity"):
@@ -224,18 +229,17 @@ class MainScreen(LiveScreen):
     def _highlighted(self, event: Tree.NodeHighlighted) -> None:
         # The preview follows the cursor after a short pause, so holding a key or typing a
         # filter moves the tree at full speed without re-rendering the preview each step.
-        self._follow()
+        self._follow(FILTER_PREVIEW_DELAY if self.query_one("#filter").has_focus else PREVIEW_DELAY)
 
     def _follow_cursor(self) -> None:
         """After the tree was rebuilt (a filter typed or cleared): the preview follows the
         cursor even when the cursor's line number stayed (Textual then reports no move)."""
-        self._follow()
+        self._follow(FILTER_PREVIEW_DELAY)
 
-    def _follow(self) -> None:
-        if self._preview_timer is None:
-            self._preview_timer = self.set_timer(PREVIEW_DELAY, self._flush_preview)
-        else:
-            self._preview_timer.reset()
+    def _follow(self, delay: float = PREVIEW_DELAY) -> None:
+        if self._preview_timer is not None:
+            self._preview_timer.stop()
+        self._preview_timer = self.set_timer(delay, self._flush_preview)
 
     def _flush_preview(self) -> None:
         # Read the cursor now, not from the event that started the pause: a highlight event

@@ -56,6 +56,7 @@ class ItemPreview(Vertical):
         super().__init__(**kwargs)
         self.entry: Entry | None = None
         self.commit_text = ""
+        self._meta_rows = -1  # rows of the item block last shown in #preview-meta (-1: something else)
 
     def compose(self) -> ComposeResult:
         yield Static(id="preview-meta")
@@ -77,6 +78,8 @@ class ItemPreview(Vertical):
         text = self.query_one("#preview-text", Static)
         edges = self.query_one(EdgeList)
         edges.clear_options()
+        if entry is None or entry.kind != "item" or entry.item is None or graph is None:
+            self._meta_rows = -1  # the block below shows something else: the next item lays out
         if entry is None or graph is None:
             meta.update("")
             text.update("Nothing selected.")
@@ -137,13 +140,16 @@ class ItemPreview(Vertical):
             rows.append(("backing", item.backing_file))
         rows.append(("hash", item.hash[:16]))
         rows.append(("changed", self.commit_text or "…"))
-        text = Text()
+        # one line per row, never wrapped: the block's height is its row count, so a new commit
+        # line (or another item with as many rows) repaints it without laying the screen out
+        text = Text(no_wrap=True, overflow="ellipsis")
         for i, (label, value) in enumerate(rows):
             if i:
                 text.append("\n")
             text.append(f"{label:>8} ", style="bold")
             text.append(value)
-        self.query_one("#preview-meta", Static).update(text)
+        self.query_one("#preview-meta", Static).update(text, layout=len(rows) != self._meta_rows)
+        self._meta_rows = len(rows)
 
     def _show_domain(self, entry: Entry, graph: Graph, summary: dict) -> None:
         files = summary.get("files", [])
