@@ -154,3 +154,32 @@ def test_the_process_that_launched_a_service_can_launch_another_once_it_stops(mo
     finally:
         embed_client.stop_local_service(state_dir)
     assert seen[0] != seen[1]
+
+
+def test_stopping_a_service_that_ignores_sigterm_kills_it_and_removes_its_state(tmp_path):
+    """A hung service (here: one that ignores SIGTERM and keeps its lock) is killed after the
+    grace period, so a stop never leaves it holding its port, memory and folder."""
+    import signal
+
+    from rmtui.engine.retrieval.modelhost import embed_client
+
+    folder = tmp_path / "service"
+    folder.mkdir(mode=0o700)
+    folder.chmod(0o700)
+    hung = ("import fcntl, os, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600); fcntl.flock(fd, fcntl.LOCK_EX); "
+            "print('locked', flush=True); time.sleep(120)")
+    proc = subprocess.Popen([sys.executable, "-c", hung, str(folder / "alive.lock")], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        state = folder / "state.json"
+        state.write_text(json.dumps({"pid": proc.pid, "url": "http://127.0.0.1:9", "token": "t"}))
+        state.chmod(0o600)
+        assert embed_client.stop_local_service(folder, timeout=0.5)
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+        assert not state.exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -376,23 +376,48 @@ def _launch(state_dir: Path, model_path: Path, reranker_path: str | None,
     return proc
 
 
+#: How long a service that ignored SIGTERM gets to die of SIGKILL (the kernel frees its lock).
+KILL_WAIT_SECONDS = 5.0
+
+
 def stop_local_service(state_dir: Path, timeout: float = 10.0) -> bool:
-    """Ask a local service to stop (SIGTERM to its recorded pid); True if it is gone."""
+    """Stop a local service: SIGTERM to its recorded pid, and SIGKILL if it still holds its
+    lock after ``timeout`` (a stop that leaves a hung service running would keep its port,
+    its memory and its folder); True once it is gone. A killed service cannot remove its own
+    state file, so it is removed here."""
     import signal
 
     st = read_state(state_dir)
     if st is None or not _alive(state_dir):
         return True
     try:
-        os.kill(int(st["pid"]), signal.SIGTERM)
+        pid = int(st["pid"])
+        os.kill(pid, signal.SIGTERM)
     except (ProcessLookupError, ValueError, TypeError):
         return not _alive(state_dir)
+    if _gone_within(state_dir, timeout):
+        return True
+    try:
+        os.kill(pid, signal.SIGKILL)  # still holding the lock: the same process, hung
+    except ProcessLookupError:
+        pass
+    if not _gone_within(state_dir, KILL_WAIT_SECONDS):
+        return False
+    state = read_state(state_dir)
+    if state is not None and state.get("pid") == pid:
+        (state_dir / "state.json").unlink(missing_ok=True)
+    return True
+
+
+def _gone_within(state_dir: Path, seconds: float) -> bool:
+    """Whether the service of ``state_dir`` lets its lock go within ``seconds``."""
     t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
+    while True:
         if not _alive(state_dir):
             return True
+        if time.monotonic() - t0 >= seconds:
+            return False
         time.sleep(0.05)
-    return False
 
 
 def delegation_model(cfg) -> Path | None:
