@@ -21,13 +21,18 @@ def demo(tmp_path, monkeypatch):
     return create_demo_root(tmp_path / "demo")
 
 
+async def loaded_tree(app, pilot) -> MemoryTree:
+    """The main screen's tree, once the screen has read the root."""
+    await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
+    return app.screen.query_one(MemoryTree)
+
+
 async def test_a_filter_rebuild_asks_for_one_layout_not_one_per_node(demo, monkeypatch):
     """Textual's tree asks the screen for a layout on every node added: a keystroke that
     matched a hundred items laid the screen out a hundred times."""
     app = RmtuiApp(demo, live=False)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
-        tree = app.screen.query_one(MemoryTree)
+        tree = await loaded_tree(app, pilot)
         layouts = []
         real = MemoryTree.refresh
 
@@ -47,8 +52,7 @@ async def test_a_filter_rebuild_asks_for_one_layout_not_one_per_node(demo, monke
 async def test_narrowing_then_widening_the_filter_finds_the_same_items(demo):
     app = RmtuiApp(demo, live=False)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
-        tree = app.screen.query_one(MemoryTree)
+        tree = await loaded_tree(app, pilot)
         await pilot.press("slash")
         await type_text(pilot, "ing")
         await wait_for(pilot, lambda: tree.filter_text == "ing", what="the filter")
@@ -105,8 +109,7 @@ async def filtered(pilot, tree: MemoryTree, text: str) -> None:
 async def test_a_filter_wider_than_the_cap_shows_the_cap_and_says_how_many_more(wide):
     app = RmtuiApp(wide, live=False)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
-        tree = app.screen.query_one(MemoryTree)
+        tree = await loaded_tree(app, pilot)
         await pilot.press("slash")
         await filtered(pilot, tree, "a")
         total = len(TOPICS) * PER_TOPIC + len(TOPICS)  # every node, and each "Topic …" heading
@@ -125,8 +128,7 @@ async def test_a_filter_wider_than_the_cap_shows_the_cap_and_says_how_many_more(
 async def test_narrowing_reaches_a_match_that_was_beyond_the_cap(wide):
     app = RmtuiApp(wide, live=False)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
-        tree = app.screen.query_one(MemoryTree)
+        tree = await loaded_tree(app, pilot)
         await pilot.press("slash")
         await filtered(pilot, tree, "a")
         assert tree.node_for("gamma-042") is None  # past the cap: not shown, counted in the last row
@@ -143,8 +145,7 @@ async def test_narrowing_reaches_a_match_that_was_beyond_the_cap(wide):
 async def test_a_filter_matching_nothing_says_so_and_clearing_restores_the_tree(wide):
     app = RmtuiApp(wide, live=False)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
-        tree = app.screen.query_one(MemoryTree)
+        tree = await loaded_tree(app, pilot)
         tree.reveal_item(tree.graph.items["beta-007"])
         await pilot.pause()
         before = shown_state(tree)
@@ -172,8 +173,7 @@ async def test_a_rebuild_lays_nothing_out_and_leaves_the_other_panes_scrollbars_
 
     app = RmtuiApp(demo, live=False)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
-        tree = app.screen.query_one(MemoryTree)
+        tree = await loaded_tree(app, pilot)
         layouts: list[str] = []
         repainted: list[str] = []
         real_refresh, real_render = Widget.refresh, ScrollBar.render
@@ -205,8 +205,7 @@ async def test_typing_on_redraws_only_the_rows_that_changed(wide, monkeypatch):
 
     app = RmtuiApp(wide, live=False)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
-        tree = app.screen.query_one(MemoryTree)
+        tree = await loaded_tree(app, pilot)
         await pilot.press("slash")
         await filtered(pilot, tree, "alpha-0")
         await pilot.pause()
@@ -240,8 +239,7 @@ async def test_a_filter_keystroke_lays_out_nothing_and_the_preview_follows_once_
 
     app = RmtuiApp(demo, live=False)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
-        tree = app.screen.query_one(MemoryTree)
+        tree = await loaded_tree(app, pilot)
         preview = app.screen.query_one(ItemPreview)
         box = app.screen.query_one("#filter", FilterInput)
         await pilot.press("slash")
