@@ -307,7 +307,7 @@ def fill_vectors(cache: VectorCache, index: DenseIndex, backend, *, deadline: fl
             todo[key] = index.part(i)
     live = [blob[i:i + 32] for i in range(0, len(blob), 32)]
     items = list(todo.items())
-    size = lengths([t for _, t in items]) if lengths is not None else [len(t) for _, t in items]
+    size = lengths([t for _, t in items]) if lengths is not None and len(items) > 1 else [len(t) for _, t in items]
     items = [items[i] for i in sorted(range(len(items)), key=size.__getitem__)]
     done = 0
     batch = max(1, min(64, backend.info().max_batch_size))
@@ -809,16 +809,26 @@ def spawn_indexer(root: MemoryRoot) -> bool:
 
 def _token_counter(cfg) -> Callable[[list[str]], list[int]] | None:
     """The local model's tokenizer, counting (for the order of the index build's requests); None
-    for a configured service, whose model this process does not know."""
+    for a configured service, whose model this process does not know. The tokenizer is read on
+    the first count: a re-index after a one-node change orders nothing and never reads it."""
     if embedding_service(cfg) is not None:
         return None
-    from rmtui.engine.retrieval.modelhost.onnx_model import token_counter
-    from rmtui.engine.retrieval.modelhost.service_state import resolve_model_path
+    counter: list[Callable[[list[str]], list[int]] | None] = []
 
-    try:
-        return token_counter(resolve_model_path(cfg.get("embedding.model"), cfg.get("embedding.model_path")))
-    except EngineError:
-        return None
+    def count(texts: list[str]) -> list[int]:
+        if not counter:
+            from rmtui.engine.retrieval.modelhost.onnx_model import token_counter
+            from rmtui.engine.retrieval.modelhost.service_state import resolve_model_path
+
+            try:
+                counter.append(token_counter(resolve_model_path(cfg.get("embedding.model"),
+                                                                cfg.get("embedding.model_path"))))
+            except EngineError:
+                counter.append(None)
+        found = counter[0]
+        return found(texts) if found is not None else [len(t) for t in texts]
+
+    return count
 
 
 def index_root(root: MemoryRoot, backend=None, *, params: RankParams | None = None,
