@@ -15,6 +15,7 @@ import pytest
 from bench._bytecode import as_users_run
 from bench._git import GitDaemon, serve_upstream
 from rmtui.engine.memory.roots import MemoryRoot, init_root
+from tests import cli_fork
 
 # The tests start the CLI, writers and services as new processes by the thousand; with
 # PYTHONDONTWRITEBYTECODE set (common in CI images) each would compile rmtui again.
@@ -71,11 +72,16 @@ class CliResult:
 
 def run_cli(*args: str, input: bytes | str | None = None, cwd: Path | None = None,
             env: dict | None = None, timeout: float = 120) -> CliResult:
-    """Run ``python -m rmtui`` in a new process, as an agent would."""
+    """Run ``python -m rmtui`` in a new process, as an agent would (forked from a process that has
+    imported the CLI already: tests/cli_fork.py)."""
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
     data = input.encode() if isinstance(input, str) else input
+    forked = cli_fork.run(list(args), data, str(cwd) if cwd is not None else None, full_env, timeout)
+    if forked is not None:
+        code, out, err = forked
+        return CliResult(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
     proc = subprocess.run([sys.executable, "-m", "rmtui", *args], input=data, capture_output=True,
                           cwd=cwd, env=full_env, timeout=timeout)
     return CliResult(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
