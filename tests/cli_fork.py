@@ -172,6 +172,7 @@ class ForkServer:
         self.dir = tempfile.mkdtemp(prefix="rmtui-cli-fork-")
         self.path = os.path.join(self.dir, "sock")
         self.proc = None
+        self.last_pid: int | None = None  # the last call's process (a test checks a timeout kills it)
 
     def start(self) -> bool:
         import subprocess
@@ -229,7 +230,9 @@ class ForkServer:
         os.close(w_err)
         reader = _Reader(sock, r_out, r_err)
         try:
-            if not reader.wait(deadline):
+            done = reader.wait(deadline)
+            self.last_pid = reader.pid
+            if not done:
                 if reader.pid:
                     try:
                         os.kill(reader.pid, signal.SIGKILL)
