@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
 from textual.timer import Timer
 from textual.widgets import Header, Input, Static, Tree
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from rmtui.engine.host import watch
 from rmtui.tui import readers
@@ -80,6 +80,8 @@ class MainScreen(LiveScreen):
         self.compact = False
         self.slot = "preview"  # the pane the compact layout shows beside the evidence
         self.heap = HeapKeeper(self)
+        self._graph_reading: Worker | None = None
+        self._graph_again = False  # a change arrived while the graph was being read
 
     def compose(self) -> ComposeResult:
         clock = workbench(self).clock
@@ -113,10 +115,27 @@ class MainScreen(LiveScreen):
     # -- loading -------------------------------------------------------------
     def reload(self, kinds: set[str]) -> None:
         if kinds & {watch.GRAPH, watch.HEAD}:
-            self.load_graph()
+            self._want_graph()
         if kinds & {watch.STATE, watch.QUEUE, watch.HEAD}:
             self.load_queue()
             self.load_operations()
+
+    def _want_graph(self) -> None:
+        """Read the graph, or once more after the reading under way: that reading is shown
+        when it ends, not dropped (at start the watch's first wake-up asks for a reading while
+        the first is still under way; dropping it left the tree empty until a second full
+        reading), and the next one scans only the files changed since."""
+        reading = self._graph_reading
+        if reading is not None and not reading.is_finished:
+            self._graph_again = True
+            return
+        self._graph_again = False
+        self._graph_reading = self.load_graph()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        super().on_worker_state_changed(event)
+        if event.worker is self._graph_reading and event.worker.is_finished and self._graph_again:
+            self._want_graph()
 
     @work(thread=True, exclusive=True, group="main-graph", exit_on_error=False)
     def load_graph(self) -> None:
