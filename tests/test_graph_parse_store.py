@@ -85,7 +85,8 @@ def test_a_file_edited_after_the_cache_was_written_is_scanned_again_even_with_it
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     graph, scanned, _ = warm_read(root)
     assert scanned == 1  # only the edited file
-    assert [i[6] for i in graph["items"] if i[1] == "alice-tz"] == ["Alice works from Lisbon and prefers nightly meetings"]
+    titles = [i[6] for i in graph["items"] if i[1] == "alice-tz"]
+    assert titles == ["Alice works from Lisbon and prefers nightly meetings"]
 
 
 def test_a_damaged_cache_file_is_a_miss_and_is_written_again(root):

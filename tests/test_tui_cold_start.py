@@ -71,7 +71,8 @@ async def test_a_reload_asked_for_during_the_first_reading_waits_for_it_and_sees
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: main_loaded(app), timeout=30, what="the main screen")
         tree = app.screen.query_one(MemoryTree)
-        await wait_for(pilot, lambda: "made-meanwhile" in tree.graph.items, timeout=30, what="the change made meanwhile")
+        await wait_for(pilot, lambda: "made-meanwhile" in tree.graph.items, timeout=30,
+                       what="the change made meanwhile")
     assert most == 1  # never two readings side by side
     assert 2 <= len(reads) <= 3  # the first, one after it (and one for the file event, if it came late)
 
@@ -88,3 +89,66 @@ async def test_a_later_start_reads_the_kept_parses_and_shows_the_same_tree(demo)
         await wait_for(pilot, lambda: main_loaded(app), what="the main screen")
         again = [(i.id, i.title, i.hash) for i in app.screen.query_one(MemoryTree).graph.ordered]
     assert again == first
+
+
+def gated_reads(monkeypatch) -> threading.Event:
+    """Graph readings that wait until the returned event is set."""
+    gate = threading.Event()
+    real_read = readers.read_graph
+
+    def read_graph(root):
+        assert gate.wait(30), "the test never let the reading go on"
+        return real_read(root)
+
+    monkeypatch.setattr(readers, "read_graph", read_graph)
+    return gate
+
+
+def record_background(monkeypatch) -> list[str]:
+    started: list[str] = []
+    for name in ("recover_operations", "watch_root"):
+        real = getattr(RmtuiApp, name)
+
+        def recorded(self, _real=real, _name=name):
+            started.append(_name)
+            return _real(self)
+
+        monkeypatch.setattr(RmtuiApp, name, recorded)
+    return started
+
+
+async def test_recovery_and_the_watch_start_once_the_tree_shows(demo, monkeypatch):
+    gate = gated_reads(monkeypatch)
+    started = record_background(monkeypatch)
+    app = RmtuiApp(demo)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: (s := app.mode_screen("main")) is not None
+                       and s.loaded >= {"queue", "operations"}, what="the evidence and operations")
+        assert started == []  # nothing competes with the first screen's reading
+        gate.set()
+        await wait_for(pilot, lambda: main_loaded(app), what="the tree")
+        await wait_for(pilot, lambda: sorted(started) == ["recover_operations", "watch_root"],
+                       what="the background work")
+        tree = app.screen.query_one(MemoryTree)
+        path = demo.path / "MEMORY.md"  # the watch runs: an edit shows
+        path.write_text(path.read_text(encoding="utf-8") + "\n- `after-start` Added once the watch runs. → []\n",
+                        encoding="utf-8")
+        await wait_for(pilot, lambda: "after-start" in tree.graph.items, timeout=30, what="the edit")
+
+
+async def test_a_first_screen_that_never_shows_its_tree_still_gets_the_background_work(demo, monkeypatch):
+    from rmtui.tui import app as app_module
+
+    monkeypatch.setattr(app_module, "BACKGROUND_WAIT", 0.3)
+    gate = gated_reads(monkeypatch)
+    started = record_background(monkeypatch)
+    app = RmtuiApp(demo)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: sorted(started) == ["recover_operations", "watch_root"],
+                           what="the background work")
+            assert not main_loaded(app)
+            gate.set()
+            await wait_for(pilot, lambda: main_loaded(app), what="the tree")
+    finally:
+        gate.set()

@@ -10,7 +10,6 @@ the queue to it. On a small terminal the right column shows the evidence and one
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import ClassVar
 
 from textual import on, work
@@ -54,7 +53,7 @@ AGE_TICK = 1.0  # seconds between refreshes of the age cells (only cells whose t
 
 
 class MainScreen(LiveScreen):
-    CSS_PATH = Path(__file__).parent / "main.tcss"
+    # (main.tcss is read with the app's CSS: see RmtuiApp.CSS_PATH)
     WATCH_KINDS = frozenset({watch.GRAPH, watch.HEAD, watch.STATE, watch.QUEUE})
     BINDINGS: ClassVar = [
         Binding("slash", "filter", "Filter", id="main.filter"),
@@ -185,6 +184,7 @@ class MainScreen(LiveScreen):
         self.state = message.state
         if first:
             self._want_waiting()
+            self.call_after_refresh(workbench(self).screen_shown)  # once the tree is painted
         tree = self.query_one(MemoryTree)
         tree.set_graph(message.state.graph, message.state.index, message.state.incoming)
         self.heap.graph_shown()
