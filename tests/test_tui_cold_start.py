@@ -152,3 +152,18 @@ async def test_a_first_screen_that_never_shows_its_tree_still_gets_the_backgroun
             await wait_for(pilot, lambda: main_loaded(app), what="the tree")
     finally:
         gate.set()
+
+
+def test_the_workbench_starts_without_importing_gitpython():
+    """GitPython's import (about 60 ms) is paid by the background work after the first screen,
+    not by the start: the watch names the worktrees folder without importing the writers."""
+    import subprocess
+    import sys
+
+    from rmtui.engine.host import watch
+    from rmtui.engine.writes import worktrees
+
+    assert watch.WORKTREES == worktrees.WORKTREES
+    out = subprocess.run([sys.executable, "-c", "import sys, rmtui.tui.app; print('git' in sys.modules)"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"
