@@ -41,6 +41,8 @@ from rmtui.tui.userconfig import UserConfig
 SWITCH_INTERVAL = 0.001  # seconds
 #: seconds the background work waits for the first screen to show its content (see screen_shown)
 BACKGROUND_WAIT = 3.0
+#: ... and how long after it shows: the first keys typed at the tree are answered before it
+BACKGROUND_AFTER_SHOWN = 0.5
 SCREENS_PACKAGE = "rmtui.tui.screens"
 
 
@@ -123,19 +125,25 @@ class RmtuiApp(App):
         for problem in self._startup_problems:
             self.notify(problem, severity="warning", timeout=10)
         if self.live:  # a root too broken to show its graph still gets them, after a while
-            self._background_timer = self.set_timer(BACKGROUND_WAIT, self.screen_shown)
+            self._background_timer = self.set_timer(BACKGROUND_WAIT, self._start_background)
 
     def screen_shown(self) -> None:
-        """The first screen shows what it read: start the background work (settling operations
-        a crashed writer left, the root watch). Started with the screen, their imports and reads
-        took the interpreter lock from the first screen and its reading (about 0.15 s of a
-        10,000-node start); the watch's first wake-up reads everything again, so a change made
-        meanwhile is still seen."""
+        """The first screen shows what it read: the background work (settling operations a
+        crashed writer left, the root watch) starts shortly after. Started with the screen,
+        their imports and reads took the interpreter lock from the first screen and its reading
+        (about 0.15 s of a 10,000-node start); started at once, from the first keys typed at the
+        tree. The watch's first wake-up reads everything again, so a change made meanwhile is
+        still seen."""
         if not self.live or self._background_started:
             return
-        self._background_started = True
         if self._background_timer is not None:
             self._background_timer.stop()
+        self._background_timer = self.set_timer(BACKGROUND_AFTER_SHOWN, self._start_background)
+
+    def _start_background(self) -> None:
+        if self._background_started:
+            return
+        self._background_started = True
         self.recover_operations()
         self.watch_root()
 
