@@ -123,6 +123,8 @@ def test_kept_parses_that_do_not_fit_are_dropped_for_a_cold_parse(root):
     graph, scanned, issues = warm_read(root)
     assert scanned == 5
     assert (graph, issues) == cold_read(root)
+    parse_store.forget()
+    assert warm_read(root)[1] == 0  # the file was written again with parses that fit
 
 
 def test_the_cache_lives_in_the_ignored_runtime_folder(root):

@@ -130,6 +130,7 @@ def with_parses(root: Path, read: Callable[[ParseCache], T]) -> T:
             if not stored.from_disk:
                 raise
             stored.cache = ParseCache()  # read again from nothing, as a cold start is
+            stored.on_disk = frozenset()  # and the file written again, whatever keys it held
             result = read(stored.cache)
         stored.from_disk = False  # every parse kept now was used by a reading that worked
         keys = frozenset(stored.cache.parses)
