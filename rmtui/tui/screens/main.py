@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
 from textual.timer import Timer
 from textual.widgets import Header, Input, Static, Tree
-from textual.worker import Worker, get_current_worker
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from rmtui.engine.host import watch
 from rmtui.tui import readers
@@ -133,7 +133,9 @@ class MainScreen(LiveScreen):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         super().on_worker_state_changed(event)
-        if event.worker is self._graph_reading and event.worker.is_finished and self._graph_again:
+        # (a cancelled reading: the screen is going away, as only one reading runs at a time)
+        if event.worker is self._graph_reading and event.state in (WorkerState.SUCCESS, WorkerState.ERROR) \
+                and self._graph_again:
             self._want_graph()
 
     @work(thread=True, exclusive=True, group="main-graph", exit_on_error=False)
