@@ -24,6 +24,9 @@ class Workbench(Protocol):
     clock: Callable[[], float]
     root_changed: Signal[ChangeSet]
 
+    def screen_shown(self) -> None:
+        """The first screen shows what it read: the workbench's background work may start."""
+
 
 def workbench(node: DOMNode) -> Workbench:
     """The running workbench, typed: Textual types ``node.app`` as any ``App``, and every rmtui

@@ -33,9 +33,12 @@ def display_path(path: Path | str) -> str:
 
 def read_graph(root: MemoryRoot) -> GraphState:
     from rmtui.engine.gitutil import head_commit
+    from rmtui.engine.memory.parse_store import with_parses
     from rmtui.engine.memory.validation import validate_root
 
-    report = validate_root(root.path)
+    # the file parses of the last reading (this process's, or the last one's on disk): only
+    # files whose bytes changed are scanned again
+    report = with_parses(root.path, lambda parses: validate_root(root.path, parses=parses))
     try:
         head = head_commit(root.path)
     except Exception:  # noqa: BLE001 - an unborn or broken branch still shows the files

@@ -20,7 +20,10 @@ from pathlib import Path, PurePosixPath
 
 from rmtui.engine.memory.roots import RUNTIME_DIR, MemoryRoot
 from rmtui.engine.store import DB_NAME
-from rmtui.engine.writes.worktrees import WORKTREES
+
+#: the operations' worktrees folder under the runtime folder (``writes.worktrees.WORKTREES``,
+#: not imported from there: that module imports GitPython, 60 ms of the workbench's start)
+WORKTREES = "worktrees"
 
 GRAPH = "graph"          # Memory, Pursuit, corrections, guidance, configuration
 INSIGHT = "insight"      # insight_logs/*.md

@@ -45,6 +45,8 @@ _DECL_RE = re.compile(r"\{([A-Za-z]*#)([^{}]*)\}")
 _ARROW_LIST_RE = re.compile(r"^(?:→|->)\s*\[(.*)\]$", re.S)
 _EDGES_TAIL_RE = re.compile(r"(?:→|->)\s*\[([^\]]*)\]\s*$")
 _ARROW_OPEN_RE = re.compile(r"(?:→|->)\s*\[")
+# what follows a node's last `→ [`: the edge list, up to the `]` that ends the line
+_EDGE_LIST_CLOSE_RE = re.compile(r"(.*)\]\s*$", re.S)
 # A node is a list item whose first token is a backticked id (``- `id` prose → [...]``); any
 # list marker RightMemory's newest parser reads (``-`` ``+`` ``*`` ``1.`` ``1)``).
 _NODE_RE = re.compile(
@@ -857,7 +859,7 @@ class _Parser:
                           "(end it with → [] to make it a node)")
             return
         last = markers[-1]
-        tail = re.match(r"(.*)\]\s*$", rest[last.end():], re.S)
+        tail = _EDGE_LIST_CLOSE_RE.match(rest[last.end():])
         if not ID_RE.match(ident):
             self.err(name, lineno, "id-format", f"id {ident!r} must match [A-Za-z0-9_.-]+")
             return

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmtui.engine.memory.graph import Graph, Issue, _decode, _read_file, load_graph
+from rmtui.engine.memory.graph import Graph, Issue, ParseCache, _decode, _read_file, load_graph
 
 CORRECTIONS_FILE = "corrections.md"
 COLLECTION_FILES = (
@@ -193,13 +193,15 @@ def check_shared_view_headings(root: Path, graph: Graph) -> list[Issue]:
     return out
 
 
-def validate_root(root: Path | str, *, enforce_correction_capacity: bool = True) -> Report:
+def validate_root(root: Path | str, *, enforce_correction_capacity: bool = True,
+                  parses: ParseCache | None = None) -> Report:
     """Parse and validate a root (or a worktree); every issue carries file, line and rule.
 
     ``Report.ok`` counts errors only; warnings are reported but never fail validation.
+    ``parses``: earlier file parses to reuse (:func:`~rmtui.engine.memory.graph.load_graph`).
     """
     root = Path(root)
-    graph = load_graph(root)
+    graph = load_graph(root, parses)
     issues = list(graph.issues)
     issues.extend(check_corrections(root, enforce_capacity=enforce_correction_capacity))
     for name in COLLECTION_FILES:

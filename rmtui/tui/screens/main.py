@@ -10,7 +10,6 @@ the queue to it. On a small terminal the right column shows the evidence and one
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import ClassVar
 
 from textual import on, work
@@ -19,7 +18,7 @@ from textual.binding import Binding
 from textual.containers import Container, Horizontal, Vertical
 from textual.timer import Timer
 from textual.widgets import Header, Input, Static, Tree
-from textual.worker import get_current_worker
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from rmtui.engine.host import watch
 from rmtui.tui import readers
@@ -54,7 +53,7 @@ AGE_TICK = 1.0  # seconds between refreshes of the age cells (only cells whose t
 
 
 class MainScreen(LiveScreen):
-    CSS_PATH = Path(__file__).parent / "main.tcss"
+    # (main.tcss is read with the app's CSS: see RmtuiApp.CSS_PATH)
     WATCH_KINDS = frozenset({watch.GRAPH, watch.HEAD, watch.STATE, watch.QUEUE})
     BINDINGS: ClassVar = [
         Binding("slash", "filter", "Filter", id="main.filter"),
@@ -80,6 +79,8 @@ class MainScreen(LiveScreen):
         self.compact = False
         self.slot = "preview"  # the pane the compact layout shows beside the evidence
         self.heap = HeapKeeper(self)
+        self._graph_reading: Worker | None = None
+        self._graph_again = False  # a change arrived while the graph was being read
 
     def compose(self) -> ComposeResult:
         clock = workbench(self).clock
@@ -113,10 +114,29 @@ class MainScreen(LiveScreen):
     # -- loading -------------------------------------------------------------
     def reload(self, kinds: set[str]) -> None:
         if kinds & {watch.GRAPH, watch.HEAD}:
-            self.load_graph()
+            self._want_graph()
         if kinds & {watch.STATE, watch.QUEUE, watch.HEAD}:
             self.load_queue()
             self.load_operations()
+
+    def _want_graph(self) -> None:
+        """Read the graph, or once more after the reading under way: that reading is shown
+        when it ends, not dropped (at start the watch's first wake-up asks for a reading while
+        the first is still under way; dropping it left the tree empty until a second full
+        reading), and the next one scans only the files changed since."""
+        reading = self._graph_reading
+        if reading is not None and not reading.is_finished:
+            self._graph_again = True
+            return
+        self._graph_again = False
+        self._graph_reading = self.load_graph()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        super().on_worker_state_changed(event)
+        # (a cancelled reading: the screen is going away, as only one reading runs at a time)
+        if event.worker is self._graph_reading and event.state in (WorkerState.SUCCESS, WorkerState.ERROR) \
+                and self._graph_again:
+            self._want_graph()
 
     @work(thread=True, exclusive=True, group="main-graph", exit_on_error=False)
     def load_graph(self) -> None:
@@ -166,6 +186,7 @@ class MainScreen(LiveScreen):
         self.state = message.state
         if first:
             self._want_waiting()
+            self.call_after_refresh(workbench(self).screen_shown)  # once the tree is painted
         tree = self.query_one(MemoryTree)
         tree.set_graph(message.state.graph, message.state.index, message.state.incoming)
         self.heap.graph_shown()
