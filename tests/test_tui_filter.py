@@ -201,8 +201,6 @@ async def test_a_rebuild_lays_nothing_out_and_leaves_the_other_panes_scrollbars_
 
 
 async def test_typing_on_redraws_only_the_rows_that_changed(wide, monkeypatch):
-    from textual.widgets import Tree
-
     app = RmtuiApp(wide, live=False)
     async with app.run_test(size=SIZE) as pilot:
         tree = await loaded_tree(app, pilot)
@@ -210,22 +208,95 @@ async def test_typing_on_redraws_only_the_rows_that_changed(wide, monkeypatch):
         await filtered(pilot, tree, "alpha-0")
         await pilot.pause()
         drawn: list[int] = []
-        real = Tree._render_line
+        real = MemoryTree._label_parts
 
-        def counted(self, y, *args):
-            drawn.append(y)
-            return real(self, y, *args)
+        def counted(self, entry):  # a label's runs are read only when its line is drawn anew
+            drawn.append(next(line.node.line for line in self._tree_lines if line.node.data is entry))
+            return real(self, entry)
 
-        monkeypatch.setattr(Tree, "_render_line", counted)
+        monkeypatch.setattr(MemoryTree, "_label_parts", counted)
         await filtered(pilot, tree, "0")  # alpha-00: the first ten of the sixty, under the same rows
         await pilot.pause()
         rows = len(tree._tree_lines)
         assert tree.match_count == 10 and rows == 14  # Memory, Topics, Topic alpha, ten nodes, Pursuit
-        # alpha-009 is now its heading's last child (its guide changes) and Pursuit moved up:
-        # every other row is drawn as it was
-        assert {y for y in drawn if y < rows} == {12, 13}
+        # alpha-009 is now its heading's last child (its guide changes); Pursuit moved up from
+        # past the bottom, but it looks as it did in the full tree before the filter: every
+        # other row is drawn as it was
+        assert {y for y in drawn if y < rows} == {12}
         lines = [tree.render_line(y).text for y in range(rows)]
         assert "alpha-009" in lines[12] and "Pursuit" in lines[13]
+        drawn.clear()
+        await filtered(pilot, tree, "1")  # alpha-001: Pursuit moves up from row 13 to row 4
+        await pilot.pause()
+        lines = [tree.render_line(y).text for y in range(len(tree._tree_lines))]
+        assert len(lines) == 5 and "alpha-001" in lines[3] and "Pursuit" in lines[4]
+        # a line drawn before on another row is not drawn again: only alpha-001, now the
+        # last child under the cursor, is new
+        assert set(drawn) == {3}
+        await pilot.click(tree, offset=(8, tree.content_region.y - tree.region.y + 4))  # a click lands on its new row
+        await wait_for(pilot, lambda: tree.cursor_node.data.key == "domain:pursuit", what="the cursor on Pursuit")
+
+
+def drawing(strip) -> list[tuple[str, object, object, object, dict]]:
+    """A line as the terminal gets it: each run's text, colours, attributes and mouse data."""
+    return [(seg.text, seg.style.color, seg.style.bgcolor, seg.style._attributes, seg.style.meta) for seg in strip]
+
+
+async def test_tree_lines_are_drawn_as_textuals_tree_draws_them(wide):
+    """The tree draws its lines itself (a new line costs a fraction of Textual's way): for every
+    line, in every state a person can put it in, it draws what Textual's own tree would."""
+    from textual.widgets import Tree
+
+    app = RmtuiApp(wide, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        tree = await loaded_tree(app, pilot)
+
+        def assert_as_textual(state: str) -> None:
+            style = tree.rich_style
+            for y in range(len(tree._tree_lines)):
+                tree._line_cache.clear()  # Textual's own cache may hold a line of an earlier state
+                ours = drawing(tree._render_line(y, 0, tree.size.width, style))
+                theirs = drawing(Tree._render_line(tree, y, 0, tree.size.width, style))
+                assert ours == theirs, (state, y)
+
+        tree.reveal_item(tree.graph.items["beta-007"])
+        await pilot.pause()
+        assert_as_textual("the full tree, a node opened")
+        await pilot.press("slash")
+        await filtered(pilot, tree, "a-00")
+        await pilot.pause()
+        assert_as_textual("filtered, the filter box focused")
+        await pilot.press("enter", "down", "down", "down")
+        await pilot.pause()
+        assert_as_textual("the tree focused, the cursor moved")
+        await pilot.hover(tree, offset=(4, 6))
+        await wait_for(pilot, lambda: tree.hover_line >= 0, what="the hovered line")
+        assert_as_textual("a line hovered")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not tree.filter_text, what="the filter to clear")
+        assert_as_textual("the filter cleared")
+
+
+async def test_a_new_reading_shows_a_changed_title_on_a_line_drawn_before(wide):
+    app = RmtuiApp(wide, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        tree = await loaded_tree(app, pilot)
+        await pilot.press("slash")
+        await filtered(pilot, tree, "beta-01")
+        await pilot.pause()
+        row = next(y for y, line in enumerate(tree._tree_lines) if line.node.data.key == "beta-012")
+        assert "Node 12 of beta." in tree.render_line(row).text
+        path = wide.path / "MEMORY_beta.md"
+        path.write_text(path.read_text(encoding="utf-8").replace("Node 12 of beta.", "Renamed twelve."),
+                        encoding="utf-8")
+        repo = git.Repo(wide.path)
+        repo.git.commit("-q", "-am", "rename beta-012")
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: tree.graph.items["beta-012"].title.startswith("Renamed"), what="the new reading")
+        await pilot.pause()
+        row = next(y for y, line in enumerate(tree._tree_lines) if line.node.data.key == "beta-012")
+        assert "Renamed twelve." in tree.render_line(row).text
+        assert "Node 12 of beta." not in "".join(tree.render_line(y).text for y in range(len(tree._tree_lines)))
 
 
 async def test_a_filter_keystroke_lays_out_nothing_and_the_preview_follows_once_typing_rests(demo, monkeypatch):

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.style import Style
-from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Tree
@@ -365,16 +364,18 @@ class MemoryTree(LabelledTree[Entry]):
             return (entry.kind, entry.domain, entry.file, entry.text)
         return (entry.kind, entry.domain, entry.file, entry.text, item.kind, item.id, item.title, item.heading_kind)
 
-    def _label(self, entry: Entry) -> Text:
+    def _label_parts(self, entry: Entry | None) -> list[tuple[str, Style]] | None:
+        if entry is None:
+            return None
         cs = self.get_component_rich_style
         if entry.kind == "domain":
             title = "Memory" if entry.domain == "memory" else "Pursuit"
             file = MEMORY_ROOT_FILE if entry.domain == "memory" else PURSUIT_ROOT_FILE
-            return Text.assemble((title, cs("memory-tree--domain")), ("  " + file, cs("memory-tree--file")))
+            return [(title, cs("memory-tree--domain")), ("  " + file, cs("memory-tree--file"))]
         if entry.kind == "backing":
-            return Text.assemble(("file ", cs("memory-tree--kind")), (entry.file or "", cs("memory-tree--file")))
+            return [("file ", cs("memory-tree--kind")), (entry.file or "", cs("memory-tree--file"))]
         if entry.kind == "notice":
-            return Text(entry.text, style=cs("memory-tree--notice"))
+            return [(entry.text, cs("memory-tree--notice"))]
         item = entry.item
         assert item is not None
         if item.kind == "heading":
@@ -384,9 +385,9 @@ class MemoryTree(LabelledTree[Entry]):
             parts.append((item.title or "(untitled)", cs("memory-tree--title")))
             if item.id is not None:
                 parts.append((f"  {item.id}", cs("memory-tree--id")))
-            return Text.assemble(*parts)
+            return parts
         title = item.title
         if len(title) > LABEL_WIDTH:
             title = title[: LABEL_WIDTH - 1] + "…"
         style = cs("memory-tree--uncertain") if item.uncertain else cs("memory-tree--title")
-        return Text.assemble((item.id or "", cs("memory-tree--id")), ("  " + title, style))
+        return [(item.id or "", cs("memory-tree--id")), ("  " + title, style)]
