@@ -71,6 +71,17 @@ class HeapKeeper:
         else:
             self._timer.reset()
 
+    def reading_dropped(self) -> None:
+        """A reading equal to the one shown is being dropped (the watcher's first reading, made
+        once it is in place, usually is). Its objects point at each other, so only a collector
+        pass frees them, and the next pass over the young generations would find all of them:
+        35-80 ms on a 10,000-node root, landing on whatever allocates next, often the first
+        filter keystroke. Frozen with the rest, they wait for the idle pass (as a replaced graph
+        does)."""
+        if self.frozen:
+            gc.freeze()
+            self.graph_shown()
+
     def busy(self) -> None:
         """The person is typing: the full pass waits until they stop."""
         if self._timer is not None:

@@ -181,6 +181,7 @@ class MainScreen(LiveScreen):
 
     def on_graph_loaded(self, message: GraphLoaded) -> None:
         if self._unchanged("graph", message.signature):
+            self.heap.reading_dropped()
             return
         first = self.state is None
         self.state = message.state
