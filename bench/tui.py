@@ -6,7 +6,7 @@ second) and the longest stall of the UI event loop while the engine lands a chan
 app reloads the graph (the UI must never freeze). A start reads the file parses an earlier
 start kept in the root's runtime folder; a root's first start, without them, is printed too.
 
-Run: ``.venv/bin/python bench/tui.py [--nodes 10000] [--runs 3] [--load N]``. It prints its
+Run: ``.venv/bin/python bench/tui.py [--nodes 10000] [--runs 3] [--load N] [--profile DIR]``. It prints its
 figures, each beside its floor (what the same path costs any Textual app). ``--load N`` measures
 everything twice in one run: on the machine as it is, then with N CPU-hog processes it starts
 itself (and kills when done, or on an error): the keystroke target is for a busy machine too.
@@ -167,7 +167,11 @@ def cold_start(root: Path, *, first: bool = False) -> dict:
             "loaded_in_process_s": figures[2], "cpu_s": figures[3], "key_in_filter_s": key}
 
 
-async def in_app(root: Path, keystrokes: str) -> dict:
+async def in_app(root: Path, keystrokes: str, profile: Path | None = None) -> dict:
+    """Figures from inside one app; ``profile``: also a cProfile of each filter key, from the
+    key to its painted screen, in ``profile/key{i}-{n}.prof`` (``n`` counts the runs)."""
+    import cProfile
+
     from textual import events
 
     from rmtui.engine.host.demo import land_insight_log
@@ -203,9 +207,12 @@ async def in_app(root: Path, keystrokes: str) -> dict:
         app._display = recording_display
         applied, shown, matches, cpu = [], [], [], []
         typed = ""
-        for ch in keystrokes:
+        for i, ch in enumerate(keystrokes):
             typed += ch
             await pilot.pause()
+            profiler = cProfile.Profile() if profile is not None else None
+            if profiler is not None:
+                profiler.enable()
             start = time.perf_counter()
             cpu_start = time.thread_time()  # the UI thread's own work: what a busy machine cannot inflate
             app.post_message(events.Key(ch, ch))
@@ -218,6 +225,11 @@ async def in_app(root: Path, keystrokes: str) -> dict:
             shown.append(painted[-1] - start)
             cpu.append(time.thread_time() - cpu_start)
             matches.append(tree.match_count)
+            if profiler is not None and profile is not None:
+                profiler.disable()
+                profile.mkdir(parents=True, exist_ok=True)
+                runs = len(list(profile.glob(f"key{i}-*.prof")))
+                profiler.dump_stats(profile / f"key{i}-{runs}.prof")
         # the floor: a key the filter box takes that leaves the filter as it is (a trailing
         # space is stripped): the same path from key to painted screen, without a rebuild
         box = screen.query_one("#filter")
@@ -314,7 +326,7 @@ def cpu_hogs(n: int) -> Iterator[list[subprocess.Popen]]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def measure(root: Path, args: argparse.Namespace) -> dict:
+def measure(root: Path, args: argparse.Namespace, hogs: int = 0) -> dict:
     """Every figure of one condition (a quiet machine, or one under load)."""
     load_before = os.getloadavg()[0]
     firsts = [cold_start(root, first=True) for _ in range(args.runs)]
@@ -322,7 +334,8 @@ def measure(root: Path, args: argparse.Namespace) -> dict:
     floors = [cold_floor() for _ in range(args.runs)]
     floor_cpu = [f[1] for f in floors]
     floors = [f[0] for f in floors]
-    runs = [asyncio.run(in_app(root, args.keys)) for _ in range(args.runs)]  # each run lands one more change
+    profile = None if args.profile is None else args.profile / ("quiet" if not hogs else f"load{hogs}")
+    runs = [asyncio.run(in_app(root, args.keys, profile)) for _ in range(args.runs)]  # each run lands one more change
     best = min(colds, key=lambda c: c["process_to_interactive_s"])
     keys = [x for r in runs for x in r["filter_keystroke_with_full_repaint_ms"]]
     cpu = [x for r in runs for x in r["filter_keystroke_cpu_ms"]]
@@ -396,6 +409,9 @@ def main() -> None:
     ap.add_argument("--load", type=int, default=0, metavar="N",
                     help="also measure everything with N CPU-hog processes running (started and killed here)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--profile", type=Path, metavar="DIR",
+                    help="write a cProfile of each filter key (key to painted screen) under DIR/<condition>/;"
+                         " the profiler slows the keys it measures, so their figures are not comparable")
     args = ap.parse_args()
     if args.load < 0:
         ap.error("--load takes a number of processes, 0 or more")
@@ -408,7 +424,7 @@ def main() -> None:
         results = {"quiet": measure(root, args)}
         if args.load:
             with cpu_hogs(args.load):
-                results[f"load {args.load}"] = measure(root, args)
+                results[f"load {args.load}"] = measure(root, args, args.load)
     if args.json:
         print(json.dumps({"nodes_asked": args.nodes, "build_root_s": round(build_s, 2), "cpus": os.cpu_count(),
                           **results}, indent=2))
