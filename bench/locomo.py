@@ -406,6 +406,8 @@ def run_cold(data_dir: Path, work: Path, formats: tuple[str, ...], fractions: li
     from bench._cold import measure, print_cold
 
     files = sorted(f for f in data_dir.glob("conv-*.json") if f.stem not in HELD_OUT)
+    if not files:
+        sys.exit(f"no development LoCoMo files in {data_dir}")
     backend = None
     every: dict = {}
     total = 0

@@ -4,6 +4,7 @@ incomplete, every passage still has a dense score, from wordllama's static vecto
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ import pytest
 from rmtui.engine.retrieval import retrieve as retrieve_mod
 from rmtui.engine.retrieval.corpus import load_corpus
 from rmtui.engine.retrieval.retrieve import dense_index, params_from_config, search
+from rmtui.engine.retrieval.static_pass import MIN_GAP
 from rmtui.engine.retrieval.vectors import KEY_DTYPE, VectorCache
 from tests.retrieve_kit import write_small_root
 
@@ -48,10 +50,20 @@ def static_model_loads():
     assert static_embedder().embed(["a dog"]).shape == (1, 256)
 
 
+#: Words of the generated notes that make the root larger than the static pass's smallest gap.
+WORDS = ("cache index parser retry token lock branch commit queue worker build deploy config schema "
+         "vector latency timeout socket proxy thread fixture migration postgres redis docker image").split()
+
+
 def write_root(root) -> None:
+    """The small root, twelve facts, and generated build notes: more passages than
+    ``static_pass.MIN_GAP``, as a new root has."""
+    rnd = random.Random(5)
     write_small_root(root)
+    notes = [f"- `note-{i}` {' '.join(rnd.choice(WORDS) for _ in range(rnd.randint(6, 14))).capitalize()} → []"
+             for i in range(MIN_GAP + 16)]
     with (root.path / "MEMORY_people.md").open("a", encoding="utf-8") as fh:
-        fh.write("\n".join(FILLER) + "\n")
+        fh.write("\n".join(FILLER + notes) + "\n")
     subprocess.run(["git", "-C", str(root.path), "add", "-A"], check=True)
     subprocess.run(["git", "-C", str(root.path), "-c", "user.name=t", "-c", "user.email=t@l", "commit", "-qm", "m"],
                    check=True)
@@ -95,9 +107,9 @@ def test_a_cold_answer_finds_through_the_static_pass_what_shares_no_word_with_th
 
 
 def test_model_cosines_where_embedded_and_static_ranks_mapped_onto_them_elsewhere(root, plain_backend):
-    """With part of the model's index present (a first call's budget), the dense channel keeps
-    the model's cosines for those passages and gives the rest the model's cosine of their
-    static rank: the puppy, which the model has not embedded, is still found first."""
+    """With a first call's share of the model's index present (the shortest passages), the
+    dense channel keeps the model's cosines for those and gives every other passage the model's
+    cosine of its static rank: the puppy, which the model has not embedded, is found."""
     write_root(root)
     cfg = root.config()
     corpus = load_corpus(root.path)
@@ -105,7 +117,8 @@ def test_model_cosines_where_embedded_and_static_ranks_mapped_onto_them_elsewher
     cache_dir = root.runtime / "cache"
     index = dense_index(corpus, params, cache_dir)
     carol = next(i for i, e in enumerate(corpus.entries) if e.id == "carol-dog")
-    have = [i for i in range(len(index.keys)) if int(index.owner[i]) != carol]
+    by_length = sorted(range(len(index.keys)), key=lambda i: len(index.part(i)))
+    have = [i for i in by_length if int(index.owner[i]) != carol][:16]
     blob = index.keys.tobytes()
     model = VectorCache.open(cache_dir, plain_backend.info().embedding_model)
     vecs = plain_backend.embed([index.part(i) for i in have], "passage")
@@ -114,12 +127,14 @@ def test_model_cosines_where_embedded_and_static_ranks_mapped_onto_them_elsewher
     q = plain_backend.embed([need], "query")[0]
     got = retrieve_mod.dense_scores(corpus, need, plain_backend, params, cache_dir, deadline=time.monotonic(),
                                     query=q, states=False)
-    assert got.static and 0.9 < got.coverage < 1.0
-    np.testing.assert_allclose(got.per_passage[have], vecs @ q, atol=1e-5)  # the model's own cosines
-    assert int(np.argmax(got.scores)) == carol  # the static rank put the puppy first
-    assert got.scores[carol] <= float(np.max(vecs @ q)) + 1e-3  # on the model's scale, not wordllama's
-    _, ids = cold_search(root, need, plain_backend, "static")
-    assert ids[0] == "carol-dog"
+    assert got.static and got.coverage == pytest.approx(16 / len(index.keys))
+    np.testing.assert_allclose(got.per_passage[have], vecs @ q, atol=1e-5)  # the model's own cosines, as they are
+    rest = np.setdiff1d(np.arange(len(index.keys)), have)
+    assert int(index.owner[rest[np.argmax(got.per_passage[rest])]]) == carol  # first by its static rank ...
+    assert got.scores[carol] <= float(np.max(vecs @ q)) + 1e-6  # ... on the model's scale, not wordllama's
+    _, before = cold_search(root, need, plain_backend, "off")
+    _, after = cold_search(root, need, plain_backend, "static")
+    assert "carol-dog" not in before and "carol-dog" in after
 
 
 def test_static_and_model_vectors_never_share_a_cache_file(root, plain_backend):
@@ -144,7 +159,6 @@ def test_static_and_model_vectors_never_share_a_cache_file(root, plain_backend):
 
 def test_the_indexer_fills_the_static_pass_before_the_model(root, plain_backend):
     write_root(root)
-    (root.path / "rmtui.toml").write_text('[embedding]\nfirst_pass = "static"\n', encoding="utf-8")
     seen: list[int] = []
 
     class Watch:
@@ -174,7 +188,6 @@ def test_a_complete_index_never_loads_the_static_model(root, plain_backend):
     pass existed, and does not import wordllama (in a fresh interpreter, so no other test's
     import hides one)."""
     write_root(root)
-    (root.path / "rmtui.toml").write_text('[embedding]\nfirst_pass = "static"\n', encoding="utf-8")
     retrieve_mod.index_root(root, plain_backend)
     code = (
         "import json, sys\n"
@@ -191,6 +204,30 @@ def test_a_complete_index_never_loads_the_static_model(root, plain_backend):
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["cov"] == 1.0 and got["ids"][0] == "bob-role" and got["warnings"] == []
     assert got["wordllama"] is False
+
+
+def test_a_few_passages_missing_are_left_to_the_model(root, plain_backend):
+    """After an edit the model embeds the changed node within the query; the static model is not
+    loaded for a gap of a few passages (in a fresh interpreter, as the CLI's full path runs)."""
+    write_root(root)
+    retrieve_mod.index_root(root, plain_backend)
+    path = root.path / "MEMORY_people.md"
+    path.write_text(path.read_text(encoding="utf-8").replace("golden retriever", "black labrador"), encoding="utf-8")
+    code = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from rmtui.engine.memory.roots import MemoryRoot\n"
+        "from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend\n"
+        "from rmtui.engine.retrieval.retrieve import retrieve\n"
+        "res = retrieve(MemoryRoot(Path(sys.argv[1])), 's1', 'which breed is the dog', top=3,\n"
+        "               backend=InProcessBackend(), record=False)\n"
+        "print(json.dumps({'ids': [r['id'] for r in res.results], 'cov': res.dense_coverage,\n"
+        "                  'wordllama': 'wordllama' in sys.modules}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(root.path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["cov"] == 1.0 and got["ids"][0] == "carol-dog" and got["wordllama"] is False
 
 
 def test_an_unknown_first_pass_is_refused_naming_the_setting(root, cli):

@@ -72,6 +72,7 @@ from rmtui.engine.retrieval.result import RetrieveResult
 from rmtui.engine.retrieval.stage2 import Signals
 from rmtui.engine.retrieval.stage2_time import asks_time
 from rmtui.engine.retrieval.static_pass import blend, check_first_pass, fill_static
+from rmtui.engine.retrieval.static_pass import worth_it as static_worth_it
 from rmtui.engine.retrieval.tokens import TokenStore, dequantize, quantize
 from rmtui.engine.retrieval.topk import at_least
 from rmtui.engine.retrieval.vectors import KEY_DTYPE, VectorCache, text_key
@@ -413,7 +414,7 @@ def dense_scores(corpus: Corpus, need: str, backend, params: RankParams, cache_d
     tokens = token_store(cache_dir, backend, info.embedding_model) if states else None
     first = None
     note = None
-    if params.first_pass == "static" and cache.rows(index.keys)[1]:
+    if params.first_pass == "static" and static_worth_it(len(cache.rows(index.keys)[1])):
         try:
             first = fill_static(cache_dir, index.keys, index.part)
         except EngineError as exc:
@@ -580,7 +581,8 @@ def search_pending(root: MemoryRoot, need: str, *, backend, params: RankParams, 
         return []
     corpus = pending.corpus
     cache_dir = root.runtime / "cache" / "pending"
-    params = replace(params, lexical_window=0)  # pending items have no neighbours to widen with
+    # pending items have no neighbours to widen with; the few missing vectors the model embeds
+    params = replace(params, lexical_window=0, first_pass="off")
     lex_key = lexical_key(corpus, params)
     lex_index = pending.indexes.get(lex_key)
     if not isinstance(lex_index, LexicalIndex):
@@ -875,16 +877,17 @@ def index_root(root: MemoryRoot, backend=None, *, params: RankParams | None = No
         with file_lock(root.lock_path, shared=True):
             corpus = load_corpus(root.path)
         index = dense_index(corpus, params, root.runtime / "cache")
-        static = 0
-        if params.first_pass == "static":  # seconds, before the model's minute: every query meanwhile uses it
-            try:
-                static = fill_static(root.runtime / "cache", index.keys, index.part).filled
-            except EngineError:
-                pass  # queries say why; the model's index is built all the same
         if backend is None:
             backend = cli_backend(root, cfg, wait_seconds=120.0)
         info = backend.info()
         cache = VectorCache.open(root.runtime / "cache", info.embedding_model)
+        static = 0
+        # seconds, before the model's minute: the queries meanwhile rank every passage with it
+        if params.first_pass == "static" and static_worth_it(len(cache.rows(index.keys)[1])):
+            try:
+                static = fill_static(root.runtime / "cache", index.keys, index.part).filled
+            except EngineError:
+                pass  # the queries say why; the model's index is built all the same
         n = fill_vectors(cache, index, backend, deadline=None,
                          tokens=token_store(root.runtime / "cache", backend, info.embedding_model)
                          if params.learned else None, lengths=_token_counter(cfg))

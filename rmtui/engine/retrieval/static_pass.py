@@ -13,7 +13,8 @@ transformer cosine, and every other passage gets the transformer cosine of the s
 (its static score's rank among all passages, read off the distribution of the transformer
 cosines embedded so far). The dense channel thus keeps the transformer's scale, which the
 fusion weights, the relevance gate and the second stage were fitted on. Once the
-transformer index is complete the static pass is not consulted (nor its model imported).
+transformer index is complete the static pass is not consulted (nor its model imported),
+and a gap of a few passages (an edit) is left to the transformer, as before.
 """
 
 from __future__ import annotations
@@ -29,9 +30,22 @@ from rmtui.engine.retrieval.vectors import VectorCache
 #: The values of ``embedding.first_pass``: ``off`` (a new root's missing passages have no
 #: dense score until the index completes) or ``static``.
 FIRST_PASSES = ("off", "static")
-#: Transformer cosines needed before static ranks are mapped onto their distribution;
-#: with fewer, the static cosines are used as they are (one model only, never mixed).
+#: Transformer cosines needed before static ranks are mapped onto their distribution.
 MIN_REFERENCE = 8
+#: With fewer, the static cosines alone serve (one model, nothing mixed), at this share of
+#: their value: the static model ranks chats worse than BM25 does, so at full weight it
+#: would pull down what BM25 alone finds; at a tenth it orders what BM25 scores alike and
+#: finds what shares no word with the need (chosen on the development sets: bench/_cold.py).
+ALONE_WEIGHT = 0.1
+#: The static pass serves only a gap of more passages than this: fewer (a few edited
+#: nodes) the model embeds within the query's budget or the indexer within seconds, and
+#: loading the static model for them would cost more than it brings.
+MIN_GAP = 64
+
+
+def worth_it(missing: int) -> bool:
+    """Whether a gap of ``missing`` passages in the model's index calls for the static pass."""
+    return missing > MIN_GAP
 
 
 def check_first_pass(value: str) -> str:
@@ -77,7 +91,8 @@ def fill_static(cache_dir: Path, keys: np.ndarray, part) -> StaticPass:
 
 def blend(dense: np.ndarray, missing: list[int], static: np.ndarray) -> np.ndarray:
     """Per passage: the transformer cosine where it exists (``dense``, ``missing`` its gaps),
-    else the transformer cosine at the static score's rank (see the module's docstring)."""
+    else the transformer cosine at the static score's rank (see the module's docstring), or,
+    with too few transformer cosines to rank against, :data:`ALONE_WEIGHT` of the static one."""
     if not missing:
         return dense
     out = np.array(dense, dtype=np.float32)
@@ -85,13 +100,13 @@ def blend(dense: np.ndarray, missing: list[int], static: np.ndarray) -> np.ndarr
     have[missing] = False
     reference = np.sort(out[have])
     if len(reference) < MIN_REFERENCE:
-        out[~have] = static[~have]
+        out[~have] = ALONE_WEIGHT * static[~have]
         return out
     # each passage's static rank among all passages, as a quantile in (0, 1)
     ranks = np.empty(len(static), dtype=np.float64)
     ranks[np.argsort(static, kind="stable")] = np.arange(len(static))
     at = (ranks[~have] + 0.5) / len(static)
-    mapped = np.interp(at, (np.arange(len(reference)) + 0.5) / len(reference), reference)
-    # beyond the reference's ends interp repeats its last value: a trace of the rank keeps order there
-    out[~have] = (mapped + 1e-6 * at).astype(np.float32)
+    # the reference's lowest and highest values stand at 0 and 1: every rank falls between
+    # two of them, so distinct ranks keep their order (none is clamped to an end)
+    out[~have] = np.interp(at, np.linspace(0.0, 1.0, len(reference)), reference).astype(np.float32)
     return out
