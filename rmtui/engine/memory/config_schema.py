@@ -201,6 +201,9 @@ def _local_schema() -> dict[str, Any]:
         "device": Key((str,), "auto", check=check_device),
         # "int8": the ONNX export's weights quantised (faster on a CPU; its own vector cache)
         "precision": Key((str,), "float32", choices=("float32", "int8")),
+        # "static": while a root's index lacks many passages, those are scored by a static
+        # model (retrieval/static_pass.py); "off": they are ranked by BM25 alone
+        "first_pass": Key((str,), "static", choices=("off", "static")),
         "rerank_top": Key((int,), 30, minimum=1),
         "service_url": Key((str,), check=_check_url),
         "service_token_env": Key((str,)),

@@ -76,6 +76,7 @@ class RankParams:
     bm25_k1: float = 1.5
     bm25_b: float = 0.3  # entries are short and uneven: length says little about relevance
     learned: bool = True  # re-order the best candidates by the learned second stage (stage2.py)
+    first_pass: str = "static"  # "static": passages the model has not embedded yet get static scores (static_pass.py)
 
 
 DEFAULT_PARAMS = RankParams()

@@ -71,6 +71,8 @@ from rmtui.engine.retrieval.render import NO_STRONG_MATCH, PendingItem, Unit, pe
 from rmtui.engine.retrieval.result import RetrieveResult
 from rmtui.engine.retrieval.stage2 import Signals
 from rmtui.engine.retrieval.stage2_time import asks_time
+from rmtui.engine.retrieval.static_pass import blend, check_first_pass, fill_static
+from rmtui.engine.retrieval.static_pass import worth_it as static_worth_it
 from rmtui.engine.retrieval.tokens import TokenStore, dequantize, quantize
 from rmtui.engine.retrieval.topk import at_least
 from rmtui.engine.retrieval.vectors import KEY_DTYPE, VectorCache, text_key
@@ -142,7 +144,8 @@ def counts_from_config(cfg) -> tuple[int, int, bool]:
 def params_from_config(cfg) -> RankParams:
     return RankParams(lexical_weight=float(cfg.get("retrieve.lexical_weight")),
                       neighbour_weight=float(cfg.get("retrieve.neighbour_weight")),
-                      learned=bool(cfg.get("retrieve.learned_rerank")))
+                      learned=bool(cfg.get("retrieve.learned_rerank")),
+                      first_pass=check_first_pass(str(cfg.get("embedding.first_pass"))))
 
 
 # -- model host ----------------------------------------------------------------------------
@@ -360,6 +363,8 @@ class DenseScores:
     cache: VectorCache
     tokens: TokenStore | None = None  # the passages' token states, when the host gives them
     states_missing: int = 0  # passages without token states (left to the background indexer)
+    static: bool = False  # the missing passages were scored by the static first pass
+    static_note: str | None = None  # why the static first pass could not serve
 
     def _best(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each entry's best passage for the need, and whether it has one."""
@@ -398,19 +403,33 @@ def dense_scores(corpus: Corpus, need: str, backend, params: RankParams, cache_d
     """Cosine of the need (``query``: its vector, when already embedded) with each entry's
     best passage; coverage of the cached vectors. ``states``: also keep the passages' token
     states (for the second stage) when the host gives them. ``lexical``: the entries' BM25
-    scores, whose leaders are scored exactly where a large root is scored coarsely first."""
+    scores, whose leaders are scored exactly where a large root is scored coarsely first.
+
+    With ``params.first_pass == "static"`` and passages still lacking a vector, every passage
+    gets a static vector first (seconds; static_pass.py) and the missing ones are scored by it,
+    mapped onto the model's cosines by rank; a complete index never touches the static model."""
     info = backend.info()
     index = dense_index(corpus, params, cache_dir)
     cache = VectorCache.open(cache_dir, info.embedding_model)
     tokens = token_store(cache_dir, backend, info.embedding_model) if states else None
+    first = None
+    note = None
+    if params.first_pass == "static" and static_worth_it(len(cache.rows(index.keys)[1])):
+        try:
+            first = fill_static(cache_dir, index.keys, index.part)
+        except EngineError as exc:
+            note = f"{exc.message}; the passages not yet embedded are ranked lexically"
     fill_vectors(cache, index, backend, deadline=deadline, tokens=tokens)
     q = backend.embed([need], "query")[0] if query is None else query
     per_passage, missing = cache.scores(index.keys, q, partial(_exactly_scored, corpus, index, lexical,
                                                                   params.neighbour_span))
+    if first is not None and missing:
+        per_passage = blend(per_passage, missing, first.scores(index.keys, need))
     scores = best_per_entry(per_passage, index.owner, len(corpus.entries), index.starts)
     coverage = 1.0 - (len(missing) / len(index.keys)) if len(index.keys) else 1.0
     gap = len(tokens.missing(index.keys)) if tokens is not None else 0
-    return DenseScores(scores, coverage, index, per_passage, cache, tokens, gap)
+    return DenseScores(scores, coverage, index, per_passage, cache, tokens, gap,
+                       static=first is not None and bool(missing), static_note=note)
 
 
 #: Entries by BM25 score whose passages a coarse dense pass scores exactly (fusion may lift them).
@@ -448,6 +467,8 @@ class FirstStage:
     signals: Signals | None
     states_missing: int = 0
     stages: Stages = field(default_factory=lambda: Stages())
+    static: bool = False  # the passages the model has not embedded yet were scored by the static first pass
+    static_note: str | None = None
 
 
 def embed_need(backend, need: str, *, states: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
@@ -479,11 +500,13 @@ def first_stage(root: MemoryRoot, need: str, *, corpus: Corpus, backend, params:
                        states=need_states is not None, lexical=lexical)
     stages.lap("dense")
     if params.dense_only:
-        return FirstStage(lexical, got.scores, got.coverage, qvec, "dense", None, stages=stages)
+        return FirstStage(lexical, got.scores, got.coverage, qvec, "dense", None, stages=stages,
+                          static=got.static, static_note=got.static_note)
     sig = Signals(lex_index, qtokens, own, window, lexical, got.scores, got.best_vectors, params.stem,
                   need_states, got.best_states if got.tokens is not None else None,
                   names=need_names(need, stem=params.stem), asks_time=asks_time(need))
-    return FirstStage(lexical, got.scores, got.coverage, qvec, "hybrid", sig, got.states_missing, stages)
+    return FirstStage(lexical, got.scores, got.coverage, qvec, "hybrid", sig, got.states_missing, stages,
+                      got.static, got.static_note)
 
 
 def search(root: MemoryRoot, need: str, *, top: int, corpus: Corpus, backend, cfg,
@@ -495,8 +518,11 @@ def search(root: MemoryRoot, need: str, *, top: int, corpus: Corpus, backend, cf
     lexical, dense, coverage, qvec, mode = first.lexical, first.dense, first.coverage, first.query_vec, first.mode
     second = partial(stage2.rerank, corpus, first.signals) if params.learned and first.signals else None
     if coverage is not None and coverage < 1.0:
+        rest = "by the static first pass" if first.static else "lexically"
         warnings.append(f"dense index incomplete ({coverage:.0%} of passages embedded); "
-                        "the rest is ranked lexically while indexing continues")
+                        f"the rest is ranked {rest} while indexing continues")
+    if first.static_note:
+        warnings.append(first.static_note)
     svc = embedding_service(cfg)
     _, window, rerank = counts_from_config(cfg)
     limit = max(top, window)
@@ -555,7 +581,8 @@ def search_pending(root: MemoryRoot, need: str, *, backend, params: RankParams, 
         return []
     corpus = pending.corpus
     cache_dir = root.runtime / "cache" / "pending"
-    params = replace(params, lexical_window=0)  # pending items have no neighbours to widen with
+    # pending items have no neighbours to widen with; the few missing vectors the model embeds
+    params = replace(params, lexical_window=0, first_pass="off")
     lex_key = lexical_key(corpus, params)
     lex_index = pending.indexes.get(lex_key)
     if not isinstance(lex_index, LexicalIndex):
@@ -849,14 +876,23 @@ def index_root(root: MemoryRoot, backend=None, *, params: RankParams | None = No
         params = params or params_from_config(cfg)
         with file_lock(root.lock_path, shared=True):
             corpus = load_corpus(root.path)
+        index = dense_index(corpus, params, root.runtime / "cache")
         if backend is None:
             backend = cli_backend(root, cfg, wait_seconds=120.0)
         info = backend.info()
         cache = VectorCache.open(root.runtime / "cache", info.embedding_model)
-        n = fill_vectors(cache, dense_index(corpus, params, root.runtime / "cache"), backend, deadline=None,
+        static = 0
+        # seconds, before the model's minute: the queries meanwhile rank every passage with it
+        if params.first_pass == "static" and static_worth_it(len(cache.rows(index.keys)[1])):
+            try:
+                static = fill_static(root.runtime / "cache", index.keys, index.part).filled
+            except EngineError:
+                pass  # the queries say why; the model's index is built all the same
+        n = fill_vectors(cache, index, backend, deadline=None,
                          tokens=token_store(root.runtime / "cache", backend, info.embedding_model)
                          if params.learned else None, lengths=_token_counter(cfg))
         load_lexical(corpus, params, root.runtime / "cache")
-        return {"indexed": n, "state": "done", "entries": len(corpus.entries), "model": info.embedding_model}
+        return {"indexed": n, "state": "done", "entries": len(corpus.entries), "model": info.embedding_model,
+                "static_indexed": static}
     finally:
         os.close(fd)
