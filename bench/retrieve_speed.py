@@ -804,7 +804,18 @@ def main() -> None:
 
         stop_local_service(service_state_dir(root))
         if args.keep_root:
-            shutil.copytree(root.path, args.keep_root, dirs_exist_ok=True, symlinks=True)
+            shutil.copytree(root.path, args.keep_root, dirs_exist_ok=True, symlinks=True, copy_function=_copy_present)
+
+
+def _copy_present(src: str, dst: str) -> None:
+    """Copy a file of the kept root unless it went away meanwhile: SQLite removes its ``-wal``
+    and ``-shm`` files when the last connection (a process still finishing) closes, after it
+    wrote their pages into the database itself."""
+    try:
+        shutil.copy2(src, dst)
+    except FileNotFoundError:
+        if os.path.lexists(src):
+            raise
 
 
 if __name__ == "__main__":
