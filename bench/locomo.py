@@ -27,9 +27,10 @@ today's in the held-out tables: one run, the same roots and vectors. ``--held-ou
 asks only the held-out conversations (the figures that decide; the development ones are for fitting).
 Every root is embedded in full (vectors and token states) before its first question.
 
-``--cold 0,0.08`` instead asks the development conversations' questions as a new root's first
-answers see them (bench/_cold.py): the model's index holding only that share of the passages,
-with ``embedding.first_pass`` off and ``static``; R@5 / R@10 per layout and share.
+``--cold 0,0.08`` instead asks the development conversations' questions (with ``--held-out-only``
+the held-out ones) as a new root's first answers see them (bench/_cold.py): the model's index
+holding only that share of the passages, with ``embedding.first_pass`` off and ``static``; R@5 /
+R@10 per layout and share.
 
 Usage: .venv/bin/python bench/locomo.py [--data DIR] [--sample N] [--explore] [--formats first,inside,...]
        [--compare-weights FILE|REV] [--held-out-only] [--cold FRACTIONS]
@@ -401,13 +402,16 @@ def explore_variants(roots, backend) -> None:
         print(f"| {label} | {s['R@1']:.3f} | {s['R@5']:.3f} | {s['R@10']:.3f} |", flush=True)
 
 
-def run_cold(data_dir: Path, work: Path, formats: tuple[str, ...], fractions: list[float]) -> None:
-    """``--cold``: the development conversations' first answers on a new root (bench/_cold.py)."""
+def run_cold(data_dir: Path, work: Path, formats: tuple[str, ...], fractions: list[float],
+             held_only: bool = False) -> None:
+    """``--cold``: the development (``held_only``: held-out) conversations' first answers on a new
+    root (bench/_cold.py)."""
     from bench._cold import measure, print_cold
 
-    files = sorted(f for f in data_dir.glob("conv-*.json") if f.stem not in HELD_OUT)
+    part = "held-out" if held_only else "development"
+    files = sorted(f for f in data_dir.glob("conv-*.json") if (f.stem in HELD_OUT) == held_only)
     if not files:
-        sys.exit(f"no development LoCoMo files in {data_dir}")
+        sys.exit(f"no {part} LoCoMo files in {data_dir}")
     backend = None
     every: dict = {}
     total = 0
@@ -423,12 +427,12 @@ def run_cold(data_dir: Path, work: Path, formats: tuple[str, ...], fractions: li
             n += len(qs)
             measure(root, backend, fractions, qs, work / fmt, lambda ids, ev: (recall(ids, ev, 5), recall(ids, ev, 10)),
                     rows)
-        print_cold(f"development conversations ({', '.join(f.stem for f in files)}), layout {fmt!r}", rows, n)
+        print_cold(f"{part} conversations ({', '.join(f.stem for f in files)}), layout {fmt!r}", rows, n)
         for k, v in rows.items():
             every.setdefault(k, []).extend(v)
         total += n
     if len(formats) > 1:
-        print_cold(f"development conversations, every layout ({', '.join(formats)})", every, total)
+        print_cold(f"{part} conversations, every layout ({', '.join(formats)})", every, total)
     print(f"(load average {os.getloadavg()[0]:.1f})")
 
 
@@ -444,8 +448,9 @@ def main() -> None:
     ap.add_argument("--held-out-only", action="store_true",
                     help=f"only the held-out conversations ({', '.join(HELD_OUT)})")
     ap.add_argument("--cold", metavar="FRACTIONS",
-                    help="only the first answers of a new root on the development conversations, the model's index "
-                         "holding these shares of the passages (e.g. 0,0.08), first_pass off and static")
+                    help="only the first answers of a new root on the development conversations (with "
+                         "--held-out-only: the held-out ones), the model's index holding these shares of the "
+                         "passages (e.g. 0,0.08), first_pass off and static")
     args = ap.parse_args()
     formats = tuple(args.formats.split(","))
     if unknown := [f for f in formats if f not in FORMATS]:
@@ -454,10 +459,10 @@ def main() -> None:
         fractions = [float(x) for x in args.cold.split(",")]
         if args.work:
             args.work.mkdir(parents=True, exist_ok=True)
-            run_cold(args.data, args.work, formats, fractions)
+            run_cold(args.data, args.work, formats, fractions, args.held_out_only)
         else:
             with tempfile.TemporaryDirectory(prefix="rmtui-locomo-") as tmp:
-                run_cold(args.data, Path(tmp), formats, fractions)
+                run_cold(args.data, Path(tmp), formats, fractions, args.held_out_only)
         return
     fit = compared_fit(ap, args.compare_weights)
     if args.work:

@@ -7,9 +7,9 @@ Prints R@5, R@10 and MRR@10 per project for the default ranking and for
 file, or the weights of a Git revision; ``bench/_weights.py``), in the same run on the same roots.
 Every root is embedded in full (vectors and token states) before its first question.
 
-``--cold 0,0.08`` instead asks the development projects' questions as a new root's first answers
-see them (bench/_cold.py): the model's index holding only that share of the passages, with
-``embedding.first_pass`` off and ``static``.
+``--cold 0,0.08`` instead asks the development projects' questions (with ``--held-out-only`` the
+held-out ones) as a new root's first answers see them (bench/_cold.py): the model's index holding
+only that share of the passages, with ``embedding.first_pass`` off and ``static``.
 
 Usage: .venv/bin/python bench/notes.py [--work DIR] [--compare-weights FILE|REV] [--held-out-only] [--cold FRACTIONS]
 """
@@ -133,8 +133,9 @@ def run(work: Path, fit: Fit | None = None, held_only: bool = False) -> dict[tup
     return got
 
 
-def run_cold(work: Path, fractions: list[float]) -> None:
-    """``--cold``: the development projects' first answers on a new root (bench/_cold.py)."""
+def run_cold(work: Path, fractions: list[float], held_only: bool = False) -> None:
+    """``--cold``: the development (``held_only``: held-out) projects' first answers on a new root
+    (bench/_cold.py)."""
     import os
 
     from bench._cold import measure, print_cold
@@ -143,7 +144,7 @@ def run_cold(work: Path, fractions: list[float]) -> None:
 
     backend = None
     rows: dict = {}
-    chosen = [p for p in projects() if not p.held_out]
+    chosen = [p for p in projects() if p.held_out == held_only]
     n = 0
     for project in chosen:
         root = build_root(project, work / project.name)
@@ -153,7 +154,7 @@ def run_cold(work: Path, fractions: list[float]) -> None:
         qs = project.questions()
         n += len(qs)
         measure(root, backend, fractions, qs, work, lambda ids, ev: scores(ids, ev)[:2], rows)
-    print_cold(f"development projects ({', '.join(p.name for p in chosen)})", rows, n)
+    print_cold(f"{'held-out' if held_only else 'development'} projects ({', '.join(p.name for p in chosen)})", rows, n)
     print(f"(load average {os.getloadavg()[0]:.1f})")
 
 
@@ -163,17 +164,18 @@ def main() -> None:
     add_compare_option(ap)
     ap.add_argument("--held-out-only", action="store_true", help=f"only the held-out projects ({', '.join(HELD_OUT)})")
     ap.add_argument("--cold", metavar="FRACTIONS",
-                    help="only the first answers of a new root on the development projects, the model's index "
-                         "holding these shares of the passages (e.g. 0,0.08), first_pass off and static")
+                    help="only the first answers of a new root on the development projects (with "
+                         "--held-out-only: the held-out ones), the model's index holding these shares of the "
+                         "passages (e.g. 0,0.08), first_pass off and static")
     args = ap.parse_args()
     if args.cold:
         fractions = [float(x) for x in args.cold.split(",")]
         if args.work:
             args.work.mkdir(parents=True, exist_ok=True)
-            run_cold(args.work, fractions)
+            run_cold(args.work, fractions, args.held_out_only)
         else:
             with tempfile.TemporaryDirectory(prefix="rmtui-notes-") as tmp:
-                run_cold(Path(tmp), fractions)
+                run_cold(Path(tmp), fractions, args.held_out_only)
         return
     fit = compared_fit(ap, args.compare_weights)
     if args.work:
