@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, Self, TypeVar
 
 from rich.cells import cell_len
+from rich.console import RenderableType
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text, TextType
@@ -15,7 +16,6 @@ from textual._segment_tools import line_pad
 from textual.cache import LRUCache
 from textual.css.styles import RenderStyles
 from textual.geometry import Region, Size
-from textual.renderables.blank import Blank
 from textual.scrollbar import ScrollBar
 from textual.strip import Strip
 from textual.widgets import Tree
@@ -83,10 +83,11 @@ class _GutterScrollBar(ScrollBar):
     scroll as an empty track; this one draws the empty column of a reserved gutter instead.
     """
 
-    def render(self):  # noqa: ANN201 - Textual's own signature (a Rich renderable or a Visual)
+    def render(self) -> RenderableType:
         parent = self.parent
         if self.window_virtual_size <= self.window_size and isinstance(parent, Tree):
-            return Blank(parent.background_colors[1])
+            background = parent.background_colors[1].rich_color  # an empty track in the tree's colour
+            return self.renderer(vertical=True, thickness=self.thickness, style=Style(bgcolor=background))
         return super().render()
 
 
