@@ -200,6 +200,61 @@ async def test_a_rebuild_lays_nothing_out_and_leaves_the_other_panes_scrollbars_
         assert layouts == [] and [name for name in repainted if not name.startswith("preview")] == []
 
 
+def screen_cells(app, y: int) -> list[tuple[str, object]]:
+    """Row ``y`` of the screen as the terminal gets it: each cell's character and background."""
+    strip = app.screen._compositor.render_strips()[y]
+    return [(ch, seg.style.bgcolor) for seg in strip for ch in seg.text]
+
+
+async def test_the_trees_scrollbar_coming_and_going_moves_no_text_and_lays_nothing_out(wide, monkeypatch):
+    """The tree keeps its scrollbar's column: while every line fits the column is the tree's own
+    background, and a filter that overflows it puts the scrollbar there. Textual showed the
+    scrollbar only when needed, so its coming (on a first filter key) and going laid the screen
+    out, narrowed the tree's text by a column, and made the compositor divide every pane's rows
+    anew."""
+    from textual.widget import Widget
+
+    app = RmtuiApp(wide, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        tree = await loaded_tree(app, pilot)
+        assert len(tree._tree_lines) < tree.size.height  # the full tree (three topics) fits
+        text = tree.scrollable_content_region  # where the lines' text goes
+        gutter = text.right  # the column just right of it
+        row = text.y + len(tree._tree_lines) - 1  # the last line, not the cursor's
+        cells = screen_cells(app, row)
+        assert cells[gutter] == (" ", cells[gutter - 1][1])  # blank, in the tree's background
+        layouts: list[str] = []
+        real = Widget.refresh
+
+        def counted(self, *regions, **kwargs):
+            if kwargs.get("layout"):
+                layouts.append(type(self).__name__)
+            return real(self, *regions, **kwargs)
+
+        monkeypatch.setattr(Widget, "refresh", counted)
+        await pilot.press("slash")
+        await pilot.pause()
+        unfocused = screen_cells(app, row)  # the tree's background without focus
+        assert unfocused[gutter] == (" ", unfocused[gutter - 1][1])
+        layouts.clear()
+        await filtered(pilot, tree, "a")  # a hundred matches under their headings: past the bottom
+        await pilot.pause()
+        columns = (text.x, text.right)  # (the filter box above it moves the rows down)
+        shown = tree.scrollable_content_region
+        assert len(tree._tree_lines) > tree.size.height and (shown.x, shown.right) == columns
+        column = {screen_cells(app, y)[gutter][1] for y in range(shown.y, shown.bottom)}
+        assert len(column) == 2  # the scrollbar: its thumb and its track
+        await filtered(pilot, tree, "lpha-00")  # ten matches: every line fits again
+        await pilot.pause()
+        column = {screen_cells(app, y)[gutter] for y in range(shown.y, shown.bottom)}
+        assert len(tree._tree_lines) == 14 and column == {unfocused[gutter]}
+        assert [name for name in layouts if name in ("MemoryTree", "ScrollBar", "_GutterScrollBar")] == []
+        await pilot.press("escape")  # (the filter box goes: that lays out)
+        await wait_for(pilot, lambda: not tree.filter_text, what="the filter to clear")
+        await pilot.pause()
+        assert tree.scrollable_content_region == text and screen_cells(app, row)[gutter] == cells[gutter]
+
+
 async def test_typing_on_redraws_only_the_rows_that_changed(wide, monkeypatch):
     app = RmtuiApp(wide, live=False)
     async with app.run_test(size=SIZE) as pilot:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, Self, TypeVar
 
 from rich.cells import cell_len
+from rich.console import RenderableType
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text, TextType
@@ -15,6 +16,7 @@ from textual._segment_tools import line_pad
 from textual.cache import LRUCache
 from textual.css.styles import RenderStyles
 from textual.geometry import Region, Size
+from textual.scrollbar import ScrollBar
 from textual.strip import Strip
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
@@ -70,6 +72,25 @@ class _GuideKit:
         return found
 
 
+class _GutterScrollBar(ScrollBar):
+    """A vertical scrollbar that, while every line fits, draws as its tree's own background.
+
+    With ``overflow-y: scroll`` the scrollbar always holds its column, so its coming and going
+    (the first filter key overflows a tree that fitted, clearing the filter makes it fit again)
+    is a repaint of one column, where Textual's ``auto`` shows and hides it with a layout of the
+    whole screen, narrows the tree's text by a column, and moves the compositor's cuts on every
+    row beside it (each pane's rows then divided anew). Textual draws a scrollbar with nothing to
+    scroll as an empty track; this one draws the empty column of a reserved gutter instead.
+    """
+
+    def render(self) -> RenderableType:
+        parent = self.parent
+        if self.window_virtual_size <= self.window_size and isinstance(parent, Tree):
+            background = parent.background_colors[1].rich_color  # an empty track in the tree's colour
+            return self.renderer(vertical=True, thickness=self.thickness, style=Style(bgcolor=background))
+        return super().render()
+
+
 class LabelledTree(Tree[EntryT], Generic[EntryT]):
     """Textual's expand icon, then ``_label(entry)`` styled as the cursor and hover ask.
 
@@ -98,6 +119,17 @@ class LabelledTree(Tree[EntryT], Generic[EntryT]):
         #: the same lines before they are placed on a row: segments, and where the label's are
         self._looks: LRUCache[Hashable, tuple[list[Segment], int, int]] = LRUCache(DRAWN_LINES)
         super().__init__(*args, **kwargs)
+
+    @property
+    def vertical_scrollbar(self) -> ScrollBar:
+        """Textual's vertical scrollbar, drawn as a reserved gutter while every line fits (it
+        shows so only where the stylesheet keeps it in place: ``overflow-y: scroll``)."""
+        if self._vertical_scrollbar is None:
+            self._vertical_scrollbar = bar = _GutterScrollBar(vertical=True, name="vertical",
+                                                              thickness=self.scrollbar_size_vertical)
+            bar.display = False
+            self.app._start_widget(self, bar)
+        return self._vertical_scrollbar
 
     @contextmanager
     def _lines_changing(self) -> Iterator[None]:
