@@ -54,7 +54,10 @@ def footer_keys(app) -> dict[str, str]:
 
 
 async def started(app, pilot):
-    await wait_for(pilot, lambda: main_loaded(app), what="the main screen to load")
+    """The main screen loaded and the root watch in place: these tests change the root behind the
+    app and wait for it to show the change (the watch starts after the first screen, and on a busy
+    machine its start took seconds: a change waited for from before then timed out)."""
+    await wait_for(pilot, lambda: main_loaded(app) and app.watching.is_set(), what="the main screen and the watch")
     return app.screen
 
 

@@ -98,6 +98,8 @@ class RmtuiApp(App):
         self.root_changed: Signal[ChangeSet] = Signal(self, "root-changed")
         self._help_panel = False
         self._stop_watch = threading.Event()
+        #: set once the root watch is in place: a change made after it is seen as it happens
+        self.watching = threading.Event()
         self._background_started = False
         self._background_timer: Timer | None = None
         self._startup_problems: list[str] = list(self.user_config.problems)
@@ -156,6 +158,7 @@ class RmtuiApp(App):
         from rmtui.engine.host.watch import KINDS, ChangeSet, watch_root
 
         def ready() -> None:  # the screens loaded before the watch was in place: read all again
+            self.watching.set()
             self.post_message(RootChanged(ChangeSet(kinds=frozenset(KINDS))))
 
         for changes in watch_root(self.root, stop_event=self._stop_watch, on_ready=ready):
