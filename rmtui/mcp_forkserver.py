@@ -407,15 +407,7 @@ def _child(conn: socket.socket, listener: socket.socket, lock_fd: int, req: dict
             print(f"rmtui mcp fork server: a child cannot take on its caller's process settings: {exc}",
                   file=sys.stderr, flush=True)
             os._exit(1)
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-        for fd in fds:
-            if fd > 2:
-                os.close(fd)
-        os.chdir(req["cwd"])
-        os.environ.clear()
-        os.environ.update(req["env"])
-        sys.argv = ["rmtui", *req["argv"]]
+        become_caller(fds, req["cwd"], req["env"], ["rmtui", *req["argv"]])
         conn.settimeout(None)
         try:
             conn.sendall(b"pid %d\n" % os.getpid())
@@ -438,6 +430,20 @@ def _child(conn: socket.socket, listener: socket.socket, lock_fd: int, req: dict
         except OSError:
             pass
         os._exit(code)
+
+
+def become_caller(fds: list[int], cwd: str, env: dict[str, str], argv: list[str]) -> None:
+    """In a forked child: take the caller's three streams, directory, environment and
+    ``sys.argv`` (the tests' forked CLI calls, tests/cli_fork.py, become their callers so too)."""
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    sys.argv = argv
 
 
 def _end_with_caller(conn: socket.socket) -> None:

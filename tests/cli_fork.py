@@ -25,10 +25,11 @@ import socket
 import struct
 import sys
 
-PRELOAD = ("rmtui.cli", "rmtui.commands.assistant", "rmtui.commands.core", "rmtui.commands.cycles",
-           "rmtui.commands.ops", "rmtui.commands.retrieve", "rmtui.commands.sync", "rmtui.commands.update",
-           "rmtui.commands.views", "git", "tomlkit", "rmtui.engine.host.status", "rmtui.engine.memory.roots",
-           "rmtui.engine.memory.graph", "rmtui.engine.evidence.queue", "rmtui.engine.writes.supervisor")
+PRELOAD = ("rmtui.cli", "rmtui.mcp_forkserver", "rmtui.commands.assistant", "rmtui.commands.core",
+           "rmtui.commands.cycles", "rmtui.commands.ops", "rmtui.commands.retrieve", "rmtui.commands.sync",
+           "rmtui.commands.update", "rmtui.commands.views", "git", "tomlkit", "rmtui.engine.host.status",
+           "rmtui.engine.memory.roots", "rmtui.engine.memory.graph", "rmtui.engine.evidence.queue",
+           "rmtui.engine.writes.supervisor")
 #: Modules the server must not hold when it forks: numpy's BLAS starts threads of its own, and a
 #: fork copies only the calling thread.
 UNSAFE = ("numpy", "torch", "onnxruntime")
@@ -128,17 +129,11 @@ def _child(req: dict, fds: list[int]) -> None:
 
     code = 1
     try:
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-        for fd in fds:
-            if fd > 2:
-                os.close(fd)
-        os.chdir(req["cwd"])
-        os.environ.clear()
-        os.environ.update(req["env"])
-        sys.argv = [os.path.join(os.path.dirname(sys.modules["rmtui"].__file__ or ""), "__main__.py"),
-                    *req["argv"]]
         from rmtui.cli import main
+        from rmtui.mcp_forkserver import become_caller
+
+        become_caller(fds, req["cwd"], req["env"],
+                      [os.path.join(os.path.dirname(sys.modules["rmtui"].__file__ or ""), "__main__.py"), *req["argv"]])
 
         code = main(list(req["argv"])) or 0
     except SystemExit as exc:

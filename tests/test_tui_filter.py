@@ -6,6 +6,7 @@ from __future__ import annotations
 import git
 import pytest
 from test_tui_support import main_loaded, type_text, wait_for
+from textual.widget import Widget
 
 from rmtui.engine.host.demo import create_demo_root
 from rmtui.engine.memory.roots import init_root
@@ -27,21 +28,27 @@ async def loaded_tree(app, pilot) -> MemoryTree:
     return app.screen.query_one(MemoryTree)
 
 
+def layouts_asked(monkeypatch, cls: type = Widget) -> list[str]:
+    """From now on, the class name of every ``cls`` widget that asks for a layout, in order."""
+    asked: list[str] = []
+    real = cls.refresh
+
+    def counted(self, *regions, **kwargs):
+        if kwargs.get("layout"):
+            asked.append(type(self).__name__)
+        return real(self, *regions, **kwargs)
+
+    monkeypatch.setattr(cls, "refresh", counted)
+    return asked
+
+
 async def test_a_filter_rebuild_asks_for_one_layout_not_one_per_node(demo, monkeypatch):
     """Textual's tree asks the screen for a layout on every node added: a keystroke that
     matched a hundred items laid the screen out a hundred times."""
     app = RmtuiApp(demo, live=False)
     async with app.run_test(size=SIZE) as pilot:
         tree = await loaded_tree(app, pilot)
-        layouts = []
-        real = MemoryTree.refresh
-
-        def counted(self, *regions, **kwargs):
-            if kwargs.get("layout"):
-                layouts.append(1)
-            return real(self, *regions, **kwargs)
-
-        monkeypatch.setattr(MemoryTree, "refresh", counted)
+        layouts = layouts_asked(monkeypatch, MemoryTree)
         for text in ("i", "in", "ing", "", "t"):  # narrowing, cleared (the full tree), again
             layouts.clear()
             tree.apply_filter(text)
@@ -169,8 +176,6 @@ async def test_a_rebuild_lays_nothing_out_and_leaves_the_other_panes_scrollbars_
     and the evidence table's, at the screen's right edge, widened each redraw to the whole
     screen."""
     from textual.scrollbar import ScrollBar
-    from textual.widget import Widget
-
     app = RmtuiApp(demo, live=False)
     async with app.run_test(size=SIZE) as pilot:
         tree = await loaded_tree(app, pilot)
@@ -212,8 +217,6 @@ async def test_the_trees_scrollbar_coming_and_going_moves_no_text_and_lays_nothi
     scrollbar only when needed, so its coming (on a first filter key) and going laid the screen
     out, narrowed the tree's text by a column, and made the compositor divide every pane's rows
     anew."""
-    from textual.widget import Widget
-
     app = RmtuiApp(wide, live=False)
     async with app.run_test(size=SIZE) as pilot:
         tree = await loaded_tree(app, pilot)
@@ -223,15 +226,7 @@ async def test_the_trees_scrollbar_coming_and_going_moves_no_text_and_lays_nothi
         row = text.y + len(tree._tree_lines) - 1  # the last line, not the cursor's
         cells = screen_cells(app, row)
         assert cells[gutter] == (" ", cells[gutter - 1][1])  # blank, in the tree's background
-        layouts: list[str] = []
-        real = Widget.refresh
-
-        def counted(self, *regions, **kwargs):
-            if kwargs.get("layout"):
-                layouts.append(type(self).__name__)
-            return real(self, *regions, **kwargs)
-
-        monkeypatch.setattr(Widget, "refresh", counted)
+        layouts = layouts_asked(monkeypatch)
         await pilot.press("slash")
         await pilot.pause()
         unfocused = screen_cells(app, row)  # the tree's background without focus
@@ -358,8 +353,6 @@ async def test_a_filter_keystroke_lays_out_nothing_and_the_preview_follows_once_
     """Textual's text box lays the whole screen out on every key (its text width is a virtual
     size); the filter box repaints only itself, still scrolls to the cursor past its width, and
     the preview follows the first match once typing rests."""
-    from textual.widget import Widget
-
     from rmtui.tui.widgets.filter_input import FilterInput
     from rmtui.tui.widgets.preview import ItemPreview
 
@@ -369,15 +362,8 @@ async def test_a_filter_keystroke_lays_out_nothing_and_the_preview_follows_once_
         preview = app.screen.query_one(ItemPreview)
         box = app.screen.query_one("#filter", FilterInput)
         await pilot.press("slash")
-        asked: list[str] = []
         real = Widget.refresh
-
-        def counted(self, *regions, **kwargs):
-            if kwargs.get("layout"):
-                asked.append(type(self).__name__)
-            return real(self, *regions, **kwargs)
-
-        monkeypatch.setattr(Widget, "refresh", counted)
+        asked = layouts_asked(monkeypatch)
         await type_text(pilot, "ing")
         await wait_for(pilot, lambda: tree.filter_text == "ing", what="the filter")
         assert "FilterInput" not in asked
