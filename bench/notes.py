@@ -170,21 +170,20 @@ def main() -> None:
     args = ap.parse_args()
     if args.cold:
         fractions = [float(x) for x in args.cold.split(",")]
-        if args.work:
-            args.work.mkdir(parents=True, exist_ok=True)
-            run_cold(args.work, fractions, args.held_out_only)
-        else:
-            with tempfile.TemporaryDirectory(prefix="rmtui-notes-") as tmp:
-                run_cold(Path(tmp), fractions, args.held_out_only)
+        in_work(args.work, lambda work: run_cold(work, fractions, args.held_out_only))
         return
     fit = compared_fit(ap, args.compare_weights)
-    if args.work:
-        args.work.mkdir(parents=True, exist_ok=True)
-        run(args.work, fit, args.held_out_only)
+    in_work(args.work, lambda work: run(work, fit, args.held_out_only))
+
+
+def in_work(work: Path | None, job) -> None:
+    """Run ``job`` in ``work`` (made if missing), or in a temporary folder removed after it."""
+    if work:
+        work.mkdir(parents=True, exist_ok=True)
+        job(work)
     else:
         with tempfile.TemporaryDirectory(prefix="rmtui-notes-") as tmp:
-            run(Path(tmp), fit, args.held_out_only)
-
+            job(Path(tmp))
 
 if __name__ == "__main__":
     main()

@@ -183,25 +183,33 @@ def test_the_indexer_fills_the_static_pass_before_the_model(root, plain_backend)
     assert again["indexed"] == 0 and again["static_indexed"] == 0
 
 
+def retrieve_fresh(root, need: str) -> dict:
+    """``retrieve`` on the full path in a fresh interpreter (as the CLI runs it): the top ids,
+    dense coverage, warnings, and whether wordllama was imported."""
+    code = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from rmtui.engine.memory.roots import MemoryRoot\n"
+        "from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend\n"
+        "from rmtui.engine.retrieval.retrieve import retrieve\n"
+        "res = retrieve(MemoryRoot(Path(sys.argv[1])), 's1', sys.argv[2], top=3,\n"
+        "               backend=InProcessBackend(), record=False)\n"
+        "print(json.dumps({'ids': [r['id'] for r in res.results], 'cov': res.dense_coverage,\n"
+        "                  'warnings': res.warnings, 'wordllama': 'wordllama' in sys.modules}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(root.path), need], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def test_a_complete_index_never_loads_the_static_model(root, plain_backend):
     """Speed: with the model's index complete, a retrieve answers as it did before the static
     pass existed, and does not import wordllama (in a fresh interpreter, so no other test's
     import hides one)."""
     write_root(root)
     retrieve_mod.index_root(root, plain_backend)
-    code = (
-        "import json, sys\n"
-        "from rmtui.engine.memory.roots import MemoryRoot\n"
-        "from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend\n"
-        "from rmtui.engine.retrieval.retrieve import retrieve\n"
-        "res = retrieve(MemoryRoot(__import__('pathlib').Path(sys.argv[1])), 's1', 'who owns billing', top=3,\n"
-        "               backend=InProcessBackend(), record=False)\n"
-        "print(json.dumps({'ids': [r['id'] for r in res.results], 'cov': res.dense_coverage,\n"
-        "                  'warnings': res.warnings, 'wordllama': 'wordllama' in sys.modules}))\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code, str(root.path)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = retrieve_fresh(root, "who owns billing")
     assert got["cov"] == 1.0 and got["ids"][0] == "bob-role" and got["warnings"] == []
     assert got["wordllama"] is False
 
@@ -213,20 +221,7 @@ def test_a_few_passages_missing_are_left_to_the_model(root, plain_backend):
     retrieve_mod.index_root(root, plain_backend)
     path = root.path / "MEMORY_people.md"
     path.write_text(path.read_text(encoding="utf-8").replace("golden retriever", "black labrador"), encoding="utf-8")
-    code = (
-        "import json, sys\n"
-        "from pathlib import Path\n"
-        "from rmtui.engine.memory.roots import MemoryRoot\n"
-        "from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend\n"
-        "from rmtui.engine.retrieval.retrieve import retrieve\n"
-        "res = retrieve(MemoryRoot(Path(sys.argv[1])), 's1', 'which breed is the dog', top=3,\n"
-        "               backend=InProcessBackend(), record=False)\n"
-        "print(json.dumps({'ids': [r['id'] for r in res.results], 'cov': res.dense_coverage,\n"
-        "                  'wordllama': 'wordllama' in sys.modules}))\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code, str(root.path)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = retrieve_fresh(root, "which breed is the dog")
     assert got["cov"] == 1.0 and got["ids"][0] == "carol-dog" and got["wordllama"] is False
 
 
