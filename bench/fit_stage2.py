@@ -298,6 +298,23 @@ def _tuple(items) -> str:
 #:   layouts R@5 -0.006 to +0.003, R@10 +0.003 to +0.005, notes R@10 -0.002. Not kept.
 #: - the node before or after states a time, for a need that asks when (beside the time
 #:   features): layouts 0.778-0.795 / 0.844-0.849, notes 0.818 / 0.896 -- nothing gained. Not kept.
+#: Tried next (2026-12-05), by the same ``--cv`` folds:
+#: - gradient-boosted trees (LightGBM's lambdarank, 7 or 15 leaves, 300 trees, every feature
+#:   without the ``*thread`` products and ``thread`` itself, the same domain shares), on rows
+#:   from before the time features, against the linear model on those rows (layouts
+#:   0.773-0.785 / 0.841-0.844, notes 0.816 / 0.891): layouts 0.746-0.768 / 0.809-0.834, notes
+#:   0.808-0.824 / 0.884-0.888; both models' standardised scores summed: layouts 0.773-0.789 /
+#:   0.833-0.844, notes 0.820-0.822 / 0.893-0.899. Not kept: the conversations lose, and the
+#:   engine would need a tree runtime.
+#: - re-ordering for variety, on this model's out-of-fold scores (layouts 0.785-0.798 /
+#:   0.844-0.849, notes 0.818 / 0.896, single-hop R@10 0.932, multi-hop 0.568): greedy, each
+#:   pick lowering by 0.25-1 standard deviations the candidates within 1-3 places of it in the
+#:   same session or file. Multi-hop R@10 up to 0.589, but single-hop 0.891-0.930, the layouts
+#:   0.756-0.796 / 0.826-0.851 and notes 0.801-0.816 / 0.874-0.891. Not kept.
+#: - each question's own scale for five scores (dense, lexical, maxsim, own, fused, each also as
+#:   its z-score within the pool): layouts 0.789-0.805 / 0.845-0.852, notes 0.822 / 0.894 --
+#:   within 0.008 of this model everywhere, less than a held-out set of 377 questions can tell
+#:   apart. Not kept.
 DOMAIN_SHARE = {"locomo": 0.6, "notes": 0.4}
 #: The L2 penalty on the coefficients (in units of one question's loss).
 L2 = 10.0
