@@ -10,6 +10,7 @@ screenshot ``docs/main-screen.svg`` is a copy of ``test_main_screen_sizes[readme
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -171,6 +172,27 @@ def test_main_screen_status_keeps_the_filter_notice(snap_compare, app):
         await settle(app, pilot)
 
     assert snap_compare(app, terminal_size=NARROW_SIZES["80x24"], run_before=run_before)
+
+
+async def test_settle_waits_for_the_previews_history_however_slow_git_is(app, monkeypatch):
+    """Every snapshot is taken after ``settle``. The preview's last commit comes from a worker
+    that waits on Git, and meanwhile the app uses no CPU: idleness is no sign it is done (on a
+    busy machine the filter snapshot was once taken with the commit still on its way)."""
+    real = readers.last_commit
+
+    def slow(*args, **kwargs):
+        time.sleep(1.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(readers, "last_commit", slow)
+    async with app.run_test(size=NARROW_SIZES["80x24"]) as pilot:
+        await loaded(app, pilot)
+        await pilot.press("slash")
+        await type_text(pilot, "alerts")
+        await settle(app, pilot)
+        preview = app.screen.query_one(ItemPreview)
+        assert preview.current_key == "flood-alerts"
+        assert "demo: seed" in preview.commit_text
 
 
 # -- the other screens -----------------------------------------------------------------------

@@ -95,10 +95,21 @@ async def palette_lists(app, pilot, text: str) -> None:
 
 
 async def settle(app, pilot) -> None:
-    """Ready the screen for its picture: no toasts, steady cursors (a blinking one would make the
-    snapshot depend on timing), then a moment for the last repaint."""
+    """Ready the screen for its picture: nothing left to come (the preview's pause after the
+    cursor's last move over, every worker but the watch's done and what it posted handled), no
+    toasts, steady cursors (a blinking one would make the snapshot depend on timing), then a
+    moment for the last repaint. The preview's item history comes from a worker that waits on
+    Git: on a busy machine the app looks idle long before it lands."""
     from textual.widgets import Input, TextArea
 
+    def preview_due() -> bool:
+        return any(getattr(screen, "_preview_timer", None) is not None for screen in app.screen_stack)
+
+    while True:
+        await wait_for(pilot, lambda: not preview_due(), what="the preview to follow the cursor")
+        await quiet(app, pilot)
+        if not preview_due():
+            break
     app.clear_notifications()
     for field in [*app.screen.query(Input), *app.screen.query(TextArea)]:
         field.cursor_blink = False

@@ -80,6 +80,7 @@ class ItemPreview(Vertical):
         edges.clear_options()
         if entry is None or entry.kind != "item" or entry.item is None or graph is None:
             self._meta_rows = -1  # the block below shows something else: the next item lays out
+            meta.set_class(False, "-rows")  # a summary wraps; an item's rows do not
         if entry is None or graph is None:
             meta.update("")
             text.update("Nothing selected.")
@@ -140,15 +141,18 @@ class ItemPreview(Vertical):
             rows.append(("backing", item.backing_file))
         rows.append(("hash", item.hash[:16]))
         rows.append(("changed", self.commit_text or "…"))
-        # one line per row, never wrapped: the block's height is its row count, so a new commit
-        # line (or another item with as many rows) repaints it without laying the screen out
+        # one line per row, never wrapped (main.tcss, ``-rows``): the block's height is its row
+        # count, so a new commit line (or another item with as many rows) repaints it without
+        # laying the screen out
         text = Text(no_wrap=True, overflow="ellipsis")
         for i, (label, value) in enumerate(rows):
             if i:
                 text.append("\n")
             text.append(f"{label:>8} ", style="bold")
             text.append(value)
-        self.query_one("#preview-meta", Static).update(text, layout=len(rows) != self._meta_rows)
+        meta = self.query_one("#preview-meta", Static)
+        meta.set_class(True, "-rows")
+        meta.update(text, layout=len(rows) != self._meta_rows)
         self._meta_rows = len(rows)
 
     def _show_domain(self, entry: Entry, graph: Graph, summary: dict) -> None:
