@@ -10,7 +10,9 @@ Training data, all of it development data (nothing held out is fitted on or chos
 For each question the first stage's best ``stage2.POOL`` candidates give one row each (their
 features computed by the engine's own ``stage2.features``), labelled 1 when the candidate is
 evidence. A listwise linear model over standardised features (:func:`fit`) is fitted and written to
-``rmtui/engine/retrieval/stage2_weights.py``. The held-out parts (LoCoMo conv-42/43 in every
+``rmtui/engine/retrieval/stage2_weights.py`` -- or, with ``--model NAME``, the roots are embedded
+with that ``embedding.model`` and the weights go to its own module (``stage2.MODEL_WEIGHTS``: its
+cosines spread otherwise than MiniLM's). The held-out parts (LoCoMo conv-42/43 in every
 layout, the held-out notes project) are only scored, before and after, so the figures printed
 for them are fair.
 
@@ -53,7 +55,6 @@ from rmtui.engine.retrieval.corpus import load_corpus  # noqa: E402
 from rmtui.engine.retrieval.ranking import fuse  # noqa: E402
 from rmtui.engine.retrieval.retrieve import cli_backend, first_stage, params_from_config  # noqa: E402
 
-WEIGHTS = REPO / "rmtui" / "engine" / "retrieval" / "stage2_weights.py"
 #: The columns of a cached row (the features of the engine that computed it).
 ALL_NAMES = stage2.FEATURES + stage2.TOKEN_FEATURES
 
@@ -69,21 +70,22 @@ class QuestionSet:
     questions: list[dict]
 
 
-def question_sets(data_dir: Path, work: Path, formats: tuple[str, ...], *, dev_only: bool = False) -> list[QuestionSet]:
-    """Every question set; ``dev_only`` builds only the development ones (for trying a change
-    without looking at the held-out figures)."""
+def question_sets(data_dir: Path, work: Path, formats: tuple[str, ...], *, dev_only: bool = False,
+                  model: str | None = None) -> list[QuestionSet]:
+    """Every question set, its root embedded with ``model`` (None: the default); ``dev_only``
+    builds only the development ones (for trying a change without looking at the held-out figures)."""
     sets = []
     for fmt in formats:
         for f in sorted(data_dir.glob("conv-*.json")):
             if dev_only and f.stem in HELD_OUT:
                 continue
             sets.append(QuestionSet(f"locomo/{fmt}", f.stem, f.stem in HELD_OUT,
-                                    build_root(f, work / "locomo" / fmt / f.stem, fmt), questions(f)))
+                                    build_root(f, work / "locomo" / fmt / f.stem, fmt, model), questions(f)))
     for project in notes.projects():
         if dev_only and project.held_out:
             continue
         sets.append(QuestionSet("notes", project.name, project.held_out,
-                                notes.build_root(project, work / "notes" / project.name), project.questions()))
+                                notes.build_root(project, work / "notes" / project.name, model), project.questions()))
     return sets
 
 
@@ -109,6 +111,7 @@ def rows_of(sets: list[QuestionSet]) -> list[dict]:
             evidence = set(q["evidence"])
             y = np.asarray([ids[i] in evidence for i in cand.tolist()], dtype=np.int8)
             rows.append({**q, "family": s.family, "set": s.name, "held": s.held, "names": ALL_NAMES,
+                         "model": first.signals.model,
                          "cand": [ids[i] for i in cand.tolist()], "x": x, "y": y})
         print(f"  {s.family} {s.name}: {len(corpus.entries)} entries, {len(s.questions)} questions", flush=True)
     return rows
@@ -182,7 +185,10 @@ def main() -> None:
     ap.add_argument("--cv", action="store_true", help="cross-validate on the development rows only, write nothing")
     ap.add_argument("--without", default="", help="with --cv: features to leave out (comma separated)")
     ap.add_argument("--pool", action="store_true", help="print the share of evidence in the first stage's pool")
+    ap.add_argument("--model", help="embedding.model the roots are embedded with; its weights go to its own "
+                                    "module (stage2.MODEL_WEIGHTS), e.g. all-mpnet-base-v2")
     args = ap.parse_args()
+    target = REPO / "rmtui" / "engine" / "retrieval" / f"{stage2.weights_module(args.model or '')}.py"
 
     if args.rows and args.rows.exists():
         rows = pickle.loads(args.rows.read_bytes())
@@ -190,9 +196,14 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="rmtui-stage2-") as tmp:
             work = args.work or Path(tmp)
             work.mkdir(parents=True, exist_ok=True)
-            rows = rows_of(question_sets(args.data, work, tuple(args.formats.split(",")), dev_only=args.dev_only))
+            rows = rows_of(question_sets(args.data, work, tuple(args.formats.split(",")), dev_only=args.dev_only,
+                                         model=args.model))
         if args.rows:
             args.rows.write_bytes(pickle.dumps(rows))
+    made_with = {stage2.weights_module(r.get("model", "")) for r in rows if "model" in r}
+    if made_with - {target.stem}:
+        ap.error(f"the rows in {args.rows} were embedded by a model whose weights go to {', '.join(made_with)}, "
+                 f"not {target.stem}; pass the matching --model")
     dev = [r for r in rows if not r["held"]]
     if args.pool:
         print(pool_shares(rows))
@@ -219,14 +230,15 @@ def main() -> None:
         for name, (mean, scale, coef) in models.items())
     families = sorted({r["family"] for r in dev})
     about = textwrap.fill(
-        f"Fitted on {len(dev)} development questions ({sum(len(r['y']) for r in dev)} candidate rows) from "
+        f"Fitted for the embedding model {args.model or 'all-MiniLM-L6-v2'} on {len(dev)} development questions "
+        f"({sum(len(r['y']) for r in dev)} candidate rows) from "
         f"{', '.join(families)}; held out: LoCoMo {', '.join(HELD_OUT)} (every layout) and the notes project(s) "
         f"{', '.join(p.name for p in notes.projects() if p.held_out)}.", LINE)
-    WEIGHTS.write_text(
+    target.write_text(
         '"""Weights of the learned second stage, written by bench/fit_stage2.py (do not edit by hand).\n\n'
         f'{about}\n"""\n\n'
         "from rmtui.engine.retrieval.stage2_model import Weights\n" + body, encoding="utf-8")
-    print(f"wrote {WEIGHTS.relative_to(REPO)}")
+    print(f"wrote {target.relative_to(REPO)}")
 
 
 #: The longest line written to the weights module (the code style's limit).

@@ -55,6 +55,7 @@ sys.path.insert(0, str(REPO))
 
 from bench._git import commit_all  # noqa: E402
 from bench._index import index_fully  # noqa: E402
+from bench._model import add_model_option, use_model  # noqa: E402
 from bench._weights import Fit, add_compare_option, compared_fit, using  # noqa: E402
 from rmtui.engine.memory.roots import MemoryRoot, init_root  # noqa: E402
 from rmtui.engine.retrieval.corpus import load_corpus  # noqa: E402
@@ -91,9 +92,9 @@ def conv_name(path: Path) -> str:
     return path.stem.replace("conv-", "")
 
 
-def build_root(conv_file: Path, dest: Path, fmt: str = "first") -> MemoryRoot:
+def build_root(conv_file: Path, dest: Path, fmt: str = "first", model: str | None = None) -> MemoryRoot:
     """The memory root of one conversation, in the reference layout (``fmt``: where the
-    speaker goes, :data:`FORMATS`)."""
+    speaker goes, :data:`FORMATS`), embedded with ``model`` (None: the default)."""
     data = json.loads(conv_file.read_text())
     conv = data.get("conversation", data)
     c = conv_name(conv_file)
@@ -132,6 +133,7 @@ def build_root(conv_file: Path, dest: Path, fmt: str = "first") -> MemoryRoot:
         (dest / f"MEMORY_c{c}-s{n}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (dest / "MEMORY.md").write_text("\n".join(memory), encoding="utf-8")
     (dest / "PURSUITS.md").write_text("# Pursuits\n\n## Focus\n", encoding="utf-8")
+    use_model(dest, model)
     commit_all(dest, f"locomo conversation {c}")
     return root
 
@@ -164,17 +166,19 @@ def summarize(rows: list[dict], key: str) -> dict:
 
 
 def run(data_dir: Path, work: Path, sample: int, explore: bool, formats: tuple[str, ...] = ("first",),
-        fit: Fit | None = None, held_only: bool = False) -> None:
+        fit: Fit | None = None, held_only: bool = False, model: str | None = None) -> None:
     """The recall table for the first layout of ``formats`` (and latency, the design table), then
-    the held-out figure of every layout in ``formats`` (beside ``fit``'s, when given)."""
+    the held-out figure of every layout in ``formats`` (beside ``fit``'s, when given), every root
+    embedded with ``model`` (None: the default)."""
     layout_rows = {}
     for n, fmt in enumerate(formats):
         if n == 0:
-            layout_rows[fmt] = run_layout(data_dir, work / fmt, sample, explore, fmt, fit=fit, held_only=held_only)
+            layout_rows[fmt] = run_layout(data_dir, work / fmt, sample, explore, fmt, fit=fit, held_only=held_only,
+                                          model=model)
         else:
             print(f"\nlayout {fmt!r}: the same conversations with the speaker {LAYOUTS[fmt]}")
             layout_rows[fmt] = run_layout(data_dir, work / fmt, 0, False, fmt, quiet=True, fit=fit,
-                                          held_only=held_only)
+                                          held_only=held_only, model=model)
     print_layouts(layout_rows, fit)
     print_categories(layout_rows, fit)
 
@@ -244,7 +248,7 @@ def spread_interval(layout_rows: dict[str, list[dict]], key: str, k: int = 10, d
 
 
 def run_layout(data_dir: Path, work: Path, sample: int, explore: bool, fmt: str, quiet: bool = False,
-               fit: Fit | None = None, held_only: bool = False) -> list[dict]:
+               fit: Fit | None = None, held_only: bool = False, model: str | None = None) -> list[dict]:
     files = sorted(f for f in data_dir.glob("conv-*.json") if not held_only or f.stem in HELD_OUT)
     if not files:
         sys.exit(f"no LoCoMo files in {data_dir}")
@@ -253,7 +257,7 @@ def run_layout(data_dir: Path, work: Path, sample: int, explore: bool, fmt: str,
     roots = []
     t_build = time.time()
     for f in files:
-        root = build_root(f, work / f.stem, fmt)
+        root = build_root(f, work / f.stem, fmt, model)
         with open(os.devnull, "w"):
             load_corpus(root.path)
         roots.append((f, root))
@@ -445,6 +449,7 @@ def main() -> None:
     ap.add_argument("--formats", default=",".join(FORMATS),
                     help=f"layouts of the speaker to score, the first one in full (default {','.join(FORMATS)})")
     add_compare_option(ap)
+    add_model_option(ap)
     ap.add_argument("--held-out-only", action="store_true",
                     help=f"only the held-out conversations ({', '.join(HELD_OUT)})")
     ap.add_argument("--cold", metavar="FRACTIONS",
@@ -455,6 +460,9 @@ def main() -> None:
     formats = tuple(args.formats.split(","))
     if unknown := [f for f in formats if f not in FORMATS]:
         ap.error(f"unknown layout {', '.join(unknown)}; one of {', '.join(FORMATS)}")
+    if args.model and (args.cold or args.compare_weights):
+        ap.error("--model measures the whole index with the default second stage of that model; "
+                 "not with --cold or --compare-weights")
     if args.cold:
         fractions = [float(x) for x in args.cold.split(",")]
         if args.work:
@@ -467,10 +475,10 @@ def main() -> None:
     fit = compared_fit(ap, args.compare_weights)
     if args.work:
         args.work.mkdir(parents=True, exist_ok=True)
-        run(args.data, args.work, args.sample, args.explore, formats, fit, args.held_out_only)
+        run(args.data, args.work, args.sample, args.explore, formats, fit, args.held_out_only, args.model)
     else:
         with tempfile.TemporaryDirectory(prefix="rmtui-locomo-") as tmp:
-            run(args.data, Path(tmp), args.sample, args.explore, formats, fit, args.held_out_only)
+            run(args.data, Path(tmp), args.sample, args.explore, formats, fit, args.held_out_only, args.model)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from bench._git import commit_all  # noqa: E402
 from bench._index import index_fully  # noqa: E402
+from bench._model import add_model_option, use_model  # noqa: E402
 from bench._weights import Fit, add_compare_option, compared_fit, using  # noqa: E402
 from rmtui.engine.memory.roots import MemoryRoot, init_root  # noqa: E402
 
@@ -55,9 +56,10 @@ def projects() -> list[Project]:
     return [Project(p.name, p) for p in sorted(NOTES.iterdir()) if (p / "questions.json").is_file()]
 
 
-def build_root(project: Project, dest: Path) -> MemoryRoot:
+def build_root(project: Project, dest: Path, model: str | None = None) -> MemoryRoot:
     """A fresh memory root holding the project's memory files, committed (the derived caches of
-    an earlier build at ``dest`` are kept: vectors are cached by text, so nothing is embedded twice)."""
+    an earlier build at ``dest`` are kept: vectors are cached by text, so nothing is embedded twice),
+    embedded with ``model`` (None: the default)."""
     keep = None
     if dest.exists():
         cache = dest / ".runtime" / "cache"
@@ -72,6 +74,7 @@ def build_root(project: Project, dest: Path) -> MemoryRoot:
     for f in project.path.glob("MEMORY*.md"):
         shutil.copyfile(f, dest / f.name)
     (dest / "PURSUITS.md").write_text("# Pursuits\n\n## Focus\n", encoding="utf-8")
+    use_model(dest, model)
     commit_all(dest, f"notes {project.name}")
     return root
 
@@ -84,7 +87,8 @@ def scores(ranked: list[str], evidence: list[str]) -> tuple[float, float, float]
     return r5, r10, 0.0 if hit is None else 1.0 / (hit + 1)
 
 
-def run(work: Path, fit: Fit | None = None, held_only: bool = False) -> dict[tuple[str, str], list[tuple]]:
+def run(work: Path, fit: Fit | None = None, held_only: bool = False,
+        model: str | None = None) -> dict[tuple[str, str], list[tuple]]:
     """Print each project's figures per ranking (``fit``'s beside today's, when given), then the
     held-out projects together; return the per-question scores by (project, ranking)."""
     from rmtui.engine.retrieval.corpus import load_corpus
@@ -95,7 +99,7 @@ def run(work: Path, fit: Fit | None = None, held_only: bool = False) -> dict[tup
     chosen = [p for p in projects() if p.held_out or not held_only]
     roots = []
     for project in chosen:  # every root fully indexed before any question is asked
-        root = build_root(project, work / project.name)
+        root = build_root(project, work / project.name, model)
         cfg = root.config()
         backend = backend or cli_backend(root, cfg, wait_seconds=180.0)
         corpus = load_corpus(root.path)
@@ -162,18 +166,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, help="where to build the roots (default: a temporary folder)")
     add_compare_option(ap)
+    add_model_option(ap)
     ap.add_argument("--held-out-only", action="store_true", help=f"only the held-out projects ({', '.join(HELD_OUT)})")
     ap.add_argument("--cold", metavar="FRACTIONS",
                     help="only the first answers of a new root on the development projects (with "
                          "--held-out-only: the held-out ones), the model's index holding these shares of the "
                          "passages (e.g. 0,0.08), first_pass off and static")
     args = ap.parse_args()
+    if args.model and (args.cold or args.compare_weights):
+        ap.error("--model measures the whole index with the default second stage of that model; "
+                 "not with --cold or --compare-weights")
     if args.cold:
         fractions = [float(x) for x in args.cold.split(",")]
         in_work(args.work, lambda work: run_cold(work, fractions, args.held_out_only))
         return
     fit = compared_fit(ap, args.compare_weights)
-    in_work(args.work, lambda work: run(work, fit, args.held_out_only))
+    in_work(args.work, lambda work: run(work, fit, args.held_out_only, args.model))
 
 
 def in_work(work: Path | None, job) -> None:

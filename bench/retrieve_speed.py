@@ -423,12 +423,9 @@ def model_floor(root: MemoryRoot, precision: str = "float32") -> tuple[float, fl
 
 def static_first_pass(root: MemoryRoot) -> None:
     """Turn the static first pass on for the bench root (rmtui.toml), whatever the default."""
-    import tomlkit
+    from bench._model import set_setting
 
-    path = root.path / "rmtui.toml"
-    doc = tomlkit.parse(path.read_text(encoding="utf-8")) if path.exists() else tomlkit.document()
-    doc.setdefault("embedding", tomlkit.table())["first_pass"] = "static"
-    path.write_text(tomlkit.dumps(doc), encoding="utf-8")
+    set_setting(root.path, "embedding", "first_pass", "static")
 
 
 def static_done(root: MemoryRoot, started: float, timeout: float = 120.0) -> float | None:

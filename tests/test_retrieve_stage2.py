@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -41,14 +42,6 @@ def _write(root) -> None:
 
 def _ids(outcome) -> list[str]:
     return [outcome.corpus.entries[r.index].id for r in outcome.ranked]
-
-
-def test_shipped_weights_fit_the_features():
-    for model, names in ((stage2_weights.PLAIN, stage2.FEATURES),
-                         (stage2_weights.TOKENS, stage2.FEATURES + stage2.TOKEN_FEATURES)):
-        assert tuple(model.features) == names
-        assert len(model.coef) == len(model.mean) == len(model.scale) == len(names)
-        assert all(s > 0 for s in model.scale)
 
 
 def test_features_one_row_per_candidate(root, plain_backend):
@@ -320,3 +313,37 @@ def test_a_fit_over_fewer_features_reorders_on_its_own_columns(root, plain_backe
     text = {e.id: e.text for e in corpus.entries}
     lengths = [len(text[i]) for i in _ids(out)]
     assert lengths == sorted(lengths, reverse=True) and lengths[0] == max(len(t) for t in text.values())
+
+
+def test_an_embedding_model_with_weights_of_its_own_is_ranked_by_them(root, plain_backend, monkeypatch):
+    """Cosines spread differently from one model to another, so a model named in
+    ``stage2.MODEL_WEIGHTS`` reads the weights fitted on its scores, by the name in its identity;
+    every other model reads the default ones. Here the same vectors under an mpnet identity."""
+    _write(root)
+    corpus = load_corpus(root.path)
+    cfg = root.config()
+    need = "which database for the ledger"
+    mpnet = importlib.import_module(f"rmtui.engine.retrieval.{stage2.MODEL_WEIGHTS['all-mpnet-base-v2']}")
+    for name, names in (("TOKENS", stage2.FEATURES + stage2.TOKEN_FEATURES), ("PLAIN", stage2.FEATURES)):
+        monkeypatch.setattr(stage2_weights, name, _only_length(names, -1.0))  # the default: short entries first
+        monkeypatch.setattr(mpnet, name, _only_length(names, 1.0))  # mpnet's: long entries first
+    info = plain_backend.info()
+    renamed = replace(info, embedding_model="all-mpnet-base-v2@" + info.embedding_model.partition("@")[2])
+    as_mpnet = SimpleNamespace(info=lambda: renamed, embed=plain_backend.embed, embed_tokens=plain_backend.embed_tokens,
+                               rerank=plain_backend.rerank)
+    text = {e.id: e.text for e in corpus.entries}
+    for backend, longest_first in ((plain_backend, False), (as_mpnet, True)):
+        out = search(root, need, top=5, corpus=corpus, backend=backend, cfg=cfg)
+        lengths = [len(text[i]) for i in _ids(out)]
+        assert lengths == sorted(lengths, reverse=longest_first)
+    for other in ("all-minilm-l6-v2@0123", "my-own-model@4567", ""):
+        assert stage2.weights_module(other) == "stage2_weights"
+
+
+def test_every_models_shipped_weights_fit_the_features():
+    for module in {"stage2_weights", *stage2.MODEL_WEIGHTS.values()}:
+        w = importlib.import_module(f"rmtui.engine.retrieval.{module}")
+        for model, names in ((w.PLAIN, stage2.FEATURES), (w.TOKENS, stage2.FEATURES + stage2.TOKEN_FEATURES)):
+            assert tuple(model.features) == names, module
+            assert len(model.coef) == len(model.mean) == len(model.scale) == len(names)
+            assert all(s > 0 for s in model.scale)

@@ -504,7 +504,7 @@ def first_stage(root: MemoryRoot, need: str, *, corpus: Corpus, backend, params:
                           static=got.static, static_note=got.static_note)
     sig = Signals(lex_index, qtokens, own, window, lexical, got.scores, got.best_vectors, params.stem,
                   need_states, got.best_states if got.tokens is not None else None,
-                  names=need_names(need, stem=params.stem), asks_time=asks_time(need))
+                  names=need_names(need, stem=params.stem), asks_time=asks_time(need), model=got.cache.identity)
     return FirstStage(lexical, got.scores, got.coverage, qvec, "hybrid", sig, got.states_missing, stages,
                       got.static, got.static_note)
 

@@ -70,10 +70,15 @@ model is fitted listwise (one softmax over each question's candidates), since on
 within a question matters. Features, shares and the penalty were chosen by cross-validation on
 the development sets alone (``bench/fit_stage2.py --cv``). The stage needs dense scores
 (several features are vector ones); without them the first-stage order stands.
+
+Several features are cosines, whose spread differs from one embedding model to another, so a
+model named in :data:`MODEL_WEIGHTS` reads weights fitted on its own scores
+(``bench/fit_stage2.py --model``); any other model reads ``stage2_weights.py`` (MiniLM's).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -124,6 +129,7 @@ class Signals:
     states: Callable[[np.ndarray], list[np.ndarray | None]] | None = None
     names: frozenset[str] = frozenset()  # tokens of the need's names (``ranking.need_names``)
     asks_time: bool = False  # whether the need asks when (``stage2_time.asks_time``)
+    model: str = ""  # the embedding model's identity (``<name>@<digest>``): whose weights apply
 
 
 def _top(x: np.ndarray) -> float:
@@ -302,10 +308,19 @@ def thread(coherence_prev: np.ndarray, span: tuple[float, float] | None = None) 
     return t if span is None else min(max(t, span[0]), span[1])
 
 
+#: Embedding models (by the name in their identity) with weights of their own, and the module
+#: under ``rmtui.engine.retrieval`` that holds them.
+MODEL_WEIGHTS = {"all-mpnet-base-v2": "stage2_weights_mpnet"}
+
+
+def weights_module(model: str) -> str:
+    """The weights module for the embedding model whose identity is ``model``."""
+    return MODEL_WEIGHTS.get(model.partition("@")[0], "stage2_weights")
+
+
 def rerank(corpus: Corpus, sig: Signals, fused: np.ndarray) -> np.ndarray | None:
     """The first stage's best :data:`POOL` entries in the learned order (None: no weights)."""
-    from rmtui.engine.retrieval import stage2_weights as w
-
+    w = importlib.import_module(f"rmtui.engine.retrieval.{weights_module(sig.model)}")
     if not len(fused):
         return None
     cand = candidates(fused)
