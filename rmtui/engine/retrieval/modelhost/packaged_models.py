@@ -22,8 +22,12 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from rmtui.engine.errors import OperationFailed, UnavailableError
+
+if TYPE_CHECKING:
+    import zipfile
 
 #: The marker a finished folder carries (a dotfile: not part of the model's identity).
 MARKER = ".rmtui-packaged.json"
@@ -113,8 +117,10 @@ def model_folder(model: PackagedModel) -> Path:
     """The model's local folder, assembled on first use; :class:`UnavailableError` when its
     package is not installed (the message names the install command)."""
     if model.module is not None:
+        import importlib
+
         try:
-            mod = __import__(model.module, fromlist=["get_model_path"])
+            mod = importlib.import_module(model.module)
         except ImportError as exc:
             raise UnavailableError(f"the packaged embedding model {model.name} is not installed: "
                                    f"{model.install}") from exc
@@ -340,7 +346,7 @@ def _concatenate(archive: SplitArchive, parts: Sequence[Path], dest: Path, insta
                               f"{written} bytes; expected sha256 {archive.sha256}, {archive.size} bytes)")
 
 
-def _copy_part(part: Path, out, h, room: int) -> int:
+def _copy_part(part: Path, out: BinaryIO, h: Any, room: int) -> int:
     """Append ``part`` to ``out`` and ``h``; stops one block past ``room`` (an oversized part
     is refused without copying all of it). Returns the bytes copied."""
     copied = 0
@@ -355,7 +361,7 @@ def _copy_part(part: Path, out, h, room: int) -> int:
     return copied
 
 
-def _member_path(archive: SplitArchive, info) -> PurePosixPath | None:
+def _member_path(archive: SplitArchive, info: zipfile.ZipInfo) -> PurePosixPath | None:
     """The member's path inside the model folder; None for folders and skipped files.
     Refuses (naming the member) anything that is not a plain file under the model folder."""
     name = info.filename
