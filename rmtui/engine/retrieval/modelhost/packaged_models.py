@@ -154,8 +154,9 @@ def locate_parts(model: PackagedModel) -> list[Path]:
                                    f"{model.name} needs {archive.version}: {model.install}")
         paths.append(Path(str(dist.locate_file(part.member))))
     if missing:
-        raise UnavailableError(f"the packaged embedding model {model.name} is not installed "
-                               f"(missing {', '.join(missing)}): {model.install}")
+        which = "" if len(missing) == len(archive.parts) else f" (missing {', '.join(missing)})"
+        raise UnavailableError(f"the packaged embedding model {model.name} is not installed{which}: "
+                               f"{model.install}")
     return paths
 
 
