@@ -394,3 +394,8 @@ def test_installed_mpnet_parts_with_other_bytes_are_refused(tmp_path, monkeypatc
         resolve_model_path("all-mpnet-base-v2", None)
     models = tmp_path / "cache" / "models"
     assert sorted(p.name for p in models.iterdir()) == [".all-mpnet-base-v2.lock"]
+
+
+def test_a_file_where_the_archive_needs_a_folder_is_refused(tmp_path):
+    msg = _refused(tmp_path, [(f"{FOLDER}/vocab", b"a file"), (f"{FOLDER}/vocab/inner.txt", b"under it")])
+    assert f"member '{FOLDER}/vocab/inner.txt' cannot be extracted" in msg

@@ -425,9 +425,9 @@ def _extract(archive: SplitArchive, zip_path: Path, out: Path) -> str:
         done = 0
         for info, rel in plan:
             dest = out.joinpath(*rel.parts)
-            dest.parent.mkdir(parents=True, exist_ok=True)
             h = hashlib.sha256()
             try:
+                dest.parent.mkdir(parents=True, exist_ok=True)  # fails where a file took a folder's name
                 with zf.open(info) as src, dest.open("xb") as dst:
                     for block in iter(lambda: src.read(1 << 20), b""):
                         h.update(block)
