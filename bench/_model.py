@@ -24,5 +24,5 @@ def use_model(root_path: Path, model: str | None) -> None:
 
 def add_model_option(ap) -> None:
     """The ``--model`` option of a quality bench."""
-    ap.add_argument("--model", help="embedding.model to measure with (default: the default model, "
-                                    "e.g. all-mpnet-base-v2)")
+    ap.add_argument("--model", help="embedding.model the roots are embedded with, e.g. all-mpnet-base-v2 "
+                                    "(default: rmtui's default model)")

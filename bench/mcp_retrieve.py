@@ -100,7 +100,7 @@ def measure_floor(root: Path, calls: int) -> None:
     FLOOR.python = _median_run("-c", "pass")
     FLOOR.sdk = _median_run("-c", "import mcp.server.mcpserver")
     mem = MemoryRoot(root)
-    backend = InProcessBackend()
+    backend = InProcessBackend.from_config(mem.config())  # the root's own model (``--model`` of the speed bench)
     warm_up(mem, backend)  # as the server warms up (and idles until its first call)
     VectorCache.open(mem.runtime / "cache", backend.info().embedding_model).prepare(wait=True)
     for i in range(5):

@@ -71,6 +71,7 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402  (after OPENBLAS_NUM_THREADS, which it reads once)
 
+from bench._model import add_model_option, set_setting, use_model  # noqa: E402
 from rmtui.engine.memory.roots import MemoryRoot, init_root  # noqa: E402
 from rmtui.engine.retrieval.corpus import load_corpus  # noqa: E402
 from rmtui.engine.retrieval.ranking import load_lexical  # noqa: E402
@@ -137,7 +138,7 @@ def coarse_agreement(root: MemoryRoot, sampled: int = 100) -> None:
     from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
     from rmtui.engine.retrieval.retrieve import search, warm_up
 
-    backend = InProcessBackend()
+    backend = InProcessBackend.from_config(root.config())
     warm_up(root, backend)
     cache = VectorCache.open(root.runtime / "cache", backend.info().embedding_model)
     cache.prepare(wait=True)
@@ -179,7 +180,7 @@ class Floor:
         from rmtui.engine.retrieval.retrieve import retrieve, warm_up
 
         self.python = bare_python(env)
-        backend = InProcessBackend()
+        backend = InProcessBackend.from_config(root.config())
         warm_up(root, backend)  # as the MCP server warms up (and idles until its first call)
         VectorCache.open(root.runtime / "cache", backend.info().embedding_model).prepare(wait=True)
         for i in range(3):
@@ -394,10 +395,12 @@ def model_floor(root: MemoryRoot, precision: str = "float32") -> tuple[float, fl
     from rmtui.engine.retrieval.modelhost.device import CPU_ENCODE_BATCH
     from rmtui.engine.retrieval.modelhost.embeddings import InProcessBackend
 
-    params = params_from_config(root.config())
+    cfg = root.config()
+    params = params_from_config(cfg)
     index = dense_index(load_corpus(root.path), params)
     texts = sorted({index.part(i) for i in range(len(index.keys))}, key=len)
-    embedder = InProcessBackend(precision=precision).embedder
+    embedder = InProcessBackend(cfg.get("embedding.model"), cfg.get("embedding.model_path"),
+                                precision=precision).embedder
     session = getattr(embedder, "session", None)
     if session is None:
         t, c = time.perf_counter(), cpu_seconds()
@@ -423,8 +426,6 @@ def model_floor(root: MemoryRoot, precision: str = "float32") -> tuple[float, fl
 
 def static_first_pass(root: MemoryRoot) -> None:
     """Turn the static first pass on for the bench root (rmtui.toml), whatever the default."""
-    from bench._model import set_setting
-
     set_setting(root.path, "embedding", "first_pass", "static")
 
 
@@ -688,6 +689,7 @@ def main() -> None:
     ap.add_argument("--reindex-only", type=Path, metavar="ROOT",
                     help="only the re-index lines, on a copy of this kept bench root (vectors cached)")
     ap.add_argument("--repeats", type=int, default=5, help="one-node changes the re-index median is taken over")
+    add_model_option(ap)
     args = ap.parse_args()
     if args.reindex_only:
         reindex_only(args.reindex_only, args.repeats)
@@ -705,6 +707,7 @@ def main() -> None:
             reuse_vectors(args.reuse_vectors, root)
             print(f"vectors and token states copied from {args.reuse_vectors}: cold call and index time not measured")
 
+        use_model(root.path, args.model)
         static_first_pass(root)
         started = time.time()
         dt, out, err = cli(root.path, "cold", NEEDS[0], env)

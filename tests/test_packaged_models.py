@@ -36,6 +36,13 @@ from rmtui.engine.retrieval.modelhost.packaged_models import (
 )
 from rmtui.engine.retrieval.modelhost.service_state import resolve_model_path
 
+
+@pytest.fixture(autouse=True)
+def _own_model_cache(tmp_path, monkeypatch):
+    """Each test its own model cache: a folder assembled on this machine before (its parts since
+    uninstalled; still verified, so reused by design) must not answer for the packages' absence."""
+    monkeypatch.setenv("RMTUI_MODEL_CACHE", str(tmp_path / "own-cache" / "onnx"))
+
 FOLDER = "tiny-model"
 FILES = {
     "config.json": b'{"hidden_size": 8}\n',
