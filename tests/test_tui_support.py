@@ -103,7 +103,7 @@ async def settle(app, pilot) -> None:
     from textual.widgets import Input, TextArea
 
     def preview_due() -> bool:
-        return any(getattr(screen, "_preview_timer", None) is not None for screen in app.screen_stack)
+        return any(getattr(screen, "preview_due", False) for screen in app.screen_stack)
 
     while True:
         await wait_for(pilot, lambda: not preview_due(), what="the preview to follow the cursor")

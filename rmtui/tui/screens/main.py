@@ -258,6 +258,11 @@ class MainScreen(LiveScreen):
         cursor even when the cursor's line number stayed (Textual then reports no move)."""
         self._follow(FILTER_PREVIEW_DELAY)
 
+    @property
+    def preview_due(self) -> bool:
+        """Whether the preview still waits out its pause before it follows the cursor."""
+        return self._preview_timer is not None
+
     def _follow(self, delay: float = PREVIEW_DELAY) -> None:
         if self._preview_timer is not None:
             self._preview_timer.stop()

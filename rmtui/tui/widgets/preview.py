@@ -141,10 +141,10 @@ class ItemPreview(Vertical):
             rows.append(("backing", item.backing_file))
         rows.append(("hash", item.hash[:16]))
         rows.append(("changed", self.commit_text or "…"))
-        # one line per row, never wrapped (main.tcss, ``-rows``): the block's height is its row
-        # count, so a new commit line (or another item with as many rows) repaints it without
-        # laying the screen out
-        text = Text(no_wrap=True, overflow="ellipsis")
+        # one line per row, never wrapped (main.tcss, ``-rows``; a Static wraps by its CSS, not by
+        # the Text's own flags): the block's height is its row count, so a new commit line (or
+        # another item with as many rows) repaints it without laying the screen out
+        text = Text()
         for i, (label, value) in enumerate(rows):
             if i:
                 text.append("\n")
