@@ -328,7 +328,7 @@ def _tuple(items) -> str:
 #:   within 0.008 of this model everywhere, less than a held-out set of 377 questions can tell
 #:   apart. Not kept.
 #: Tried next (2026-12-05): the larger embedder all-mpnet-base-v2 (768 dimensions, twelve layers;
-#: it ships through the package registry as five packages, ``rmtui[mpnet]``), rows embedded by it,
+#: it ships through the package registry as five packages, the ``mpnet`` extra), rows embedded by it,
 #: the same ``--cv`` folds: the first stage alone, layouts R@5 0.705-0.733 / R@10 0.800-0.826
 #: against MiniLM's 0.698-0.719 / 0.785-0.807, notes 0.765 / 0.858 against 0.760 / 0.839; with a fit
 #: of its own, layouts 0.787-0.805 / 0.849-0.862, notes 0.846 / 0.910 (MiniLM's fit: 0.785-0.798 /

