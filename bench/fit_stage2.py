@@ -327,14 +327,19 @@ def _tuple(items) -> str:
 #:   its z-score within the pool): layouts 0.789-0.805 / 0.845-0.852, notes 0.822 / 0.894 --
 #:   within 0.008 of this model everywhere, less than a held-out set of 377 questions can tell
 #:   apart. Not kept.
-#: Tried next (2026-12-05): the larger embedder all-mpnet-base-v2 (768 dimensions, twelve layers;
-#: it ships through the package registry as five packages, the ``mpnet`` extra), rows embedded by it,
-#: the same ``--cv`` folds: the first stage alone, layouts R@5 0.705-0.733 / R@10 0.800-0.826
-#: against MiniLM's 0.698-0.719 / 0.785-0.807, notes 0.765 / 0.858 against 0.760 / 0.839; with a fit
-#: of its own, layouts 0.787-0.805 / 0.849-0.862, notes 0.846 / 0.910 (MiniLM's fit: 0.785-0.798 /
-#: 0.844-0.849, 0.818 / 0.896). Dense alone on the development chats' bare turns, R@10 0.496 ->
-#: 0.585. It costs about 8x MiniLM's CPU per text, so it is an option (``embedding.model``) with
-#: weights of its own (``--model all-mpnet-base-v2``), not the default.
+#: Tried next (2026-12-05, later), by the same ``--cv`` folds:
+#: - the larger embedder all-mpnet-base-v2 (768 dimensions, twelve layers; it ships through the
+#:   package registry as five packages, the ``mpnet`` extra), on rows embedded by it: the first
+#:   stage alone, layouts R@5 0.705-0.733 / R@10 0.800-0.826 against MiniLM's 0.698-0.719 /
+#:   0.785-0.807, notes 0.765 / 0.858 against 0.760 / 0.839; with a fit of its own, layouts
+#:   0.787-0.805 / 0.849-0.862, notes 0.846 / 0.910 (MiniLM's fit: 0.785-0.798 / 0.844-0.849,
+#:   0.818 / 0.896). Dense alone on the development chats' bare turns, R@10 0.496 -> 0.585. It
+#:   costs 6-8x MiniLM's CPU per text, so it is an option (``embedding.model``) with weights of
+#:   its own (``--model all-mpnet-base-v2``), not the default.
+#: - the static model's cosine as features beside MiniLM's (wordllama, the static first pass's
+#:   model, of the need and each candidate's text: raw, and the gap to the pool's best), on this
+#:   model's rows: layouts 0.785-0.798 / 0.844-0.850, notes 0.822 / 0.896 against 0.785-0.798 /
+#:   0.844-0.849, 0.818 / 0.896 -- within 0.004. Not kept.
 DOMAIN_SHARE = {"locomo": 0.6, "notes": 0.4}
 #: The L2 penalty on the coefficients (in units of one question's loss).
 L2 = 10.0
