@@ -26,3 +26,11 @@ def add_model_option(ap) -> None:
     """The ``--model`` option of a quality bench."""
     ap.add_argument("--model", help="embedding.model the roots are embedded with, e.g. all-mpnet-base-v2 "
                                     "(default: rmtui's default model)")
+
+
+def check_model_option(ap, args) -> None:
+    """``--model`` measures a whole index with that model's own second stage: the cold bench
+    and an earlier fit's weights (which are MiniLM's) do not combine with it."""
+    if args.model and (args.cold or args.compare_weights):
+        ap.error("--model measures the whole index with the default second stage of that model; "
+                 "not with --cold or --compare-weights")

@@ -55,7 +55,7 @@ sys.path.insert(0, str(REPO))
 
 from bench._git import commit_all  # noqa: E402
 from bench._index import index_fully  # noqa: E402
-from bench._model import add_model_option, use_model  # noqa: E402
+from bench._model import add_model_option, check_model_option, use_model  # noqa: E402
 from bench._weights import Fit, add_compare_option, compared_fit, using  # noqa: E402
 from rmtui.engine.memory.roots import MemoryRoot, init_root  # noqa: E402
 from rmtui.engine.retrieval.corpus import load_corpus  # noqa: E402
@@ -460,9 +460,7 @@ def main() -> None:
     formats = tuple(args.formats.split(","))
     if unknown := [f for f in formats if f not in FORMATS]:
         ap.error(f"unknown layout {', '.join(unknown)}; one of {', '.join(FORMATS)}")
-    if args.model and (args.cold or args.compare_weights):
-        ap.error("--model measures the whole index with the default second stage of that model; "
-                 "not with --cold or --compare-weights")
+    check_model_option(ap, args)
     if args.cold:
         fractions = [float(x) for x in args.cold.split(",")]
         if args.work:

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from bench._git import commit_all  # noqa: E402
 from bench._index import index_fully  # noqa: E402
-from bench._model import add_model_option, use_model  # noqa: E402
+from bench._model import add_model_option, check_model_option, use_model  # noqa: E402
 from bench._weights import Fit, add_compare_option, compared_fit, using  # noqa: E402
 from rmtui.engine.memory.roots import MemoryRoot, init_root  # noqa: E402
 
@@ -173,9 +173,7 @@ def main() -> None:
                          "--held-out-only: the held-out ones), the model's index holding these shares of the "
                          "passages (e.g. 0,0.08), first_pass off and static")
     args = ap.parse_args()
-    if args.model and (args.cold or args.compare_weights):
-        ap.error("--model measures the whole index with the default second stage of that model; "
-                 "not with --cold or --compare-weights")
+    check_model_option(ap, args)
     if args.cold:
         fractions = [float(x) for x in args.cold.split(",")]
         in_work(args.work, lambda work: run_cold(work, fractions, args.held_out_only))
