@@ -336,6 +336,10 @@ def _tuple(items) -> str:
 #:   0.818 / 0.896). Dense alone on the development chats' bare turns, R@10 0.496 -> 0.585. It
 #:   costs 6-8x MiniLM's CPU per text, so it is an option (``embedding.model``) with weights of
 #:   its own (``--model all-mpnet-base-v2``), not the default.
+#: - mpnet's passages with MiniLM's question vectors mapped linearly into mpnet's space (the
+#:   question embedded at MiniLM's cost; ridge fits on two development conversations' turns and
+#:   questions, scored on the third): dense alone R@10 0.239-0.389 against MiniLM's 0.496 and
+#:   mpnet's 0.585. Not kept.
 #: - the static model's cosine as features beside MiniLM's (wordllama, the static first pass's
 #:   model, of the need and each candidate's text: raw, and the gap to the pool's best), on this
 #:   model's rows: layouts 0.785-0.798 / 0.844-0.850, notes 0.822 / 0.896 against 0.785-0.798 /
