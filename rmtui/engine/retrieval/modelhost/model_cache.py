@@ -77,12 +77,17 @@ def _writable(d: Path) -> bool:
         return False
 
 
-def write_dir() -> Path:
-    for d in cache_dirs():
+def first_writable(dirs: list[Path], what: str) -> Path:
+    """The first of ``dirs`` this process can write in (made when missing); none: unavailable,
+    naming the setting that points elsewhere."""
+    for d in dirs:
         if _writable(d):
             return d
-    raise UnavailableError(f"no writable folder for the ONNX export among {', '.join(map(str, cache_dirs()))}; "
-                           f"set {CACHE_ENV}")
+    raise UnavailableError(f"no writable folder for {what} among {', '.join(map(str, dirs))}; set {CACHE_ENV}")
+
+
+def write_dir() -> Path:
+    return first_writable(cache_dirs(), "the ONNX export")
 
 
 def file_signature(path: Path) -> list[int]:

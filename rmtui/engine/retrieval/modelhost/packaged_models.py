@@ -206,17 +206,6 @@ def _marker_valid(target: Path, archive: SplitArchive) -> bool:
     return True
 
 
-def _writable(d: Path) -> bool:
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-        probe = d / f".write-probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-        return True
-    except OSError:
-        return False
-
-
 def _say(msg: str, done: int | None = None, total: int | None = None) -> None:
     """Like the ONNX export's notices: to a progress listener, and the first line to stderr."""
     from rmtui.engine import progress
@@ -240,12 +229,9 @@ def materialize(archive: SplitArchive, parts: Sequence[Path], *, dirs: Sequence[
     built = find_built(archive, dirs)
     if built is not None:
         return built
-    home = next((d for d in dirs if _writable(d)), None)
-    if home is None:
-        from rmtui.engine.retrieval.modelhost.model_cache import CACHE_ENV
+    from rmtui.engine.retrieval.modelhost.model_cache import first_writable
 
-        raise UnavailableError(f"no writable folder for the model {archive.folder} among "
-                               f"{', '.join(map(str, dirs))}; set {CACHE_ENV}")
+    home = first_writable(dirs, f"the model {archive.folder}")
     target = home / archive.folder
     with file_lock(home / f".{archive.folder}.lock", timeout=_LOCK_WAIT_SECONDS):
         if _marker_valid(target, archive):  # another process finished while this one waited
