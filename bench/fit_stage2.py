@@ -359,6 +359,11 @@ def _tuple(items) -> str:
 #:   0.824 / 0.898; as features beside it (its cosine, its gap to the pool's best, its difference
 #:   from the whole need's, each also times ``thread``): layouts 0.780-0.793 / 0.847-0.852, notes
 #:   0.826 / 0.899 -- against 0.785-0.798 / 0.844-0.849, 0.818 / 0.896. Not kept.
+#: - a learned low-rank bilinear score between the need's vector and each candidate's (ranks 4 to
+#:   64, fitted listwise on top of this model's scores, each fold's own): with little weight decay
+#:   it learns the development conversations' topics (layouts 0.686-0.702 / 0.769-0.791); with
+#:   enough to hold, it stays within 0.007 of this model. The development sets are too small to
+#:   learn a metric from. Not kept.
 DOMAIN_SHARE = {"locomo": 0.6, "notes": 0.4}
 #: The L2 penalty on the coefficients (in units of one question's loss).
 L2 = 10.0
